@@ -1,0 +1,61 @@
+//! Tunebook's user interface: server-rendered Leptos pages, hydrated in the
+//! browser, with live updates pushed from the server.
+
+#[cfg(feature = "ssr")]
+pub mod backend;
+mod pages;
+pub mod types;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
+
+/// The name of the compiled browser bundle (`/pkg/{OUTPUT_NAME}.js`, `_bg.wasm`, `.css`).
+pub const OUTPUT_NAME: &str = "tunebook";
+
+/// The HTML document around the app.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8" />
+                <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <link rel="icon" href="data:," />
+                <HydrationScripts options />
+                <MetaTags />
+            </head>
+            <body>
+                <App />
+            </body>
+        </html>
+    }
+}
+
+/// The application: routes and page chrome.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="tunebook" href=format!("/pkg/{OUTPUT_NAME}.css") />
+        <Title text="Tunebook" />
+        <Router>
+            <header class="top">
+                <a href="/" class="brand">"Tunebook"</a>
+                <span class="tagline">"tuning local LLM inference, measured"</span>
+            </header>
+            <Routes fallback=|| view! { <p class="empty">"Page not found."</p> }>
+                <Route path=path!("/") view=pages::home::HomePage />
+            </Routes>
+        </Router>
+    }
+}
+
+/// Browser entry point: attaches the app to the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+}

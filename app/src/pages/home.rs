@@ -1,0 +1,382 @@
+//! The home page: run one configuration, and the trials table, kept current
+//! by events pushed from the server.
+
+use std::collections::BTreeMap;
+
+use leptos::prelude::*;
+
+use crate::types::{ProfileView, RunRequest, TrialState, TrialView};
+
+/// The engine profiles this server may run.
+#[server]
+pub async fn list_profiles() -> Result<Vec<ProfileView>, ServerFnError> {
+    Ok(backend()?.profiles())
+}
+
+/// Every trial, newest first.
+#[server]
+pub async fn list_trials() -> Result<Vec<TrialView>, ServerFnError> {
+    backend()?.list_trials().await.map_err(ServerFnError::new)
+}
+
+/// Checks and queues one configuration.
+#[server]
+pub async fn run_trial(request: RunRequest) -> Result<TrialView, ServerFnError> {
+    backend()?.submit_trial(request).await.map_err(ServerFnError::new)
+}
+
+#[cfg(feature = "ssr")]
+fn backend() -> Result<crate::backend::SharedBackend, ServerFnError> {
+    use_context::<crate::backend::SharedBackend>()
+        .ok_or_else(|| ServerFnError::new("the server provided no backend"))
+}
+
+/// Trials as the server last reported them, by id.
+type LiveTrials = RwSignal<BTreeMap<i64, TrialView>>;
+
+#[component]
+pub fn HomePage() -> impl IntoView {
+    let profiles = Resource::new(|| (), |_| list_profiles());
+    let trials = Resource::new(|| (), |_| list_trials());
+    let live: LiveTrials = RwSignal::new(BTreeMap::new());
+    // Effects run only in the browser: this marks the page as interactive.
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| {
+        hydrated.set(true);
+        #[cfg(feature = "hydrate")]
+        live_updates::subscribe(live, trials);
+    });
+
+    view! {
+        <main class="home" data-hydrated=move || hydrated.get().to_string()>
+            <section class="panel">
+                <h2>"Run one configuration"</h2>
+                <Suspense fallback=|| view! { <p class="muted">"Loading profiles…"</p> }>
+                    {move || Suspend::new(async move {
+                        match profiles.await {
+                            Ok(list) if !list.is_empty() => {
+                                view! { <RunForm profiles=list live /> }.into_any()
+                            }
+                            Ok(_) => {
+                                view! {
+                                    <p class="error">
+                                        "No engine profiles. Add a TOML file to the profiles folder."
+                                    </p>
+                                }
+                                    .into_any()
+                            }
+                            Err(e) => view! { <p class="error">{error_text(&e)}</p> }.into_any(),
+                        }
+                    })}
+                </Suspense>
+            </section>
+            <section class="panel">
+                <h2>"Trials"</h2>
+                <Suspense fallback=|| view! { <p class="muted">"Loading trials…"</p> }>
+                    {move || Suspend::new(async move {
+                        match trials.await {
+                            Ok(stored) => view! { <TrialTable stored live /> }.into_any(),
+                            Err(e) => view! { <p class="error">{error_text(&e)}</p> }.into_any(),
+                        }
+                    })}
+                </Suspense>
+            </section>
+        </main>
+    }
+}
+
+/// The message of a server function error, without the framework's prefix.
+fn error_text(e: &ServerFnError) -> String {
+    match e {
+        ServerFnError::ServerError(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[component]
+fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
+    let profiles = StoredValue::new(profiles);
+    let first = profiles.with_value(|p| p[0].clone());
+    let profile = RwSignal::new(first.name.clone());
+    let model = RwSignal::new(first.models.first().cloned().unwrap_or_default());
+    let ctx_size = RwSignal::new("2048".to_string());
+    let threads = RwSignal::new("2".to_string());
+    let cache_type_k = RwSignal::new("f16".to_string());
+    let cache_type_v = RwSignal::new("f16".to_string());
+    let flash_attn = RwSignal::new("auto".to_string());
+
+    let current = move || {
+        profiles.with_value(|all| all.iter().find(|p| p.name == profile.get()).cloned())
+    };
+    let action = ServerAction::<RunTrial>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(trial)) = action.value().get() {
+            live.update(|m| {
+                m.entry(trial.id).or_insert(trial);
+            });
+        }
+    });
+    let error = move || match action.value().get() {
+        Some(Err(e)) => error_text(&e),
+        _ => String::new(),
+    };
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let settings = [
+            ("ctx_size", ctx_size),
+            ("threads", threads),
+            ("cache_type_k", cache_type_k),
+            ("cache_type_v", cache_type_v),
+            ("flash_attn", flash_attn),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.get_untracked()))
+        .collect();
+        action.dispatch(RunTrial {
+            request: RunRequest {
+                profile: profile.get_untracked(),
+                model: model.get_untracked(),
+                settings,
+            },
+        });
+    };
+
+    view! {
+        <form class="run-form" on:submit=submit>
+            <label>
+                "Engine profile"
+                <select
+                    id="profile"
+                    prop:value=move || profile.get()
+                    on:change=move |ev| {
+                        profile.set(event_target_value(&ev));
+                        model.set(current().and_then(|p| p.models.first().cloned()).unwrap_or_default());
+                    }
+                >
+                    {profiles
+                        .get_value()
+                        .into_iter()
+                        .map(|p| view! { <option value=p.name.clone()>{format!("{} ({})", p.name, p.engine)}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Model"
+                <select id="model" prop:value=move || model.get() on:change=move |ev| model.set(event_target_value(&ev))>
+                    {move || {
+                        current()
+                            .map(|p| p.models)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|m| view! { <option value=m.clone()>{m.clone()}</option> })
+                            .collect_view()
+                    }}
+                </select>
+            </label>
+            <label>
+                "Context size (-c)"
+                <input id="ctx_size" type="number" min="0" bind:value=ctx_size />
+            </label>
+            <label>
+                "Threads (-t)"
+                <input id="threads" type="number" min="1" bind:value=threads />
+            </label>
+            <label>
+                "K cache type (-ctk)"
+                <input id="cache_type_k" list="cache-types" bind:value=cache_type_k />
+            </label>
+            <label>
+                "V cache type (-ctv)"
+                <input id="cache_type_v" list="cache-types" bind:value=cache_type_v />
+            </label>
+            <label>
+                "Flash attention (-fa)"
+                <select id="flash_attn" prop:value=move || flash_attn.get() on:change=move |ev| flash_attn.set(event_target_value(&ev))>
+                    <option value="auto">"auto"</option>
+                    <option value="on">"on"</option>
+                    <option value="off">"off"</option>
+                </select>
+            </label>
+            <datalist id="cache-types">
+                {move || {
+                    current()
+                        .map(|p| p.cache_types)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|t| view! { <option value=t /> })
+                        .collect_view()
+                }}
+            </datalist>
+            <button id="run" type="submit" disabled=move || action.pending().get()>
+                {move || if action.pending().get() { "Queuing…" } else { "Run" }}
+            </button>
+            <p id="run-error" class="error" role="alert">{error}</p>
+        </form>
+    }
+}
+
+/// The stored trials with the live updates laid over them.
+fn merged(stored: &[TrialView], live: &BTreeMap<i64, TrialView>) -> Vec<TrialView> {
+    let mut by_id: BTreeMap<i64, TrialView> = stored.iter().map(|t| (t.id, t.clone())).collect();
+    for (id, t) in live {
+        // States only move forward; keep whichever copy is further along.
+        let newer = by_id.get(id).is_none_or(|old| rank(t.state) >= rank(old.state));
+        if newer {
+            by_id.insert(*id, t.clone());
+        }
+    }
+    by_id.into_values().rev().collect()
+}
+
+fn rank(s: TrialState) -> usize {
+    TrialState::ALL.iter().position(|x| *x == s).unwrap_or(0).min(4)
+}
+
+#[component]
+fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
+    let rows = Memo::new(move |_| live.with(|l| merged(&stored, l)));
+    view! {
+        <Show
+            when=move || !rows.with(Vec::is_empty)
+            fallback=|| view! { <p class="muted" id="no-trials">"No trials yet: run one above."</p> }
+        >
+            <table class="trials">
+                <thead>
+                    <tr>
+                        <th>"#"</th>
+                        <th>"state"</th>
+                        <th>"model"</th>
+                        <th>"settings"</th>
+                        <th class="num">"load s"</th>
+                        <th class="num">"TTFT ms"</th>
+                        <th class="num">"prefill tok/s"</th>
+                        <th class="num">"decode tok/s"</th>
+                        <th class="num">"client decode tok/s"</th>
+                        <th class="num">"tokens"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    <For each=move || rows.get() key=|t| (t.id, t.state) let:t>
+                        <TrialRow t />
+                    </For>
+                </tbody>
+            </table>
+        </Show>
+    }
+}
+
+#[component]
+fn TrialRow(t: TrialView) -> impl IntoView {
+    let settings = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    let tokens = match (t.tokens_generated, t.tokens_requested) {
+        (Some(g), Some(r)) => format!("{g}/{r}"),
+        _ => String::new(),
+    };
+    let failed = t.state == TrialState::Failed;
+    let cause = t.failure_kind.clone().unwrap_or_default();
+    view! {
+        <tr data-trial-id=t.id data-state=t.state.as_str() title=t.command.clone().unwrap_or_default()>
+            <td>{t.id}</td>
+            <td><span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span></td>
+            <td>{t.model.clone()}</td>
+            <td class="settings">{settings}</td>
+            <td class="num">{fmt(t.load_ms.map(|ms| ms / 1e3), 2)}</td>
+            <td class="num">{fmt(t.ttft_ms, 1)}</td>
+            <td class="num">{fmt(t.prefill_tps, 1)}</td>
+            <td class="num">{fmt(t.decode_tps, 1)}</td>
+            <td class="num">{fmt(t.client_decode_tps, 1)}</td>
+            <td class="num">{tokens}</td>
+        </tr>
+        <Show when=move || failed>
+            <tr class="failure" data-failure-for=t.id>
+                <td></td>
+                <td colspan="9">
+                    <strong>{cause.clone()}</strong>
+                    <pre class="engine-error">{t.error.clone().unwrap_or_default()}</pre>
+                </td>
+            </tr>
+        </Show>
+    }
+}
+
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_default()
+}
+
+/// Server-sent events: each message is one trial's new state.
+#[cfg(feature = "hydrate")]
+mod live_updates {
+    use leptos::prelude::*;
+    use leptos::send_wrapper::SendWrapper;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+
+    use super::LiveTrials;
+    use crate::types::TrialView;
+
+    type TrialsResource = Resource<Result<Vec<TrialView>, ServerFnError>>;
+
+    pub fn subscribe(live: LiveTrials, trials: TrialsResource) {
+        let Ok(source) = web_sys::EventSource::new("/api/events") else {
+            return;
+        };
+        let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+            let trial = ev.data().as_string().and_then(|s| serde_json::from_str::<TrialView>(&s).ok());
+            if let Some(trial) = trial {
+                live.update(|m| {
+                    m.insert(trial.id, trial);
+                });
+            }
+        });
+        // Whatever happened while we were not connected is in the database.
+        let on_open = Closure::<dyn FnMut()>::new(move || trials.refetch());
+        source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        on_message.forget();
+        on_open.forget();
+        let source = SendWrapper::new(source);
+        on_cleanup(move || source.close());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(id: i64, state: TrialState) -> TrialView {
+        TrialView {
+            id,
+            profile: "p".into(),
+            model: "m".into(),
+            settings: BTreeMap::new(),
+            state,
+            command: None,
+            created_ms: 0,
+            load_ms: None,
+            ttft_ms: None,
+            prefill_tps: None,
+            decode_tps: None,
+            client_decode_tps: None,
+            prompt_tokens: None,
+            tokens_requested: None,
+            tokens_generated: None,
+            n_ctx: None,
+            failure_kind: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn live_updates_win_unless_older() {
+        let stored = vec![trial(1, TrialState::Done), trial(2, TrialState::Queued)];
+        let live: BTreeMap<_, _> =
+            [(1, trial(1, TrialState::Probing)), (2, trial(2, TrialState::Loading)), (3, trial(3, TrialState::Queued))]
+                .into();
+        let rows = merged(&stored, &live);
+        let states: Vec<_> = rows.iter().map(|t| (t.id, t.state)).collect();
+        assert_eq!(
+            states,
+            [(3, TrialState::Queued), (2, TrialState::Loading), (1, TrialState::Done)]
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! The pages of the app.
+
+pub mod home;

@@ -1,0 +1,94 @@
+//! The view types shared by the browser and the server.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// An engine profile as the browser sees it: names only, never paths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileView {
+    pub name: String,
+    pub engine: String,
+    pub description: String,
+    pub models: Vec<String>,
+    /// Known K/V cache types, offered as suggestions.
+    pub cache_types: Vec<String>,
+}
+
+/// A request to run one configuration.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub profile: String,
+    pub model: String,
+    /// Setting name to value; blank values mean "the engine's default".
+    pub settings: BTreeMap<String, String>,
+}
+
+/// Where a trial is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialState {
+    Queued,
+    Launching,
+    Loading,
+    Probing,
+    Done,
+    Failed,
+}
+
+impl TrialState {
+    pub const ALL: [TrialState; 6] = [
+        TrialState::Queued,
+        TrialState::Launching,
+        TrialState::Loading,
+        TrialState::Probing,
+        TrialState::Done,
+        TrialState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialState::Queued => "queued",
+            TrialState::Launching => "launching",
+            TrialState::Loading => "loading",
+            TrialState::Probing => "probing",
+            TrialState::Done => "done",
+            TrialState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Done or failed: nothing more will happen to it.
+    pub fn is_final(self) -> bool {
+        matches!(self, TrialState::Done | TrialState::Failed)
+    }
+}
+
+/// One trial with its measurements (medians over the recorded requests).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialView {
+    pub id: i64,
+    pub profile: String,
+    pub model: String,
+    pub settings: BTreeMap<String, String>,
+    pub state: TrialState,
+    /// The exact command line, for display.
+    pub command: Option<String>,
+    pub created_ms: i64,
+    pub load_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub prefill_tps: Option<f64>,
+    pub decode_tps: Option<f64>,
+    pub client_decode_tps: Option<f64>,
+    pub prompt_tokens: Option<i64>,
+    pub tokens_requested: Option<i64>,
+    pub tokens_generated: Option<i64>,
+    /// Context size the engine reports it allocated.
+    pub n_ctx: Option<i64>,
+    pub failure_kind: Option<String>,
+    /// The failure in the engine's own words.
+    pub error: Option<String>,
+}

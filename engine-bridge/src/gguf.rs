@@ -1,0 +1,332 @@
+//! Writes small GGUF models with random weights, so tests and demos have a
+//! real model that loads in llama.cpp without downloading anything.
+//!
+//! The format (version 3): a header, metadata key/value pairs, tensor
+//! descriptions, then the tensor data, each tensor aligned to 32 bytes.
+//! Dimensions are written in ggml order (fastest-varying first).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const GGUF_MAGIC: &[u8; 4] = b"GGUF";
+const GGUF_VERSION: u32 = 3;
+const ALIGNMENT: u64 = 32;
+/// ggml type id of 32-bit floats.
+const GGML_TYPE_F32: u32 = 0;
+
+/// The shape of a llama-architecture model with a byte-level vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlamaSpec {
+    /// Transformer blocks.
+    pub layers: u32,
+    /// Model width (embedding length).
+    pub width: u32,
+    /// Attention (query) heads.
+    pub heads: u32,
+    /// Key/value heads; fewer than `heads` gives grouped-query attention.
+    pub kv_heads: u32,
+    /// Feed-forward hidden size.
+    pub feed_forward: u32,
+    /// Context length the model claims to be trained for.
+    pub context_length: u32,
+}
+
+impl LlamaSpec {
+    /// A model of about 10 MB that loads in a fraction of a second: for tests.
+    pub fn tiny() -> Self {
+        Self {
+            layers: 4,
+            width: 256,
+            heads: 4,
+            kv_heads: 2,
+            feed_forward: 512,
+            context_length: 4096,
+        }
+    }
+
+    /// A model of about 500 MB: large enough that decoding is bound by memory
+    /// bandwidth, as it is for real models on real machines.
+    pub fn memory_bound() -> Self {
+        Self {
+            layers: 12,
+            width: 1024,
+            heads: 16,
+            kv_heads: 4,
+            feed_forward: 2816,
+            context_length: 4096,
+        }
+    }
+
+    fn head_dim(&self) -> u32 {
+        self.width / self.heads
+    }
+}
+
+/// Vocabulary: `<unk>`, `<s>`, `</s>`, the 256 byte tokens and the word
+/// separator `▁`, so that any UTF-8 text tokenizes by byte fallback.
+const VOCAB_SIZE: u32 = 260;
+
+/// Errors from writing a model file.
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    #[error("invalid model shape: {0}")]
+    InvalidSpec(String),
+    #[error("cannot write {path}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+enum Value {
+    U32(u32),
+    F32(f32),
+    Str(String),
+    ArrStr(Vec<String>),
+    ArrF32(Vec<f32>),
+    ArrI32(Vec<i32>),
+}
+
+impl Value {
+    fn type_id(&self) -> u32 {
+        match self {
+            Value::U32(_) => 4,
+            Value::F32(_) => 6,
+            Value::Str(_) => 8,
+            Value::ArrStr(_) | Value::ArrF32(_) | Value::ArrI32(_) => 9,
+        }
+    }
+}
+
+struct Tensor {
+    name: String,
+    /// ggml order: `dims[0]` varies fastest.
+    dims: Vec<u64>,
+    /// Fill: `None` for random values, `Some(v)` for a constant.
+    constant: Option<f32>,
+}
+
+impl Tensor {
+    fn elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+}
+
+fn metadata(spec: &LlamaSpec) -> Vec<(&'static str, Value)> {
+    let mut tokens = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
+    tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
+    tokens.push("\u{2581}".into());
+    // Token types: 1 normal, 2 unknown, 3 control, 6 byte.
+    let mut types = vec![2, 3, 3];
+    types.extend(std::iter::repeat_n(6, 256));
+    types.push(1);
+    vec![
+        ("general.architecture", Value::Str("llama".into())),
+        ("general.name", Value::Str("tunebook random llama".into())),
+        ("general.alignment", Value::U32(ALIGNMENT as u32)),
+        ("llama.block_count", Value::U32(spec.layers)),
+        ("llama.context_length", Value::U32(spec.context_length)),
+        ("llama.embedding_length", Value::U32(spec.width)),
+        ("llama.feed_forward_length", Value::U32(spec.feed_forward)),
+        ("llama.attention.head_count", Value::U32(spec.heads)),
+        ("llama.attention.head_count_kv", Value::U32(spec.kv_heads)),
+        ("llama.rope.dimension_count", Value::U32(spec.head_dim())),
+        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ("llama.vocab_size", Value::U32(VOCAB_SIZE)),
+        ("tokenizer.ggml.model", Value::Str("llama".into())),
+        ("tokenizer.ggml.tokens", Value::ArrStr(tokens)),
+        ("tokenizer.ggml.scores", Value::ArrF32(vec![0.0; VOCAB_SIZE as usize])),
+        ("tokenizer.ggml.token_type", Value::ArrI32(types)),
+        ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
+        ("tokenizer.ggml.bos_token_id", Value::U32(1)),
+        ("tokenizer.ggml.eos_token_id", Value::U32(2)),
+    ]
+}
+
+fn tensors(spec: &LlamaSpec) -> Vec<Tensor> {
+    let (w, ff, vocab) = (spec.width as u64, spec.feed_forward as u64, VOCAB_SIZE as u64);
+    let kv = (spec.kv_heads * spec.head_dim()) as u64;
+    let random = |name: String, dims: Vec<u64>| Tensor { name, dims, constant: None };
+    let ones = |name: String| Tensor { name, dims: vec![w], constant: Some(1.0) };
+    let mut out = vec![
+        random("token_embd.weight".into(), vec![w, vocab]),
+        ones("output_norm.weight".into()),
+        random("output.weight".into(), vec![w, vocab]),
+    ];
+    for i in 0..spec.layers {
+        out.push(ones(format!("blk.{i}.attn_norm.weight")));
+        out.push(random(format!("blk.{i}.attn_q.weight"), vec![w, w]));
+        out.push(random(format!("blk.{i}.attn_k.weight"), vec![w, kv]));
+        out.push(random(format!("blk.{i}.attn_v.weight"), vec![w, kv]));
+        out.push(random(format!("blk.{i}.attn_output.weight"), vec![w, w]));
+        out.push(ones(format!("blk.{i}.ffn_norm.weight")));
+        out.push(random(format!("blk.{i}.ffn_gate.weight"), vec![w, ff]));
+        out.push(random(format!("blk.{i}.ffn_up.weight"), vec![w, ff]));
+        out.push(random(format!("blk.{i}.ffn_down.weight"), vec![ff, w]));
+    }
+    out
+}
+
+fn padding(offset: u64) -> u64 {
+    (ALIGNMENT - offset % ALIGNMENT) % ALIGNMENT
+}
+
+struct Writer<W: Write> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Writer<W> {
+    fn bytes(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.written += b.len() as u64;
+        self.inner.write_all(b)
+    }
+    fn u32(&mut self, v: u32) -> std::io::Result<()> {
+        self.bytes(&v.to_le_bytes())
+    }
+    fn u64(&mut self, v: u64) -> std::io::Result<()> {
+        self.bytes(&v.to_le_bytes())
+    }
+    fn str(&mut self, s: &str) -> std::io::Result<()> {
+        self.u64(s.len() as u64)?;
+        self.bytes(s.as_bytes())
+    }
+    fn value(&mut self, v: &Value) -> std::io::Result<()> {
+        match v {
+            Value::U32(x) => self.u32(*x),
+            Value::F32(x) => self.bytes(&x.to_le_bytes()),
+            Value::Str(s) => self.str(s),
+            Value::ArrStr(items) => {
+                self.u32(8)?;
+                self.u64(items.len() as u64)?;
+                items.iter().try_for_each(|s| self.str(s))
+            }
+            Value::ArrF32(items) => {
+                self.u32(6)?;
+                self.u64(items.len() as u64)?;
+                items.iter().try_for_each(|x| self.bytes(&x.to_le_bytes()))
+            }
+            Value::ArrI32(items) => {
+                self.u32(5)?;
+                self.u64(items.len() as u64)?;
+                items.iter().try_for_each(|x| self.bytes(&x.to_le_bytes()))
+            }
+        }
+    }
+    fn pad(&mut self) -> std::io::Result<()> {
+        let n = padding(self.written) as usize;
+        self.bytes(&vec![0u8; n])
+    }
+}
+
+/// Writes a llama model with F32 random weights (uniform, scaled by
+/// 1/sqrt(fan-in)) drawn from `seed`. Returns the file size in bytes.
+pub fn write_random_llama(path: &Path, spec: &LlamaSpec, seed: u64) -> Result<u64, GgufError> {
+    if spec.heads == 0 || spec.kv_heads == 0 || spec.width % spec.heads != 0 {
+        return Err(GgufError::InvalidSpec(format!(
+            "width {} must be a positive multiple of heads {}",
+            spec.width, spec.heads
+        )));
+    }
+    if spec.heads % spec.kv_heads != 0 {
+        return Err(GgufError::InvalidSpec(format!(
+            "heads {} must be a multiple of kv_heads {}",
+            spec.heads, spec.kv_heads
+        )));
+    }
+    let io = |source| GgufError::Io { path: path.display().to_string(), source };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    // Write to a temporary name and rename, so a half-written model never
+    // stands at the final path.
+    let partial = path.with_extension("gguf.partial");
+    let file = File::create(&partial).map_err(io)?;
+    let mut w = Writer { inner: BufWriter::new(file), written: 0 };
+    write_all(&mut w, spec, seed).map_err(io)?;
+    w.inner.flush().map_err(io)?;
+    std::fs::rename(&partial, path).map_err(io)?;
+    Ok(w.written)
+}
+
+fn write_all<W: Write>(w: &mut Writer<W>, spec: &LlamaSpec, seed: u64) -> std::io::Result<()> {
+    let meta = metadata(spec);
+    let tensors = tensors(spec);
+    w.bytes(GGUF_MAGIC)?;
+    w.u32(GGUF_VERSION)?;
+    w.u64(tensors.len() as u64)?;
+    w.u64(meta.len() as u64)?;
+    for (key, value) in &meta {
+        w.str(key)?;
+        w.u32(value.type_id())?;
+        w.value(value)?;
+    }
+    let mut offset = 0u64;
+    for t in &tensors {
+        w.str(&t.name)?;
+        w.u32(t.dims.len() as u32)?;
+        t.dims.iter().try_for_each(|d| w.u64(*d))?;
+        w.u32(GGML_TYPE_F32)?;
+        w.u64(offset)?;
+        let size = t.elements() * 4;
+        offset += size + padding(size);
+    }
+    w.pad()?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut buf = Vec::new();
+    for t in &tensors {
+        buf.clear();
+        let scale = 1.0 / (t.dims[0] as f32).sqrt();
+        for _ in 0..t.elements() {
+            let x = t.constant.unwrap_or_else(|| rng.random_range(-scale..scale));
+            buf.extend_from_slice(&x.to_le_bytes());
+        }
+        w.bytes(&buf)?;
+        w.pad()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_model_has_header_and_expected_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        let spec = LlamaSpec::tiny();
+        let size = write_random_llama(&path, &spec, 7).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len() as u64, size);
+        assert_eq!(&bytes[0..4], b"GGUF");
+        assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()), 3);
+        let n_tensors = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+        assert_eq!(n_tensors, 3 + 9 * spec.layers as u64);
+        // Weights dominate: 4 bytes per parameter, plus a small header.
+        let params: u64 = tensors(&spec).iter().map(Tensor::elements).sum();
+        assert!(size > params * 4 && size < params * 4 + 64 * 1024, "size {size}");
+    }
+
+    #[test]
+    fn same_seed_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.gguf"), dir.path().join("b.gguf"));
+        write_random_llama(&a, &LlamaSpec::tiny(), 1).unwrap();
+        write_random_llama(&b, &LlamaSpec::tiny(), 1).unwrap();
+        assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    }
+
+    #[test]
+    fn rejects_heads_that_do_not_divide_width() {
+        let spec = LlamaSpec { width: 250, ..LlamaSpec::tiny() };
+        let dir = tempfile::tempdir().unwrap();
+        let err = write_random_llama(&dir.path().join("x.gguf"), &spec, 0).unwrap_err();
+        assert!(err.to_string().contains("multiple of heads"), "{err}");
+    }
+}

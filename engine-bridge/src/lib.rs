@@ -1,0 +1,23 @@
+//! engine-bridge: launch, supervise and measure local inference engines.
+//!
+//! The pieces, from the outside in:
+//! - [`profile`]: which engine binaries and models may run (server-side TOML);
+//! - [`catalog`]: each engine's settings, their domains and flags;
+//! - [`engine`]: plan a command line, launch, wait until ready, probe, stop;
+//! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
+//! - [`llama_server`]: llama-server's health, props and timed completions;
+//! - [`failure`]: why an engine failed, with its own words as evidence;
+//! - [`gguf`]: random-weight GGUF models for tests and demos.
+
+pub mod catalog;
+pub mod engine;
+pub mod failure;
+pub mod gguf;
+pub mod llama_server;
+pub mod process;
+pub mod profile;
+
+pub use catalog::{Catalog, Settings};
+pub use engine::{RunningEngine, SpeedProbe, SpeedSummary, free_port, plan};
+pub use failure::{Failure, FailureKind};
+pub use profile::Profile;

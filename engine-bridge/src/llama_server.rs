@@ -1,0 +1,217 @@
+//! Talking to llama.cpp's `llama-server`: readiness (`/health`), what
+//! actually runs (`/props`), and timed streamed completions (`/completion`).
+
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::failure::{Failure, FailureKind};
+use crate::process::EngineProcess;
+
+/// How often `/health` is asked while the engine loads.
+const HEALTH_POLL: Duration = Duration::from_millis(25);
+
+/// Readiness as `/health` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Nothing answers on the port yet.
+    NotListening,
+    /// The server answers 503: the model is still loading.
+    Loading,
+    Ready,
+}
+
+/// Asks `/health` once.
+pub async fn health(client: &reqwest::Client, base_url: &str) -> Health {
+    match client
+        .get(format!("{base_url}/health"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => Health::Ready,
+        Ok(_) => Health::Loading,
+        Err(_) => Health::NotListening,
+    }
+}
+
+/// Polls `/health` until the engine is ready, it exits, or `timeout`
+/// passes. Returns how long the load took.
+pub async fn wait_ready(
+    client: &reqwest::Client,
+    base_url: &str,
+    process: &EngineProcess,
+    timeout: Duration,
+) -> Result<Duration, Failure> {
+    let start = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        tokio::select! {
+            exit = process.wait() => {
+                return Err(crate::failure::classify_exit(exit, process.tail(60)));
+            }
+            state = health(client, base_url) => {
+                if state == Health::Ready {
+                    return Ok(start.elapsed());
+                }
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Failure {
+                kind: FailureKind::LoadTimeout,
+                message: format!("no healthy answer from {base_url} within {timeout:?}"),
+                log_tail: process.tail(60),
+            });
+        }
+        tokio::time::sleep(HEALTH_POLL).await;
+    }
+}
+
+/// What the engine says it is running (`/props`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Props {
+    /// Context size per slot actually allocated.
+    pub n_ctx: Option<u64>,
+    pub total_slots: Option<u64>,
+    pub build_info: Option<String>,
+}
+
+/// Reads `/props`.
+pub async fn props(client: &reqwest::Client, base_url: &str) -> Result<Props, reqwest::Error> {
+    let v: serde_json::Value =
+        client.get(format!("{base_url}/props")).send().await?.error_for_status()?.json().await?;
+    Ok(Props {
+        n_ctx: v.pointer("/default_generation_settings/n_ctx").and_then(|x| x.as_u64()),
+        total_slots: v.get("total_slots").and_then(|x| x.as_u64()),
+        build_info: v.get("build_info").and_then(|x| x.as_str()).map(str::to_string),
+    })
+}
+
+/// Turns text into token ids with the engine's own tokenizer.
+pub async fn tokenize(
+    client: &reqwest::Client,
+    base_url: &str,
+    text: &str,
+) -> Result<Vec<u32>, reqwest::Error> {
+    #[derive(Deserialize)]
+    struct Tokens {
+        tokens: Vec<u32>,
+    }
+    let t: Tokens = client
+        .post(format!("{base_url}/tokenize"))
+        .json(&json!({ "content": text }))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(t.tokens)
+}
+
+/// llama-server's own `timings` block of a finished completion.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineTimings {
+    pub prompt_n: u32,
+    pub prompt_ms: f64,
+    pub prompt_per_second: f64,
+    pub predicted_n: u32,
+    pub predicted_ms: f64,
+    pub predicted_per_second: f64,
+    #[serde(default)]
+    pub draft_n: Option<u32>,
+    #[serde(default)]
+    pub draft_n_accepted: Option<u32>,
+}
+
+/// One timed completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionSample {
+    /// Request sent to first generated token, on the client.
+    pub ttft_ms: f64,
+    /// Request sent to the final event, on the client.
+    pub total_ms: f64,
+    /// Decode speed seen by the client: tokens after the first over the
+    /// time from the first token to the end.
+    pub client_decode_tps: Option<f64>,
+    /// The engine's own account.
+    pub timings: EngineTimings,
+}
+
+/// Sends one streamed completion with the prompt cache off and greedy
+/// sampling, generating exactly `n_predict` tokens (end-of-text ignored).
+pub async fn timed_completion(
+    client: &reqwest::Client,
+    base_url: &str,
+    prompt: &[u32],
+    n_predict: u32,
+    timeout: Duration,
+) -> Result<CompletionSample, Failure> {
+    let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
+    let body = json!({
+        "prompt": prompt,
+        "n_predict": n_predict,
+        "stream": true,
+        "cache_prompt": false,
+        "ignore_eos": true,
+        "temperature": 0.0,
+        "seed": 42,
+    });
+    let run = async {
+        let sent = Instant::now();
+        let response = client
+            .post(format!("{base_url}/completion"))
+            .json(&body)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| probe_err(FailureKind::ProbeFailed, format!("completion request: {e}")))?;
+        let mut events = response.bytes_stream().eventsource();
+        let mut first_token: Option<Duration> = None;
+        while let Some(event) = events.next().await {
+            let event = event
+                .map_err(|e| probe_err(FailureKind::ProbeFailed, format!("completion stream: {e}")))?;
+            let chunk: serde_json::Value = serde_json::from_str(&event.data).map_err(|e| {
+                probe_err(FailureKind::ProbeFailed, format!("completion stream chunk: {e}"))
+            })?;
+            let now = sent.elapsed();
+            if !chunk.get("stop").and_then(|s| s.as_bool()).unwrap_or(false) {
+                first_token.get_or_insert(now);
+                continue;
+            }
+            let timings: EngineTimings =
+                serde_json::from_value(chunk.get("timings").cloned().unwrap_or_default())
+                    .map_err(|e| probe_err(FailureKind::ProbeFailed, format!("timings: {e}")))?;
+            let ttft = first_token.unwrap_or(now);
+            let decode_time = (now - ttft).as_secs_f64();
+            let client_decode_tps = (timings.predicted_n > 1 && decode_time > 0.0)
+                .then(|| (timings.predicted_n - 1) as f64 / decode_time);
+            return Ok(CompletionSample {
+                ttft_ms: ttft.as_secs_f64() * 1e3,
+                total_ms: now.as_secs_f64() * 1e3,
+                client_decode_tps,
+                timings,
+            });
+        }
+        Err(probe_err(FailureKind::ProbeFailed, "stream ended without a final event".into()))
+    };
+    tokio::time::timeout(timeout, run).await.unwrap_or_else(|_| {
+        Err(probe_err(FailureKind::ProbeTimeout, format!("no complete answer within {timeout:?}")))
+    })
+}
+
+/// Builds a prompt of exactly `n` tokens from the engine's own tokenizer.
+pub async fn prompt_of_len(
+    client: &reqwest::Client,
+    base_url: &str,
+    n: usize,
+) -> Result<Vec<u32>, reqwest::Error> {
+    const TEXT: &str = "Local inference engines trade speed, memory and quality against each \
+        other through their settings. A careful study measures each configuration, repeats \
+        the measurement, and keeps only what is better beyond the noise. ";
+    let per_copy = tokenize(client, base_url, TEXT).await?.len().max(1);
+    let tokens = tokenize(client, base_url, &TEXT.repeat(n / per_copy + 1)).await?;
+    Ok(tokens.into_iter().take(n).collect())
+}

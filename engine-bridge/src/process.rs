@@ -1,0 +1,256 @@
+//! Engine processes: launched in their own process group with stdin closed,
+//! output drained into a bounded tail (and optionally a log file), stopped
+//! with SIGTERM, a grace period, then SIGKILL to the whole group.
+//!
+//! Nothing here goes through a shell: the program and each argument are
+//! passed to the kernel as they are.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+/// Lines kept of an engine's output.
+const TAIL_LINES: usize = 400;
+/// Longest line kept; engines sometimes print whole tensors.
+const MAX_LINE: usize = 2000;
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaunchSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Variables added to (or replacing) Tunebook's own environment.
+    pub env: BTreeMap<String, String>,
+    /// Where to append the engine's output, if anywhere.
+    #[serde(skip)]
+    pub log_file: Option<PathBuf>,
+}
+
+impl LaunchSpec {
+    /// The command line as one readable string (for display only: it is
+    /// never given to a shell).
+    pub fn display(&self) -> String {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "exit code {c}"),
+            (None, Some(s)) => match Signal::try_from(s) {
+                Ok(sig) => write!(f, "killed by {sig}"),
+                Err(_) => write!(f, "killed by signal {s}"),
+            },
+            (None, None) => write!(f, "unknown exit"),
+        }
+    }
+}
+
+/// The last lines an engine printed on stdout and stderr, interleaved.
+#[derive(Debug, Default)]
+pub struct LogTail {
+    lines: VecDeque<String>,
+}
+
+impl LogTail {
+    fn push(&mut self, mut line: String) {
+        if line.len() > MAX_LINE {
+            let cut = line.floor_char_boundary(MAX_LINE);
+            line.truncate(cut);
+            line.push('…');
+        }
+        if self.lines.len() == TAIL_LINES {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    /// The kept lines, oldest first.
+    pub fn lines(&self) -> impl Iterator<Item = &str> {
+        self.lines.iter().map(String::as_str)
+    }
+}
+
+/// A process could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start {program}")]
+pub struct SpawnError {
+    pub program: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A running (or finished) engine process.
+pub struct EngineProcess {
+    pid: Pid,
+    tail: Arc<Mutex<LogTail>>,
+    exit: watch::Receiver<Option<ExitInfo>>,
+}
+
+impl EngineProcess {
+    /// Starts the process in a new process group with stdin closed.
+    pub fn spawn(spec: &LaunchSpec) -> Result<Self, SpawnError> {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .envs(&spec.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| SpawnError {
+            program: spec.program.display().to_string(),
+            source,
+        })?;
+        let pid = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
+        let tail = Arc::new(Mutex::new(LogTail::default()));
+        let (tx, exit) = watch::channel(None);
+        let pipes = (child.stdout.take(), child.stderr.take());
+        tokio::spawn(supervise(pipes, child, tail.clone(), spec.log_file.clone(), tx));
+        Ok(Self { pid, tail, exit })
+    }
+
+    /// The process id (also the process group id).
+    pub fn pid(&self) -> u32 {
+        self.pid.as_raw() as u32
+    }
+
+    /// How the process ended, if it has.
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        *self.exit.borrow()
+    }
+
+    /// Waits until the process has ended.
+    pub async fn wait(&self) -> ExitInfo {
+        let mut rx = self.exit.clone();
+        let done = rx.wait_for(Option::is_some).await;
+        match done {
+            Ok(v) => v.expect("waited for Some"),
+            // The supervisor only drops the sender after sending.
+            Err(_) => self.exit_info().unwrap_or(ExitInfo { code: None, signal: None }),
+        }
+    }
+
+    /// The last `n` lines of output.
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        let tail = self.tail.lock().expect("log tail lock");
+        let skip = tail.lines.len().saturating_sub(n);
+        tail.lines().skip(skip).map(str::to_string).collect()
+    }
+
+    /// SIGTERM to the group, up to `grace` to exit, then SIGKILL.
+    pub async fn stop(&self, grace: Duration) -> ExitInfo {
+        if let Some(info) = self.exit_info() {
+            self.kill_group(Signal::SIGKILL);
+            return info;
+        }
+        self.kill_group(Signal::SIGTERM);
+        match tokio::time::timeout(grace, self.wait()).await {
+            Ok(info) => {
+                // The leader is gone; make sure nothing it started stays.
+                self.kill_group(Signal::SIGKILL);
+                info
+            }
+            Err(_) => {
+                tracing::warn!(pid = self.pid.as_raw(), "engine ignored SIGTERM; sending SIGKILL");
+                self.kill_group(Signal::SIGKILL);
+                self.wait().await
+            }
+        }
+    }
+
+    fn kill_group(&self, signal: Signal) {
+        // ESRCH (no such group) just means everything is already gone.
+        let _ = killpg(self.pid, signal);
+    }
+}
+
+impl Drop for EngineProcess {
+    fn drop(&mut self) {
+        self.kill_group(Signal::SIGKILL);
+    }
+}
+
+type Pipes = (Option<tokio::process::ChildStdout>, Option<tokio::process::ChildStderr>);
+
+/// Drains both pipes and waits for the exit in one loop, then publishes the
+/// exit once the output is read to its end.
+async fn supervise(
+    (stdout, stderr): Pipes,
+    mut child: Child,
+    tail: Arc<Mutex<LogTail>>,
+    log_file: Option<PathBuf>,
+    exit_tx: watch::Sender<Option<ExitInfo>>,
+) {
+    let mut log = match &log_file {
+        Some(path) => tokio::fs::OpenOptions::new().create(true).append(true).open(path).await.ok(),
+        None => None,
+    };
+    let mut out = stdout.map(|s| BufReader::new(s).lines());
+    let mut err = stderr.map(|s| BufReader::new(s).lines());
+    let mut status = None;
+    loop {
+        if status.is_some() && out.is_none() && err.is_none() {
+            break;
+        }
+        let line = tokio::select! {
+            l = next_line(&mut out) => l,
+            l = next_line(&mut err) => l,
+            s = child.wait(), if status.is_none() => {
+                status = Some(s);
+                continue;
+            }
+            // Children of the engine may hold the pipes open after it exits.
+            _ = tokio::time::sleep(Duration::from_millis(500)), if status.is_some() => break,
+        };
+        if let Some(line) = line {
+            if let Some(f) = log.as_mut() {
+                let _ = f.write_all(format!("{line}\n").as_bytes()).await;
+            }
+            tail.lock().expect("log tail lock").push(line);
+        }
+    }
+    let info = match status {
+        Some(Ok(s)) => ExitInfo { code: s.code(), signal: s.signal() },
+        _ => ExitInfo { code: None, signal: None },
+    };
+    let _ = exit_tx.send(Some(info));
+}
+
+/// The next line of a pipe; at its end the pipe is set to `None` and this
+/// future never resolves again, so `select!` moves on to the other branches.
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
+    pipe: &mut Option<tokio::io::Lines<R>>,
+) -> Option<String> {
+    let Some(lines) = pipe.as_mut() else {
+        return std::future::pending().await;
+    };
+    match lines.next_line().await {
+        Ok(Some(line)) => Some(line),
+        _ => {
+            *pipe = None;
+            None
+        }
+    }
+}

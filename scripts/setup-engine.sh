@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own llama-server and llama-bench (CPU) from the
+# llama-cpp-python source package, once per machine, and links the result
+# into .tools/engine. Idempotent: a finished build is reused.
+set -euo pipefail
+
+LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${TUNEBOOK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tunebook}"
+prefix="$cache/engine-llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION"
+stamp="$prefix/.complete"
+
+if [[ ! -f "$stamp" ]]; then
+  echo "==> building llama.cpp (llama-cpp-python $LLAMA_CPP_PYTHON_VERSION) into $prefix; this takes several minutes once"
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  python3 -m venv "$prefix/venv"
+  "$prefix/venv/bin/pip" install --quiet --upgrade pip
+  CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    "$prefix/venv/bin/pip" install --no-cache-dir \
+      --config-settings=build-dir="$prefix/build" \
+      "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION"
+  test -x "$prefix/build/bin/llama-server"
+  test -x "$prefix/build/bin/llama-bench"
+  touch "$stamp"
+fi
+
+mkdir -p "$root/.tools"
+ln -sfn "$prefix/build/bin" "$root/.tools/engine-bin"
+ln -sfn "$prefix/venv" "$root/.tools/engine-venv"
+echo "==> engine ready: $root/.tools/engine-bin/llama-server"

@@ -1,0 +1,92 @@
+//! The database: SQLite by default (WAL mode), PostgreSQL by URL, through
+//! one `AnyPool` and runtime queries, so the build needs no database.
+
+pub mod trials;
+
+use std::str::FromStr;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, Executor};
+
+/// Which database a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+impl Kind {
+    /// Tells the kind from the URL scheme.
+    pub fn of(url: &str) -> Result<Self, sqlx::Error> {
+        if url.starts_with("sqlite:") {
+            Ok(Kind::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Kind::Postgres)
+        } else {
+            Err(sqlx::Error::Configuration(
+                format!("unsupported database URL `{url}`: use sqlite://… or postgres://…").into(),
+            ))
+        }
+    }
+}
+
+/// A connection pool with its migrations applied.
+#[derive(Clone)]
+pub struct Db {
+    pub pool: AnyPool,
+    pub kind: Kind,
+}
+
+impl Db {
+    /// Connects (creating an SQLite file and its folder if needed) and
+    /// applies the migrations.
+    pub async fn connect(url: &str) -> Result<Self, sqlx::Error> {
+        sqlx::any::install_default_drivers();
+        let kind = Kind::of(url)?;
+        if kind == Kind::Sqlite {
+            create_sqlite_parent(url)?;
+        }
+        let options = AnyConnectOptions::from_str(url)?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(if kind == Kind::Sqlite { 4 } else { 8 })
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if kind == Kind::Sqlite {
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA busy_timeout = 5000").await?;
+                        conn.execute("PRAGMA foreign_keys = ON").await?;
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        match kind {
+            Kind::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
+            Kind::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
+        }
+        Ok(Self { pool, kind })
+    }
+}
+
+/// SQLite creates the file (with `mode=rwc`) but not its folder.
+fn create_sqlite_parent(url: &str) -> Result<(), sqlx::Error> {
+    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path.starts_with(":memory:") {
+        return Ok(());
+    }
+    if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}

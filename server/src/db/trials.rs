@@ -1,0 +1,241 @@
+//! Trials and their samples.
+
+use std::collections::BTreeMap;
+
+use engine_bridge::Failure;
+use engine_bridge::llama_server::{CompletionSample, Props};
+use engine_bridge::SpeedSummary;
+use tunebook_app::types::{TrialState, TrialView};
+
+use super::{Db, now_ms};
+
+/// A trial as it is first stored.
+pub struct NewTrial<'a> {
+    pub profile: &'a str,
+    pub model: &'a str,
+    pub settings: &'a BTreeMap<String, String>,
+    pub tokens_requested: u32,
+}
+
+/// Everything a finished trial measured.
+pub struct Measured<'a> {
+    pub load_ms: f64,
+    pub summary: &'a SpeedSummary,
+    pub samples: &'a [CompletionSample],
+    pub props: Option<&'a Props>,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    profile: String,
+    model: String,
+    settings: String,
+    state: String,
+    command: Option<String>,
+    created_ms: i64,
+    load_ms: Option<f64>,
+    ttft_ms: Option<f64>,
+    prefill_tps: Option<f64>,
+    decode_tps: Option<f64>,
+    client_decode_tps: Option<f64>,
+    prompt_tokens: Option<i64>,
+    tokens_requested: Option<i64>,
+    tokens_generated: Option<i64>,
+    n_ctx: Option<i64>,
+    failure_kind: Option<String>,
+    error: Option<String>,
+}
+
+/// `SELECT` of every [`Row`] column, followed by the rest of the query.
+macro_rules! select_trials {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, profile, model, settings, state, command, created_ms, load_ms, ttft_ms, ",
+            "prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, ",
+            "tokens_generated, n_ctx, failure_kind, error FROM trials ",
+            $rest
+        )
+    };
+}
+
+impl Row {
+    fn into_view(self) -> TrialView {
+        let command = self
+            .command
+            .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
+            .and_then(|c| c.get("display").and_then(|d| d.as_str()).map(str::to_string));
+        TrialView {
+            id: self.id,
+            profile: self.profile,
+            model: self.model,
+            settings: serde_json::from_str(&self.settings).unwrap_or_default(),
+            state: TrialState::parse(&self.state).unwrap_or(TrialState::Failed),
+            command,
+            created_ms: self.created_ms,
+            load_ms: self.load_ms,
+            ttft_ms: self.ttft_ms,
+            prefill_tps: self.prefill_tps,
+            decode_tps: self.decode_tps,
+            client_decode_tps: self.client_decode_tps,
+            prompt_tokens: self.prompt_tokens,
+            tokens_requested: self.tokens_requested,
+            tokens_generated: self.tokens_generated,
+            n_ctx: self.n_ctx,
+            failure_kind: self.failure_kind,
+            error: self.error,
+        }
+    }
+}
+
+/// Stores a new queued trial and returns its id.
+pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
+    let settings = serde_json::to_string(t.settings).expect("a string map serializes");
+    sqlx::query_scalar(
+        "INSERT INTO trials (profile, model, settings, state, created_ms, tokens_requested) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+    )
+    .bind(t.profile)
+    .bind(t.model)
+    .bind(settings)
+    .bind(TrialState::Queued.as_str())
+    .bind(now_ms())
+    .bind(t.tokens_requested as i64)
+    .fetch_one(&db.pool)
+    .await
+}
+
+/// Moves a trial to a new phase.
+pub async fn set_state(db: &Db, id: i64, state: TrialState) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET state = $1, started_ms = COALESCE(started_ms, $2) WHERE id = $3")
+        .bind(state.as_str())
+        .bind(now_ms())
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Records the exact command line and environment that will run.
+pub async fn set_command(db: &Db, id: i64, command: &serde_json::Value) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET command = $1 WHERE id = $2")
+        .bind(command.to_string())
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Stores the measurements and samples and marks the trial done, atomically.
+pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx::Error> {
+    let mut tx = db.pool.begin().await?;
+    for (idx, s) in m.samples.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO samples (trial_id, idx, ttft_ms, total_ms, client_decode_tps, prompt_n, \
+             prompt_ms, prompt_tps, predicted_n, predicted_ms, predicted_tps) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(id)
+        .bind(idx as i64)
+        .bind(s.ttft_ms)
+        .bind(s.total_ms)
+        .bind(s.client_decode_tps)
+        .bind(s.timings.prompt_n as i64)
+        .bind(s.timings.prompt_ms)
+        .bind(s.timings.prompt_per_second)
+        .bind(s.timings.predicted_n as i64)
+        .bind(s.timings.predicted_ms)
+        .bind(s.timings.predicted_per_second)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let s = m.summary;
+    sqlx::query(
+        "UPDATE trials SET state = $1, finished_ms = $2, load_ms = $3, ttft_ms = $4, \
+         prefill_tps = $5, decode_tps = $6, client_decode_tps = $7, prompt_tokens = $8, \
+         tokens_generated = $9, n_ctx = $10, props = $11 WHERE id = $12",
+    )
+    .bind(TrialState::Done.as_str())
+    .bind(now_ms())
+    .bind(m.load_ms)
+    .bind(s.ttft_ms)
+    .bind(s.prefill_tps)
+    .bind(s.decode_tps)
+    .bind(s.client_decode_tps)
+    .bind(s.prompt_tokens as i64)
+    .bind(s.tokens_generated as i64)
+    .bind(m.props.and_then(|p| p.n_ctx).map(|n| n as i64))
+    .bind(m.props.map(|p| serde_json::to_string(p).expect("props serialize")))
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// Marks a trial failed, with its cause and the engine's log tail.
+pub async fn finish_failed(db: &Db, id: i64, failure: &Failure) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE trials SET state = $1, finished_ms = $2, failure_kind = $3, error = $4, \
+         log_tail = $5 WHERE id = $6",
+    )
+    .bind(TrialState::Failed.as_str())
+    .bind(now_ms())
+    .bind(failure.kind.label())
+    .bind(&failure.message)
+    .bind(failure.log_tail.join("\n"))
+    .bind(id)
+    .execute(&db.pool)
+    .await?;
+    Ok(())
+}
+
+/// One trial.
+pub async fn get(db: &Db, id: i64) -> Result<Option<TrialView>, sqlx::Error> {
+    let row: Option<Row> = sqlx::query_as(select_trials!("WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await?;
+    Ok(row.map(Row::into_view))
+}
+
+/// Every trial, newest first.
+pub async fn list(db: &Db) -> Result<Vec<TrialView>, sqlx::Error> {
+    let rows: Vec<Row> = sqlx::query_as(select_trials!("ORDER BY id DESC"))
+        .fetch_all(&db.pool)
+        .await?;
+    Ok(rows.into_iter().map(Row::into_view).collect())
+}
+
+/// Ids of trials in a given state, oldest first.
+pub async fn ids_in_state(db: &Db, state: TrialState) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM trials WHERE state = $1 ORDER BY id")
+        .bind(state.as_str())
+        .fetch_all(&db.pool)
+        .await
+}
+
+/// One recorded request, as stored.
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
+pub struct SampleRow {
+    pub idx: i64,
+    pub ttft_ms: f64,
+    pub total_ms: f64,
+    pub client_decode_tps: Option<f64>,
+    pub prompt_n: i64,
+    pub prompt_ms: f64,
+    pub prompt_tps: f64,
+    pub predicted_n: i64,
+    pub predicted_ms: f64,
+    pub predicted_tps: f64,
+}
+
+/// The recorded samples of a trial, in order.
+pub async fn samples(db: &Db, id: i64) -> Result<Vec<SampleRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT idx, ttft_ms, total_ms, client_decode_tps, prompt_n, prompt_ms, prompt_tps, \
+         predicted_n, predicted_ms, predicted_tps FROM samples WHERE trial_id = $1 ORDER BY idx",
+    )
+    .bind(id)
+    .fetch_all(&db.pool)
+    .await
+}

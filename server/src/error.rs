@@ -1,0 +1,51 @@
+//! The server's one error type: each variant knows its HTTP status; server
+//! errors are logged and their detail hidden from the client.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Anything a request or start-up can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request was wrong; the message says how.
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("not found")]
+    NotFound,
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+    #[error("database migration failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(transparent)]
+    Profile(#[from] engine_bridge::profile::ProfileError),
+    #[error("i/o error")]
+    Io(#[from] std::io::Error),
+}
+
+/// Results default to this crate's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound => StatusCode::NOT_FOUND,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status_code();
+        let message = if status.is_server_error() {
+            tracing::error!(error = ?self, "request failed");
+            "internal server error".to_string()
+        } else {
+            self.to_string()
+        };
+        (status, Json(json!({ "error": message }))).into_response()
+    }
+}

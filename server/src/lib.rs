@@ -1,0 +1,114 @@
+//! Tunebook's server: the web app, the JSON API, the database and the trial
+//! runner. `main.rs` parses the command line; everything else is here so
+//! tests can start a server on `127.0.0.1:0`.
+
+pub mod db;
+pub mod error;
+pub mod routes;
+pub mod runner;
+pub mod service;
+pub mod settings;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::FromRef;
+use axum::routing::get;
+use engine_bridge::Profile;
+use leptos::prelude::*;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tunebook_app::backend::SharedBackend;
+use tunebook_app::{App, OUTPUT_NAME, shell};
+
+pub use error::{Error, Result};
+pub use settings::Settings;
+
+use crate::db::Db;
+use crate::runner::{Runner, RunnerContext};
+use crate::service::Service;
+
+/// Shared by every request.
+#[derive(Clone)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    pub service: Arc<Service>,
+    /// Cancelled when the server stops: ends event streams and the runner.
+    pub shutdown: CancellationToken,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos_options.clone()
+    }
+}
+
+/// Serves Tunebook on `listener` until `shutdown` resolves, then stops the
+/// runner and any engine it has running.
+pub async fn launch(
+    settings: Settings,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let db = Db::connect(&settings.database_url).await?;
+    let profiles = Arc::new(Profile::load_dir(&settings.profiles_dir)?);
+    let token = CancellationToken::new();
+    let (events, _) = broadcast::channel(256);
+    let (runner, worker) = Runner::start(RunnerContext {
+        db: db.clone(),
+        profiles: profiles.clone(),
+        events: events.clone(),
+        probe: settings.probe.clone(),
+        load_timeout: settings.load_timeout,
+        logs_dir: settings.data_dir.join("logs"),
+        shutdown: token.clone(),
+    })
+    .await?;
+    let service = Arc::new(Service { db, profiles, runner, events, n_predict: settings.probe.n_predict });
+
+    let addr = listener.local_addr()?;
+    let bundle = settings.site_root.join("pkg").join(format!("{OUTPUT_NAME}.js"));
+    if !bundle.is_file() {
+        tracing::warn!(path = %bundle.display(), "browser bundle missing: pages will not be interactive (run scripts/build-site.sh)");
+    }
+    let leptos_options = LeptosOptions::builder()
+        .output_name(OUTPUT_NAME)
+        .site_root(settings.site_root.display().to_string())
+        .site_pkg_dir("pkg")
+        .site_addr(addr)
+        .build();
+    let state = AppState { leptos_options, service, shutdown: token.clone() };
+    tracing::info!("Tunebook listening on http://{addr}");
+    let stop = token.clone();
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
+        .await?;
+    token.cancel();
+    let _ = worker.await;
+    Ok(())
+}
+
+fn router(state: AppState) -> Router {
+    let backend: SharedBackend = state.service.clone();
+    let options = state.leptos_options.clone();
+    Router::new()
+        .route("/api/events", get(routes::events::stream))
+        .route("/api/profiles", get(routes::trials::profiles))
+        .route("/api/trials", get(routes::trials::list).post(routes::trials::create))
+        .route("/api/trials/{id}", get(routes::trials::get))
+        .route("/api/trials/{id}/samples", get(routes::trials::samples))
+        .leptos_routes_with_context(
+            &state,
+            generate_route_list(App),
+            move || provide_context(backend.clone()),
+            move || shell(options.clone()),
+        )
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .with_state(state)
+}

@@ -1,0 +1,104 @@
+//! The `tunebook` command: `serve` the app, or write a test model.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use engine_bridge::gguf::{LlamaSpec, write_random_llama};
+use tunebook::Settings;
+
+#[derive(Parser)]
+#[command(name = "tunebook", version, about = "Tune local LLM inference engines, measured.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the web app (and run the trials it queues).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "TUNEBOOK_ADDR", default_value = "127.0.0.1:3000")]
+        addr: SocketAddr,
+        /// Database URL; default: an SQLite file in the data folder.
+        #[arg(long, env = "TUNEBOOK_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Folder of engine profile TOML files.
+        #[arg(long, env = "TUNEBOOK_PROFILES", default_value = "profiles")]
+        profiles: PathBuf,
+        /// Folder with the built browser bundle under `pkg/`.
+        #[arg(long, env = "TUNEBOOK_SITE_ROOT", default_value = "target/site")]
+        site_root: PathBuf,
+        /// Folder for the default database and engine logs.
+        #[arg(long, env = "TUNEBOOK_DATA_DIR", default_value = "data")]
+        data_dir: PathBuf,
+        /// Seconds an engine may take to load before the trial fails.
+        #[arg(long, default_value_t = 600)]
+        load_timeout: u64,
+    },
+    /// Write a llama GGUF model with random weights (for tests and demos).
+    MakeModel {
+        /// Where to write the .gguf file.
+        path: PathBuf,
+        #[arg(long, value_enum, default_value_t = Size::Tiny)]
+        size: Size,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Size {
+    /// About 10 MB: loads instantly.
+    Tiny,
+    /// About 500 MB: decoding is memory-bound.
+    MemoryBound,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve { addr, database_url, profiles, site_root, data_dir, load_timeout } => {
+            let mut settings = Settings::with_data_dir(data_dir);
+            if let Some(url) = database_url {
+                settings.database_url = url;
+            }
+            settings.profiles_dir = profiles;
+            settings.site_root = site_root;
+            settings.load_timeout = Duration::from_secs(load_timeout);
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            tunebook::launch(settings, listener, shutdown_signal()).await.context("server failed")?;
+        }
+        Command::MakeModel { path, size, seed } => {
+            let spec = match size {
+                Size::Tiny => LlamaSpec::tiny(),
+                Size::MemoryBound => LlamaSpec::memory_bound(),
+            };
+            let bytes = write_random_llama(&path, &spec, seed)?;
+            println!("wrote {} ({:.1} MB)", path.display(), bytes as f64 / 1e6);
+        }
+    }
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,4 @@
+//! The JSON API and the event stream, one module per resource.
+
+pub mod events;
+pub mod trials;

@@ -1,0 +1,164 @@
+//! The trial runner: one worker per engine slot takes queued trials in
+//! order, launches the engine, probes it, stores what it measured, and
+//! stops it. Every phase change is stored, then announced.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine_bridge::engine::PlanError;
+use engine_bridge::{Failure, FailureKind, Profile, RunningEngine, SpeedProbe};
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tunebook_app::types::{TrialState, TrialView};
+
+use crate::db::trials::{self, Measured};
+use crate::db::Db;
+
+/// Grace between SIGTERM and SIGKILL when stopping an engine.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What the worker needs.
+#[derive(Clone)]
+pub struct RunnerContext {
+    pub db: Db,
+    pub profiles: Arc<Vec<Profile>>,
+    pub events: broadcast::Sender<TrialView>,
+    pub probe: SpeedProbe,
+    pub load_timeout: Duration,
+    /// Engine output is kept here, one file per trial.
+    pub logs_dir: PathBuf,
+    pub shutdown: CancellationToken,
+}
+
+/// Hands trials to the worker.
+#[derive(Clone)]
+pub struct Runner {
+    queue: mpsc::UnboundedSender<i64>,
+}
+
+impl Runner {
+    /// Settles what an earlier run left behind (trials cut off mid-run are
+    /// marked interrupted, queued ones are queued again), then starts the
+    /// worker. The worker ends when the shutdown token is cancelled, and any
+    /// engine it ran is stopped by the time its handle resolves.
+    pub async fn start(ctx: RunnerContext) -> Result<(Self, JoinHandle<()>), sqlx::Error> {
+        let (queue, rx) = mpsc::unbounded_channel();
+        for state in [TrialState::Launching, TrialState::Loading, TrialState::Probing] {
+            for id in trials::ids_in_state(&ctx.db, state).await? {
+                let failure = Failure {
+                    kind: FailureKind::Interrupted,
+                    message: format!("Tunebook stopped while this trial was {}", state.as_str()),
+                    log_tail: vec![],
+                };
+                trials::finish_failed(&ctx.db, id, &failure).await?;
+            }
+        }
+        for id in trials::ids_in_state(&ctx.db, TrialState::Queued).await? {
+            let _ = queue.send(id);
+        }
+        let worker = tokio::spawn(work(ctx, rx));
+        Ok((Self { queue }, worker))
+    }
+
+    /// Queues a stored trial.
+    pub fn enqueue(&self, id: i64) {
+        let _ = self.queue.send(id);
+    }
+}
+
+async fn work(ctx: RunnerContext, mut rx: mpsc::UnboundedReceiver<i64>) {
+    loop {
+        let id = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            id = rx.recv() => match id { Some(id) => id, None => return },
+        };
+        tokio::select! {
+            // Dropping the trial drops its engine, which kills its process group.
+            _ = ctx.shutdown.cancelled() => return,
+            result = run_trial(&ctx, id) => {
+                if let Err(e) = result {
+                    tracing::error!(trial = id, error = %e, "trial could not be recorded");
+                }
+            }
+        }
+    }
+}
+
+async fn run_trial(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
+    let Some(trial) = trials::get(&ctx.db, id).await? else {
+        return Ok(());
+    };
+    if trial.state != TrialState::Queued {
+        return Ok(());
+    }
+    match measure(ctx, &trial).await? {
+        Ok(()) => {}
+        Err(failure) => {
+            tracing::info!(trial = id, cause = failure.kind.label(), "trial failed");
+            trials::finish_failed(&ctx.db, id, &failure).await?;
+        }
+    }
+    publish(ctx, id).await
+}
+
+/// Runs one trial; the outer error is the database's, the inner the trial's.
+async fn measure(ctx: &RunnerContext, trial: &TrialView) -> Result<Result<(), Failure>, sqlx::Error> {
+    let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
+    set_state(ctx, trial.id, TrialState::Launching).await?;
+    let Some(profile) = ctx.profiles.iter().find(|p| p.name == trial.profile) else {
+        return fail(FailureKind::Spawn, format!("engine profile `{}` no longer exists", trial.profile));
+    };
+    let port = match engine_bridge::free_port() {
+        Ok(p) => p,
+        Err(e) => return fail(FailureKind::PortConflict, format!("no free port: {e}")),
+    };
+    let mut spec = match engine_bridge::plan(profile, &trial.model, &trial.settings, port) {
+        Ok(spec) => spec,
+        Err(e @ PlanError::Setting(_)) => return fail(FailureKind::Rejected, e.to_string()),
+        Err(e) => return fail(FailureKind::Spawn, e.to_string()),
+    };
+    if std::fs::create_dir_all(&ctx.logs_dir).is_ok() {
+        spec.log_file = Some(ctx.logs_dir.join(format!("trial-{}.log", trial.id)));
+    }
+    let command = json!({
+        "program": spec.program,
+        "args": spec.args,
+        "env": spec.env,
+        "display": spec.display(),
+    });
+    trials::set_command(&ctx.db, trial.id, &command).await?;
+    set_state(ctx, trial.id, TrialState::Loading).await?;
+    let engine = match RunningEngine::launch(spec, port, ctx.load_timeout).await {
+        Ok(engine) => engine,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    set_state(ctx, trial.id, TrialState::Probing).await?;
+    let props = engine.props().await;
+    let result = ctx.probe.run(&engine).await;
+    let load_ms = engine.load_time.as_secs_f64() * 1e3;
+    engine.stop(STOP_GRACE).await;
+    let (samples, summary) = match result {
+        Ok(r) => r,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    let measured = Measured { load_ms, summary: &summary, samples: &samples, props: props.as_ref() };
+    trials::finish_done(&ctx.db, trial.id, &measured).await?;
+    Ok(Ok(()))
+}
+
+async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<(), sqlx::Error> {
+    trials::set_state(&ctx.db, id, state).await?;
+    publish(ctx, id).await
+}
+
+/// Announces a trial's stored state to every listener.
+pub async fn publish(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
+    if let Some(view) = trials::get(&ctx.db, id).await? {
+        // No listeners is fine.
+        let _ = ctx.events.send(view);
+    }
+    Ok(())
+}

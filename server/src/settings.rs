@@ -1,0 +1,37 @@
+//! Server settings, from the command line and `TUNEBOOK_*` variables.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use engine_bridge::SpeedProbe;
+
+/// Everything `launch` needs besides the listener.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `sqlite://…` (created if missing) or `postgres://…`.
+    pub database_url: String,
+    /// Folder of engine profile TOML files.
+    pub profiles_dir: PathBuf,
+    /// Folder holding `pkg/` with the browser bundle and stylesheet.
+    pub site_root: PathBuf,
+    /// Engine logs and other files Tunebook writes.
+    pub data_dir: PathBuf,
+    /// Longest an engine may take to answer its health check.
+    pub load_timeout: Duration,
+    /// How each trial's speed is measured.
+    pub probe: SpeedProbe,
+}
+
+impl Settings {
+    /// Defaults for a data folder: an SQLite database inside it.
+    pub fn with_data_dir(data_dir: PathBuf) -> Self {
+        Self {
+            database_url: format!("sqlite://{}/tunebook.db?mode=rwc", data_dir.display()),
+            profiles_dir: PathBuf::from("profiles"),
+            site_root: PathBuf::from("target/site"),
+            data_dir,
+            load_timeout: Duration::from_secs(600),
+            probe: SpeedProbe::default(),
+        }
+    }
+}
