@@ -1,6 +1,8 @@
 //! Tunebook's user interface: server-rendered Leptos pages, hydrated in the
 //! browser, with live updates pushed from the server.
 
+#![recursion_limit = "256"]
+
 #[cfg(feature = "ssr")]
 pub mod backend;
 mod pages;

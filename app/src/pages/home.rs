@@ -307,7 +307,7 @@ fn fmt(v: Option<f64>, digits: usize) -> String {
 #[cfg(feature = "hydrate")]
 mod live_updates {
     use leptos::prelude::*;
-    use leptos::send_wrapper::SendWrapper;
+    use send_wrapper::SendWrapper;
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
 

@@ -1,0 +1,114 @@
+//! Helpers shared by the integration tests: a Tunebook server on
+//! 127.0.0.1:0 over the repository's demo profile, and polling with deadlines.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tunebook::Settings;
+use tunebook_app::types::TrialView;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Fails with a clear message when the demo engine has not been set up.
+pub fn require_demo_engine() {
+    let root = repo_root();
+    for path in [".tools/engine-bin/llama-server", ".tools/models/tiny-llama.gguf"] {
+        assert!(
+            root.join(path).is_file(),
+            "{path} is missing: run scripts/test.sh (or scripts/setup.sh) first"
+        );
+    }
+}
+
+/// A running server and its temporary data folder.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub data: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<tunebook::Result<()>>>,
+}
+
+impl TestServer {
+    /// Starts a server with SQLite in a fresh folder and the demo profiles.
+    pub async fn start() -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let settings = Self::settings(data.path().to_path_buf());
+        Self::start_with(settings, data).await
+    }
+
+    /// Default test settings for a data folder.
+    pub fn settings(data: PathBuf) -> Settings {
+        let mut s = Settings::with_data_dir(data);
+        s.profiles_dir = repo_root().join("profiles");
+        s.site_root = repo_root().join("target/site");
+        s.load_timeout = Duration::from_secs(60);
+        s
+    }
+
+    pub async fn start_with(settings: Settings, data: tempfile::TempDir) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(tunebook::launch(settings, listener, async move {
+            let _ = rx.await;
+        }));
+        Self { addr, data, stop: Some(tx), task: Some(task) }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops the server and waits until it (and its runner) has ended.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let result = tokio::time::timeout(Duration::from_secs(30), self.task.take().unwrap())
+            .await
+            .expect("server stops within 30 s");
+        result.unwrap().unwrap();
+    }
+}
+
+/// A client that never goes through a proxy.
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// Polls `check` until it returns `Some`, or panics after `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until a trial reaches done or failed.
+pub async fn wait_final(server: &TestServer, id: i64) -> TrialView {
+    let client = http();
+    eventually(Duration::from_secs(120), &format!("trial {id} to finish"), || {
+        let client = client.clone();
+        let url = server.url(&format!("/api/trials/{id}"));
+        async move {
+            let t: TrialView = client.get(url).send().await.ok()?.json().await.ok()?;
+            t.state.is_final().then_some(t)
+        }
+    })
+    .await
+}

@@ -1,0 +1,154 @@
+//! The same storage operations on SQLite (the default) and on a real
+//! PostgreSQL (127.0.0.1:5432 on this machine, or TUNEBOOK_TEST_POSTGRES_URL).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use engine_bridge::llama_server::{CompletionSample, EngineTimings};
+use engine_bridge::{Failure, FailureKind, SpeedSummary};
+use sqlx::{Connection, Executor};
+use tunebook::db::Db;
+use tunebook::db::trials::{self, Measured, NewTrial};
+use tunebook_app::types::{TrialState, TrialView};
+
+fn postgres_admin_url() -> String {
+    std::env::var("TUNEBOOK_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A fresh PostgreSQL database, dropped by [`drop_postgres`].
+async fn fresh_postgres() -> (String, String) {
+    sqlx::any::install_default_drivers();
+    let admin = postgres_admin_url();
+    let name = format!("tunebook_test_{}_{}", std::process::id(), rand_suffix());
+    let mut conn = sqlx::AnyConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is needed for this test: {e}"));
+    conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.unwrap();
+    let base = admin.rsplit_once('/').unwrap().0;
+    (format!("{base}/{name}"), name)
+}
+
+async fn drop_postgres(name: &str) {
+    let mut conn = sqlx::AnyConnection::connect(&postgres_admin_url()).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+        .await
+        .unwrap();
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
+}
+
+fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
+    CompletionSample {
+        ttft_ms: 12.5,
+        total_ms: 40.0,
+        client_decode_tps: Some(tps * 0.98),
+        timings: EngineTimings {
+            prompt_n: 128,
+            prompt_ms: 10.0,
+            prompt_per_second: 12800.0,
+            predicted_n,
+            predicted_ms: predicted_n as f64 / tps * 1e3,
+            predicted_per_second: tps,
+            draft_n: None,
+            draft_n_accepted: None,
+        },
+    }
+}
+
+/// Stores a done and a failed trial and reads everything back.
+async fn exercise(db: &Db) {
+    let settings: BTreeMap<String, String> =
+        [("cache_type_k".to_string(), "q4_0".to_string()), ("ctx_size".into(), "4096".into())].into();
+    let new = NewTrial { profile: "demo", model: "tiny", settings: &settings, tokens_requested: 32 };
+    let done = trials::insert(db, &new).await.unwrap();
+    let failed = trials::insert(db, &new).await.unwrap();
+    assert!(failed > done);
+
+    trials::set_state(db, done, TrialState::Probing).await.unwrap();
+    trials::set_command(db, done, &serde_json::json!({"display": "llama-server -ctk q4_0"}))
+        .await
+        .unwrap();
+    let samples = [sample(32, 100.0), sample(32, 110.0), sample(32, 90.0)];
+    let summary = SpeedSummary {
+        ttft_ms: 12.5,
+        prefill_tps: 12800.0,
+        decode_tps: 100.0,
+        client_decode_tps: Some(98.0),
+        prompt_tokens: 128,
+        tokens_generated: 32,
+    };
+    let measured = Measured { load_ms: 250.0, summary: &summary, samples: &samples, props: None };
+    trials::finish_done(db, done, &measured).await.unwrap();
+    let failure = Failure {
+        kind: FailureKind::Rejected,
+        message: "error: unsupported cache type".into(),
+        log_tail: vec!["line 1".into(), "line 2".into()],
+    };
+    trials::finish_failed(db, failed, &failure).await.unwrap();
+
+    let all: Vec<TrialView> = trials::list(db).await.unwrap();
+    assert_eq!(all.iter().map(|t| t.id).collect::<Vec<_>>(), [failed, done], "newest first");
+    let d = trials::get(db, done).await.unwrap().unwrap();
+    assert_eq!(d.state, TrialState::Done);
+    assert_eq!(d.settings, settings);
+    assert_eq!(d.command.as_deref(), Some("llama-server -ctk q4_0"));
+    assert_eq!(d.decode_tps, Some(100.0));
+    assert_eq!(d.tokens_generated, Some(32));
+    assert_eq!(d.load_ms, Some(250.0));
+    let f = trials::get(db, failed).await.unwrap().unwrap();
+    assert_eq!(f.failure_kind.as_deref(), Some("setting rejected"));
+    assert_eq!(f.error.as_deref(), Some("error: unsupported cache type"));
+    let rows = trials::samples(db, done).await.unwrap();
+    assert_eq!(rows.iter().map(|r| r.predicted_tps).collect::<Vec<_>>(), [100.0, 110.0, 90.0]);
+    assert!(trials::get(db, 999_999).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn sqlite_stores_trials_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/nested/t.db?mode=rwc", dir.path().display());
+    let db = Db::connect(&url).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(mode, "wal");
+    exercise(&db).await;
+    // Reopening applies no migration twice and keeps the data.
+    drop(db);
+    let db = Db::connect(&url).await.unwrap();
+    assert_eq!(trials::list(&db).await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn postgres_stores_trials() {
+    let (url, name) = fresh_postgres().await;
+    let db = Db::connect(&url).await.unwrap();
+    exercise(&db).await;
+    db.pool.close().await;
+    drop_postgres(&name).await;
+}
+
+#[tokio::test]
+async fn the_server_runs_on_postgres() {
+    let (url, name) = fresh_postgres().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = common::TestServer::settings(data.path().to_path_buf());
+    settings.database_url = url;
+    let server = common::TestServer::start_with(settings, data).await;
+    let body = common::eventually(std::time::Duration::from_secs(20), "the API", || {
+        let url = server.url("/api/trials");
+        async move { common::http().get(url).send().await.ok()?.text().await.ok() }
+    })
+    .await;
+    assert_eq!(body, "[]");
+    server.stop().await;
+    drop_postgres(&name).await;
+}
+
+#[tokio::test]
+async fn an_unknown_database_scheme_is_a_clear_error() {
+    let err = Db::connect("mysql://localhost/x").await.err().unwrap();
+    assert!(err.to_string().contains("use sqlite://… or postgres://…"), "{err}");
+}

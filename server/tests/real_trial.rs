@@ -1,0 +1,124 @@
+//! Runs real trials against llama.cpp's own llama-server and the tiny model:
+//! the stored numbers must be positive and consistent with what was asked.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{TestServer, http, require_demo_engine, wait_final};
+use tunebook::db::trials::SampleRow;
+use tunebook_app::types::{RunRequest, TrialState, TrialView};
+
+fn request(settings: &[(&str, &str)]) -> RunRequest {
+    RunRequest {
+        profile: "demo".into(),
+        model: "tiny-llama".into(),
+        settings: settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+    }
+}
+
+async fn submit(server: &TestServer, req: &RunRequest) -> reqwest::Response {
+    http().post(server.url("/api/trials")).json(req).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_real_trial_stores_consistent_measurements() {
+    require_demo_engine();
+    let server = TestServer::start().await;
+    let settings = [
+        ("ctx_size", "1024"),
+        ("threads", "2"),
+        ("cache_type_k", "q8_0"),
+        ("cache_type_v", "q8_0"),
+        ("flash_attn", "on"),
+    ];
+    let response = submit(&server, &request(&settings)).await;
+    assert_eq!(response.status(), 201);
+    let queued: TrialView = response.json().await.unwrap();
+    assert_eq!(queued.state, TrialState::Queued);
+
+    let t = wait_final(&server, queued.id).await;
+    assert_eq!(t.state, TrialState::Done, "failed: {:?} {:?}", t.failure_kind, t.error);
+    let probe = engine_bridge::SpeedProbe::default();
+
+    // The engine ran exactly what was asked, and says so.
+    let command = t.command.clone().unwrap();
+    for fragment in ["-c 1024", "-t 2", "-ctk q8_0", "-ctv q8_0", "-fa on", "--host 127.0.0.1"] {
+        assert!(command.contains(fragment), "{fragment} missing from {command}");
+    }
+    assert_eq!(t.n_ctx, Some(1024), "context size read back from /props");
+
+    // Positive numbers, and the token counts we asked for.
+    for (name, v) in [
+        ("load_ms", t.load_ms),
+        ("ttft_ms", t.ttft_ms),
+        ("prefill_tps", t.prefill_tps),
+        ("decode_tps", t.decode_tps),
+        ("client_decode_tps", t.client_decode_tps),
+    ] {
+        let v = v.unwrap_or_else(|| panic!("{name} missing"));
+        assert!(v.is_finite() && v > 0.0, "{name} = {v}");
+    }
+    assert_eq!(t.tokens_requested, Some(probe.n_predict as i64));
+    assert_eq!(t.tokens_generated, Some(probe.n_predict as i64));
+    assert_eq!(t.prompt_tokens, Some(probe.prompt_tokens as i64));
+
+    let samples: Vec<SampleRow> = http()
+        .get(server.url(&format!("/api/trials/{}/samples", t.id)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(samples.len(), probe.repeats as usize, "warm-up is not recorded");
+    for s in &samples {
+        assert_eq!(s.predicted_n, probe.n_predict as i64);
+        assert_eq!(s.prompt_n, probe.prompt_tokens as i64, "the prompt cache was off");
+        // The engine's rate is its own count over its own time.
+        let rate = s.predicted_n as f64 / (s.predicted_ms / 1e3);
+        assert!((rate / s.predicted_tps - 1.0).abs() < 0.05, "{rate} vs {}", s.predicted_tps);
+        // The client saw the whole answer after the first token arrived.
+        assert!(s.total_ms >= s.ttft_ms, "{s:?}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_setting_the_engine_rejects_fails_with_its_own_message() {
+    require_demo_engine();
+    let server = TestServer::start().await;
+    // The catalog lets new cache type names through; this build rejects it.
+    let response = submit(&server, &request(&[("cache_type_k", "q3_bogus")])).await;
+    assert_eq!(response.status(), 201);
+    let queued: TrialView = response.json().await.unwrap();
+    let t = wait_final(&server, queued.id).await;
+    assert_eq!(t.state, TrialState::Failed);
+    assert_eq!(t.failure_kind.as_deref(), Some("setting rejected"));
+    let error = t.error.unwrap();
+    assert!(error.contains("q3_bogus"), "the engine's message names the value: {error}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_requests_are_refused_and_nothing_is_stored() {
+    let server = TestServer::start().await;
+    let cases = [
+        (request(&[("model_path", "/etc/passwd")]), "unknown setting `model_path`"),
+        (request(&[("threads", "many")]), "`many` is not a whole number"),
+        (request(&[("flash_attn", "--rpc")]), "is not one of on, off, auto"),
+        (RunRequest { profile: "nope".into(), ..request(&[]) }, "unknown engine profile `nope`"),
+        (RunRequest { model: "nope".into(), ..request(&[]) }, "has no model named `nope`"),
+    ];
+    for (req, expected) in cases {
+        let response = submit(&server, &req).await;
+        assert_eq!(response.status(), 400);
+        let body: serde_json::Value = response.json().await.unwrap();
+        let message = body["error"].as_str().unwrap();
+        assert!(message.contains(expected), "{message:?} should contain {expected:?}");
+    }
+    let all: Vec<TrialView> =
+        http().get(server.url("/api/trials")).send().await.unwrap().json().await.unwrap();
+    assert!(all.is_empty(), "nothing half-saved: {all:?}");
+    server.stop().await;
+}
