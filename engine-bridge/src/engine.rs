@@ -34,10 +34,12 @@ pub fn plan(
     settings: &Settings,
     port: u16,
 ) -> Result<LaunchSpec, PlanError> {
-    let entry = profile.model(model).ok_or_else(|| PlanError::UnknownModel {
-        profile: profile.name.clone(),
-        model: model.into(),
-    })?;
+    let entry = profile
+        .model(model)
+        .ok_or_else(|| PlanError::UnknownModel {
+            profile: profile.name.clone(),
+            model: model.into(),
+        })?;
     let rendered = profile.kind.catalog().render(settings)?;
     if !profile.binary.is_file() {
         return Err(PlanError::MissingBinary(profile.binary.clone()));
@@ -57,19 +59,29 @@ pub fn plan(
     args.extend(rendered);
     let mut env = profile.env.clone();
     if !profile.library_path.is_empty() {
-        let mut dirs: Vec<String> =
-            profile.library_path.iter().map(|p| p.display().to_string()).collect();
+        let mut dirs: Vec<String> = profile
+            .library_path
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         if let Ok(existing) = std::env::var("LD_LIBRARY_PATH") {
             dirs.push(existing);
         }
         env.insert("LD_LIBRARY_PATH".into(), dirs.join(":"));
     }
-    Ok(LaunchSpec { program: profile.binary.clone(), args, env, log_file: None })
+    Ok(LaunchSpec {
+        program: profile.binary.clone(),
+        args,
+        env,
+        log_file: None,
+    })
 }
 
 /// A port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
 }
 
 /// An engine that answered its health check.
@@ -85,14 +97,25 @@ pub struct RunningEngine {
 impl RunningEngine {
     /// Starts the engine and waits until it is ready, at most `load_timeout`.
     /// On failure the engine is stopped and the cause comes with its log.
-    pub async fn launch(spec: LaunchSpec, port: u16, load_timeout: Duration) -> Result<Self, Failure> {
+    pub async fn launch(
+        spec: LaunchSpec,
+        port: u16,
+        load_timeout: Duration,
+    ) -> Result<Self, Failure> {
         let base_url = format!("http://{}:{port}", Ipv4Addr::LOCALHOST);
         let client = reqwest::Client::builder()
             .no_proxy()
             .build()
-            .map_err(|e| Failure { kind: FailureKind::Spawn, message: e.to_string(), log_tail: vec![] })?;
+            .map_err(|e| Failure {
+                kind: FailureKind::Spawn,
+                message: e.to_string(),
+                log_tail: vec![],
+            })?;
         // Something already answering here is not ours: never measure it.
-        if tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await.is_ok() {
+        if tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+            .await
+            .is_ok()
+        {
             return Err(Failure {
                 kind: FailureKind::PortConflict,
                 message: format!("another process already answers on port {port}"),
@@ -105,7 +128,13 @@ impl RunningEngine {
             log_tail: vec![],
         })?;
         match llama_server::wait_ready(&client, &base_url, &process, load_timeout).await {
-            Ok(load_time) => Ok(Self { process, base_url, spec, load_time, client }),
+            Ok(load_time) => Ok(Self {
+                process,
+                base_url,
+                spec,
+                load_time,
+                client,
+            }),
             Err(failure) => {
                 process.stop(Duration::from_secs(2)).await;
                 Err(failure)
@@ -183,15 +212,16 @@ impl SpeedProbe {
         &self,
         engine: &RunningEngine,
     ) -> Result<(Vec<CompletionSample>, SpeedSummary), Failure> {
-        let prompt = llama_server::prompt_of_len(&engine.client, &engine.base_url, self.prompt_tokens)
-            .await
-            .map_err(|e| {
-                engine.explain(Failure {
-                    kind: FailureKind::ProbeFailed,
-                    message: format!("tokenize: {e}"),
-                    log_tail: vec![],
-                })
-            })?;
+        let prompt =
+            llama_server::prompt_of_len(&engine.client, &engine.base_url, self.prompt_tokens)
+                .await
+                .map_err(|e| {
+                    engine.explain(Failure {
+                        kind: FailureKind::ProbeFailed,
+                        message: format!("tokenize: {e}"),
+                        log_tail: vec![],
+                    })
+                })?;
         let mut samples = Vec::new();
         for i in 0..self.warmup + self.repeats {
             let sample = llama_server::timed_completion(
@@ -223,7 +253,11 @@ fn summarize(samples: &[CompletionSample]) -> SpeedSummary {
         decode_tps: med(&|s| s.timings.predicted_per_second),
         client_decode_tps: median(client),
         prompt_tokens: med(&|s| s.timings.prompt_n as f64) as u32,
-        tokens_generated: samples.iter().map(|s| s.timings.predicted_n).min().unwrap_or(0),
+        tokens_generated: samples
+            .iter()
+            .map(|s| s.timings.predicted_n)
+            .min()
+            .unwrap_or(0),
     }
 }
 
@@ -234,7 +268,11 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
     }
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 })
+    Some(if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    })
 }
 
 #[cfg(test)]
@@ -258,7 +296,10 @@ mod tests {
         let err = plan(&profile, "other", &Settings::new(), 1).unwrap_err();
         assert_eq!(err.to_string(), "profile `p` has no model named `other`");
         let bad: Settings = [("threads".to_string(), "-1".to_string())].into();
-        assert!(matches!(plan(&profile, "m", &bad, 1), Err(PlanError::Setting(_))));
+        assert!(matches!(
+            plan(&profile, "m", &bad, 1),
+            Err(PlanError::Setting(_))
+        ));
         let err = plan(&profile, "m", &Settings::new(), 1).unwrap_err();
         assert!(matches!(err, PlanError::MissingBinary(_)), "{err}");
     }

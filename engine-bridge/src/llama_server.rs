@@ -81,12 +81,22 @@ pub struct Props {
 
 /// Reads `/props`.
 pub async fn props(client: &reqwest::Client, base_url: &str) -> Result<Props, reqwest::Error> {
-    let v: serde_json::Value =
-        client.get(format!("{base_url}/props")).send().await?.error_for_status()?.json().await?;
+    let v: serde_json::Value = client
+        .get(format!("{base_url}/props"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
     Ok(Props {
-        n_ctx: v.pointer("/default_generation_settings/n_ctx").and_then(|x| x.as_u64()),
+        n_ctx: v
+            .pointer("/default_generation_settings/n_ctx")
+            .and_then(|x| x.as_u64()),
         total_slots: v.get("total_slots").and_then(|x| x.as_u64()),
-        build_info: v.get("build_info").and_then(|x| x.as_str()).map(str::to_string),
+        build_info: v
+            .get("build_info")
+            .and_then(|x| x.as_str())
+            .map(str::to_string),
     })
 }
 
@@ -149,7 +159,11 @@ pub async fn timed_completion(
     n_predict: u32,
     timeout: Duration,
 ) -> Result<CompletionSample, Failure> {
-    let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
+    let probe_err = |kind, message: String| Failure {
+        kind,
+        message,
+        log_tail: vec![],
+    };
     let body = json!({
         "prompt": prompt,
         "n_predict": n_predict,
@@ -171,10 +185,14 @@ pub async fn timed_completion(
         let mut events = response.bytes_stream().eventsource();
         let mut first_token: Option<Duration> = None;
         while let Some(event) = events.next().await {
-            let event = event
-                .map_err(|e| probe_err(FailureKind::ProbeFailed, format!("completion stream: {e}")))?;
+            let event = event.map_err(|e| {
+                probe_err(FailureKind::ProbeFailed, format!("completion stream: {e}"))
+            })?;
             let chunk: serde_json::Value = serde_json::from_str(&event.data).map_err(|e| {
-                probe_err(FailureKind::ProbeFailed, format!("completion stream chunk: {e}"))
+                probe_err(
+                    FailureKind::ProbeFailed,
+                    format!("completion stream chunk: {e}"),
+                )
             })?;
             let now = sent.elapsed();
             if !chunk.get("stop").and_then(|s| s.as_bool()).unwrap_or(false) {
@@ -195,11 +213,19 @@ pub async fn timed_completion(
                 timings,
             });
         }
-        Err(probe_err(FailureKind::ProbeFailed, "stream ended without a final event".into()))
+        Err(probe_err(
+            FailureKind::ProbeFailed,
+            "stream ended without a final event".into(),
+        ))
     };
-    tokio::time::timeout(timeout, run).await.unwrap_or_else(|_| {
-        Err(probe_err(FailureKind::ProbeTimeout, format!("no complete answer within {timeout:?}")))
-    })
+    tokio::time::timeout(timeout, run)
+        .await
+        .unwrap_or_else(|_| {
+            Err(probe_err(
+                FailureKind::ProbeTimeout,
+                format!("no complete answer within {timeout:?}"),
+            ))
+        })
 }
 
 /// Builds a prompt of exactly `n` tokens from the engine's own tokenizer.

@@ -127,7 +127,13 @@ impl EngineProcess {
         let tail = Arc::new(Mutex::new(LogTail::default()));
         let (tx, exit) = watch::channel(None);
         let pipes = (child.stdout.take(), child.stderr.take());
-        tokio::spawn(supervise(pipes, child, tail.clone(), spec.log_file.clone(), tx));
+        tokio::spawn(supervise(
+            pipes,
+            child,
+            tail.clone(),
+            spec.log_file.clone(),
+            tx,
+        ));
         Ok(Self { pid, tail, exit })
     }
 
@@ -148,7 +154,10 @@ impl EngineProcess {
         match done {
             Ok(v) => v.expect("waited for Some"),
             // The supervisor only drops the sender after sending.
-            Err(_) => self.exit_info().unwrap_or(ExitInfo { code: None, signal: None }),
+            Err(_) => self.exit_info().unwrap_or(ExitInfo {
+                code: None,
+                signal: None,
+            }),
         }
     }
 
@@ -173,7 +182,10 @@ impl EngineProcess {
                 info
             }
             Err(_) => {
-                tracing::warn!(pid = self.pid.as_raw(), "engine ignored SIGTERM; sending SIGKILL");
+                tracing::warn!(
+                    pid = self.pid.as_raw(),
+                    "engine ignored SIGTERM; sending SIGKILL"
+                );
                 self.kill_group(Signal::SIGKILL);
                 self.wait().await
             }
@@ -192,7 +204,10 @@ impl Drop for EngineProcess {
     }
 }
 
-type Pipes = (Option<tokio::process::ChildStdout>, Option<tokio::process::ChildStderr>);
+type Pipes = (
+    Option<tokio::process::ChildStdout>,
+    Option<tokio::process::ChildStderr>,
+);
 
 /// Drains both pipes and waits for the exit in one loop, then publishes the
 /// exit once the output is read to its end.
@@ -204,7 +219,12 @@ async fn supervise(
     exit_tx: watch::Sender<Option<ExitInfo>>,
 ) {
     let mut log = match &log_file {
-        Some(path) => tokio::fs::OpenOptions::new().create(true).append(true).open(path).await.ok(),
+        Some(path) => tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .await
+            .ok(),
         None => None,
     };
     let mut out = stdout.map(|s| BufReader::new(s).lines());
@@ -232,8 +252,14 @@ async fn supervise(
         }
     }
     let info = match status {
-        Some(Ok(s)) => ExitInfo { code: s.code(), signal: s.signal() },
-        _ => ExitInfo { code: None, signal: None },
+        Some(Ok(s)) => ExitInfo {
+            code: s.code(),
+            signal: s.signal(),
+        },
+        _ => ExitInfo {
+            code: None,
+            signal: None,
+        },
     };
     let _ = exit_tx.send(Some(info));
 }

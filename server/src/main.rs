@@ -10,7 +10,11 @@ use engine_bridge::gguf::{LlamaSpec, write_random_llama};
 use tunebook::Settings;
 
 #[derive(Parser)]
-#[command(name = "tunebook", version, about = "Tune local LLM inference engines, measured.")]
+#[command(
+    name = "tunebook",
+    version,
+    about = "Tune local LLM inference engines, measured."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,7 +71,14 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve { addr, database_url, profiles, site_root, data_dir, load_timeout } => {
+        Command::Serve {
+            addr,
+            database_url,
+            profiles,
+            site_root,
+            data_dir,
+            load_timeout,
+        } => {
             let mut settings = Settings::with_data_dir(data_dir);
             if let Some(url) = database_url {
                 settings.database_url = url;
@@ -78,7 +89,9 @@ async fn main() -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            tunebook::launch(settings, listener, shutdown_signal()).await.context("server failed")?;
+            tunebook::launch(settings, listener, shutdown_signal())
+                .await
+                .context("server failed")?;
         }
         Command::MakeModel { path, size, seed } => {
             let spec = match size {

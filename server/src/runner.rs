@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tunebook_app::types::{TrialState, TrialView};
 
-use crate::db::trials::{self, Measured};
 use crate::db::Db;
+use crate::db::trials::{self, Measured};
 
 /// Grace between SIGTERM and SIGKILL when stopping an engine.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -46,7 +46,11 @@ impl Runner {
     /// engine it ran is stopped by the time its handle resolves.
     pub async fn start(ctx: RunnerContext) -> Result<(Self, JoinHandle<()>), sqlx::Error> {
         let (queue, rx) = mpsc::unbounded_channel();
-        for state in [TrialState::Launching, TrialState::Loading, TrialState::Probing] {
+        for state in [
+            TrialState::Launching,
+            TrialState::Loading,
+            TrialState::Probing,
+        ] {
             for id in trials::ids_in_state(&ctx.db, state).await? {
                 let failure = Failure {
                     kind: FailureKind::Interrupted,
@@ -105,11 +109,23 @@ async fn run_trial(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
 }
 
 /// Runs one trial; the outer error is the database's, the inner the trial's.
-async fn measure(ctx: &RunnerContext, trial: &TrialView) -> Result<Result<(), Failure>, sqlx::Error> {
-    let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
+async fn measure(
+    ctx: &RunnerContext,
+    trial: &TrialView,
+) -> Result<Result<(), Failure>, sqlx::Error> {
+    let fail = |kind, message: String| {
+        Ok(Err(Failure {
+            kind,
+            message,
+            log_tail: vec![],
+        }))
+    };
     set_state(ctx, trial.id, TrialState::Launching).await?;
     let Some(profile) = ctx.profiles.iter().find(|p| p.name == trial.profile) else {
-        return fail(FailureKind::Spawn, format!("engine profile `{}` no longer exists", trial.profile));
+        return fail(
+            FailureKind::Spawn,
+            format!("engine profile `{}` no longer exists", trial.profile),
+        );
     };
     let port = match engine_bridge::free_port() {
         Ok(p) => p,
@@ -144,7 +160,12 @@ async fn measure(ctx: &RunnerContext, trial: &TrialView) -> Result<Result<(), Fa
         Ok(r) => r,
         Err(failure) => return Ok(Err(failure)),
     };
-    let measured = Measured { load_ms, summary: &summary, samples: &samples, props: props.as_ref() };
+    let measured = Measured {
+        load_ms,
+        summary: &summary,
+        samples: &samples,
+        props: props.as_ref(),
+    };
     trials::finish_done(&ctx.db, trial.id, &measured).await?;
     Ok(Ok(()))
 }

@@ -32,7 +32,9 @@ impl Service {
             .profiles
             .iter()
             .find(|p| p.name == request.profile)
-            .ok_or_else(|| Error::BadRequest(format!("unknown engine profile `{}`", request.profile)))?;
+            .ok_or_else(|| {
+                Error::BadRequest(format!("unknown engine profile `{}`", request.profile))
+            })?;
         // A blank value means "leave it to the engine".
         let settings = request
             .settings

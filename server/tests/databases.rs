@@ -25,20 +25,29 @@ async fn fresh_postgres() -> (String, String) {
     let mut conn = sqlx::AnyConnection::connect(&admin)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is needed for this test: {e}"));
-    conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .await
+        .unwrap();
     let base = admin.rsplit_once('/').unwrap().0;
     (format!("{base}/{name}"), name)
 }
 
 async fn drop_postgres(name: &str) {
-    let mut conn = sqlx::AnyConnection::connect(&postgres_admin_url()).await.unwrap();
-    conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+    let mut conn = sqlx::AnyConnection::connect(&postgres_admin_url())
         .await
         .unwrap();
+    conn.execute(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .await
+    .unwrap();
 }
 
 fn rand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
 }
 
 fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
@@ -61,17 +70,31 @@ fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
 
 /// Stores a done and a failed trial and reads everything back.
 async fn exercise(db: &Db) {
-    let settings: BTreeMap<String, String> =
-        [("cache_type_k".to_string(), "q4_0".to_string()), ("ctx_size".into(), "4096".into())].into();
-    let new = NewTrial { profile: "demo", model: "tiny", settings: &settings, tokens_requested: 32 };
+    let settings: BTreeMap<String, String> = [
+        ("cache_type_k".to_string(), "q4_0".to_string()),
+        ("ctx_size".into(), "4096".into()),
+    ]
+    .into();
+    let new = NewTrial {
+        profile: "demo",
+        model: "tiny",
+        settings: &settings,
+        tokens_requested: 32,
+    };
     let done = trials::insert(db, &new).await.unwrap();
     let failed = trials::insert(db, &new).await.unwrap();
     assert!(failed > done);
 
-    trials::set_state(db, done, TrialState::Probing).await.unwrap();
-    trials::set_command(db, done, &serde_json::json!({"display": "llama-server -ctk q4_0"}))
+    trials::set_state(db, done, TrialState::Probing)
         .await
         .unwrap();
+    trials::set_command(
+        db,
+        done,
+        &serde_json::json!({"display": "llama-server -ctk q4_0"}),
+    )
+    .await
+    .unwrap();
     let samples = [sample(32, 100.0), sample(32, 110.0), sample(32, 90.0)];
     let summary = SpeedSummary {
         ttft_ms: 12.5,
@@ -81,7 +104,12 @@ async fn exercise(db: &Db) {
         prompt_tokens: 128,
         tokens_generated: 32,
     };
-    let measured = Measured { load_ms: 250.0, summary: &summary, samples: &samples, props: None };
+    let measured = Measured {
+        load_ms: 250.0,
+        summary: &summary,
+        samples: &samples,
+        props: None,
+    };
     trials::finish_done(db, done, &measured).await.unwrap();
     let failure = Failure {
         kind: FailureKind::Rejected,
@@ -91,7 +119,11 @@ async fn exercise(db: &Db) {
     trials::finish_failed(db, failed, &failure).await.unwrap();
 
     let all: Vec<TrialView> = trials::list(db).await.unwrap();
-    assert_eq!(all.iter().map(|t| t.id).collect::<Vec<_>>(), [failed, done], "newest first");
+    assert_eq!(
+        all.iter().map(|t| t.id).collect::<Vec<_>>(),
+        [failed, done],
+        "newest first"
+    );
     let d = trials::get(db, done).await.unwrap().unwrap();
     assert_eq!(d.state, TrialState::Done);
     assert_eq!(d.settings, settings);
@@ -103,7 +135,10 @@ async fn exercise(db: &Db) {
     assert_eq!(f.failure_kind.as_deref(), Some("setting rejected"));
     assert_eq!(f.error.as_deref(), Some("error: unsupported cache type"));
     let rows = trials::samples(db, done).await.unwrap();
-    assert_eq!(rows.iter().map(|r| r.predicted_tps).collect::<Vec<_>>(), [100.0, 110.0, 90.0]);
+    assert_eq!(
+        rows.iter().map(|r| r.predicted_tps).collect::<Vec<_>>(),
+        [100.0, 110.0, 90.0]
+    );
     assert!(trials::get(db, 999_999).await.unwrap().is_none());
 }
 
@@ -112,7 +147,10 @@ async fn sqlite_stores_trials_in_wal_mode() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/nested/t.db?mode=rwc", dir.path().display());
     let db = Db::connect(&url).await.unwrap();
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&db.pool).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert_eq!(mode, "wal");
     exercise(&db).await;
     // Reopening applies no migration twice and keeps the data.
@@ -150,5 +188,8 @@ async fn the_server_runs_on_postgres() {
 #[tokio::test]
 async fn an_unknown_database_scheme_is_a_clear_error() {
     let err = Db::connect("mysql://localhost/x").await.err().unwrap();
-    assert!(err.to_string().contains("use sqlite://… or postgres://…"), "{err}");
+    assert!(
+        err.to_string().contains("use sqlite://… or postgres://…"),
+        "{err}"
+    );
 }

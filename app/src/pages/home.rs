@@ -22,7 +22,10 @@ pub async fn list_trials() -> Result<Vec<TrialView>, ServerFnError> {
 /// Checks and queues one configuration.
 #[server]
 pub async fn run_trial(request: RunRequest) -> Result<TrialView, ServerFnError> {
-    backend()?.submit_trial(request).await.map_err(ServerFnError::new)
+    backend()?
+        .submit_trial(request)
+        .await
+        .map_err(ServerFnError::new)
 }
 
 #[cfg(feature = "ssr")]
@@ -105,9 +108,8 @@ fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
     let cache_type_v = RwSignal::new("f16".to_string());
     let flash_attn = RwSignal::new("auto".to_string());
 
-    let current = move || {
-        profiles.with_value(|all| all.iter().find(|p| p.name == profile.get()).cloned())
-    };
+    let current =
+        move || profiles.with_value(|all| all.iter().find(|p| p.name == profile.get()).cloned());
     let action = ServerAction::<RunTrial>::new();
     Effect::new(move |_| {
         if let Some(Ok(trial)) = action.value().get() {
@@ -220,7 +222,9 @@ fn merged(stored: &[TrialView], live: &BTreeMap<i64, TrialView>) -> Vec<TrialVie
     let mut by_id: BTreeMap<i64, TrialView> = stored.iter().map(|t| (t.id, t.clone())).collect();
     for (id, t) in live {
         // States only move forward; keep whichever copy is further along.
-        let newer = by_id.get(id).is_none_or(|old| rank(t.state) >= rank(old.state));
+        let newer = by_id
+            .get(id)
+            .is_none_or(|old| rank(t.state) >= rank(old.state));
         if newer {
             by_id.insert(*id, t.clone());
         }
@@ -229,7 +233,11 @@ fn merged(stored: &[TrialView], live: &BTreeMap<i64, TrialView>) -> Vec<TrialVie
 }
 
 fn rank(s: TrialState) -> usize {
-    TrialState::ALL.iter().position(|x| *x == s).unwrap_or(0).min(4)
+    TrialState::ALL
+        .iter()
+        .position(|x| *x == s)
+        .unwrap_or(0)
+        .min(4)
 }
 
 #[component]
@@ -267,7 +275,12 @@ fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
 
 #[component]
 fn TrialRow(t: TrialView) -> impl IntoView {
-    let settings = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    let settings = t
+        .settings
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     let tokens = match (t.tokens_generated, t.tokens_requested) {
         (Some(g), Some(r)) => format!("{g}/{r}"),
         _ => String::new(),
@@ -300,7 +313,9 @@ fn TrialRow(t: TrialView) -> impl IntoView {
 }
 
 fn fmt(v: Option<f64>, digits: usize) -> String {
-    v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_default()
+    v.filter(|x| x.is_finite())
+        .map(|x| format!("{x:.digits$}"))
+        .unwrap_or_default()
 }
 
 /// Server-sent events: each message is one trial's new state.
@@ -320,14 +335,18 @@ mod live_updates {
         let Ok(source) = web_sys::EventSource::new("/api/events") else {
             return;
         };
-        let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
-            let trial = ev.data().as_string().and_then(|s| serde_json::from_str::<TrialView>(&s).ok());
-            if let Some(trial) = trial {
-                live.update(|m| {
-                    m.insert(trial.id, trial);
-                });
-            }
-        });
+        let on_message =
+            Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+                let trial = ev
+                    .data()
+                    .as_string()
+                    .and_then(|s| serde_json::from_str::<TrialView>(&s).ok());
+                if let Some(trial) = trial {
+                    live.update(|m| {
+                        m.insert(trial.id, trial);
+                    });
+                }
+            });
         // Whatever happened while we were not connected is in the database.
         let on_open = Closure::<dyn FnMut()>::new(move || trials.refetch());
         source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
@@ -369,14 +388,21 @@ mod tests {
     #[test]
     fn live_updates_win_unless_older() {
         let stored = vec![trial(1, TrialState::Done), trial(2, TrialState::Queued)];
-        let live: BTreeMap<_, _> =
-            [(1, trial(1, TrialState::Probing)), (2, trial(2, TrialState::Loading)), (3, trial(3, TrialState::Queued))]
-                .into();
+        let live: BTreeMap<_, _> = [
+            (1, trial(1, TrialState::Probing)),
+            (2, trial(2, TrialState::Loading)),
+            (3, trial(3, TrialState::Queued)),
+        ]
+        .into();
         let rows = merged(&stored, &live);
         let states: Vec<_> = rows.iter().map(|t| (t.id, t.state)).collect();
         assert_eq!(
             states,
-            [(3, TrialState::Queued), (2, TrialState::Loading), (1, TrialState::Done)]
+            [
+                (3, TrialState::Queued),
+                (2, TrialState::Loading),
+                (1, TrialState::Done)
+            ]
         );
     }
 }

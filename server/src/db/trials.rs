@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use engine_bridge::Failure;
-use engine_bridge::llama_server::{CompletionSample, Props};
 use engine_bridge::SpeedSummary;
+use engine_bridge::llama_server::{CompletionSample, Props};
 use tunebook_app::types::{TrialState, TrialView};
 
 use super::{Db, now_ms};
@@ -64,7 +64,11 @@ impl Row {
         let command = self
             .command
             .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
-            .and_then(|c| c.get("display").and_then(|d| d.as_str()).map(str::to_string));
+            .and_then(|c| {
+                c.get("display")
+                    .and_then(|d| d.as_str())
+                    .map(str::to_string)
+            });
         TrialView {
             id: self.id,
             profile: self.profile,
@@ -107,12 +111,14 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
 
 /// Moves a trial to a new phase.
 pub async fn set_state(db: &Db, id: i64, state: TrialState) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE trials SET state = $1, started_ms = COALESCE(started_ms, $2) WHERE id = $3")
-        .bind(state.as_str())
-        .bind(now_ms())
-        .bind(id)
-        .execute(&db.pool)
-        .await?;
+    sqlx::query(
+        "UPDATE trials SET state = $1, started_ms = COALESCE(started_ms, $2) WHERE id = $3",
+    )
+    .bind(state.as_str())
+    .bind(now_ms())
+    .bind(id)
+    .execute(&db.pool)
+    .await?;
     Ok(())
 }
 
@@ -165,7 +171,10 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(s.prompt_tokens as i64)
     .bind(s.tokens_generated as i64)
     .bind(m.props.and_then(|p| p.n_ctx).map(|n| n as i64))
-    .bind(m.props.map(|p| serde_json::to_string(p).expect("props serialize")))
+    .bind(
+        m.props
+            .map(|p| serde_json::to_string(p).expect("props serialize")),
+    )
     .bind(id)
     .execute(&mut *tx)
     .await?;

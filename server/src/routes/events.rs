@@ -10,12 +10,18 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use crate::AppState;
 
-pub async fn stream(State(state): State<AppState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub async fn stream(
+    State(state): State<AppState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let updates = BroadcastStream::new(state.service.events.subscribe())
         // A listener that fell behind skips what it missed; the page reloads
         // the list when it reconnects.
         .filter_map(|msg| async move { msg.ok() })
-        .map(|trial| Ok(Event::default().json_data(trial).expect("a trial serializes")))
+        .map(|trial| {
+            Ok(Event::default()
+                .json_data(trial)
+                .expect("a trial serializes"))
+        })
         .take_until(state.shutdown.cancelled_owned());
     Sse::new(updates).keep_alive(KeepAlive::default())
 }

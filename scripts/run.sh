@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up (once) and serves Tunebook on http://127.0.0.1:3000 with its
+# embedded SQLite database in ./data. Extra arguments go to `tunebook serve`
+# (e.g. --addr 127.0.0.1:8080, --database-url postgres://…).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+scripts/setup.sh
+exec target/debug/tunebook serve "$@"

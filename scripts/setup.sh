@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Sets up everything Tunebook needs on a fresh machine, and builds it:
+# tools (wasm target, wasm-bindgen), the real engine (llama.cpp, CPU), the
+# tiny demo model, the server and the browser bundle. Idempotent: tools and
+# the engine build are cached per machine, so a second run takes seconds.
+# Usage: scripts/setup.sh [--browser]   (--browser also installs Chromium for tests)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+scripts/setup-tools.sh "$@"
+scripts/setup-engine.sh
+echo "==> building tunebook"
+cargo build --quiet -p tunebook
+scripts/build-site.sh
+model=.tools/models/tiny-llama.gguf
+if [[ ! -f "$model" ]]; then
+  target/debug/tunebook make-model "$model"
+fi

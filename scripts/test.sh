@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up (once) and runs every check: formatting, clippy on the server and
+# the browser builds, unit tests, real-engine tests, PostgreSQL tests and
+# the headless-browser test.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+scripts/setup.sh --browser
+
+echo "==> cargo fmt --check"
+cargo fmt --all --check
+echo "==> cargo clippy (server)"
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+echo "==> cargo clippy (browser)"
+cargo clippy --quiet -p tunebook-app --lib --target wasm32-unknown-unknown \
+  --no-default-features --features hydrate -- -D warnings
+echo "==> cargo test"
+cargo test --workspace
