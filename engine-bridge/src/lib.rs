@@ -7,6 +7,7 @@
 //! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
 //! - [`failure`]: why an engine failed, with its own words as evidence;
+//! - [`planner`]: model metadata, weight and K/V cache memory before launch;
 //! - [`gguf`]: random-weight GGUF models for tests and demos.
 
 pub mod catalog;
@@ -14,6 +15,7 @@ pub mod engine;
 pub mod failure;
 pub mod gguf;
 pub mod llama_server;
+pub mod planner;
 pub mod process;
 pub mod profile;
 

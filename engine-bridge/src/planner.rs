@@ -1,0 +1,242 @@
+//! The memory planner: what a model needs before it is loaded.
+//!
+//! A GGUF file's own metadata (layers, KV heads, head sizes) and tensor
+//! table give the weight bytes and the K/V cache bytes per token for each
+//! cache type, so a configuration that cannot fit is known before a
+//! ten-minute load.
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// llama.cpp rounds the context (K/V cache cells) up to a multiple of this.
+pub const CTX_PAD: u64 = 256;
+
+/// Bytes per element of a K/V cache type: block bytes over block size.
+pub fn cache_type_bytes(name: &str) -> Option<f64> {
+    Some(match name {
+        "f32" => 4.0,
+        "f16" | "bf16" => 2.0,
+        "q8_0" => 34.0 / 32.0,
+        "q5_1" => 24.0 / 32.0,
+        "q5_0" => 22.0 / 32.0,
+        "q4_1" => 20.0 / 32.0,
+        "q4_0" | "iq4_nl" => 18.0 / 32.0,
+        _ => return None,
+    })
+}
+
+/// One tensor of a model file.
+#[derive(Debug, Clone, Serialize)]
+pub struct TensorInfo {
+    pub name: String,
+    /// ggml type id.
+    pub ggml_type: u32,
+    /// Dimensions, ggml order.
+    pub dims: Vec<u64>,
+    pub bytes: u64,
+}
+
+/// What the planner knows about a model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub architecture: String,
+    pub name: Option<String>,
+    pub layers: u32,
+    pub embedding: u32,
+    pub heads: u32,
+    /// K/V heads of each layer (models may vary them per layer).
+    pub kv_heads: Vec<u32>,
+    /// Size of one key head.
+    pub key_length: u32,
+    /// Size of one value head.
+    pub value_length: u32,
+    /// The context the model was trained for.
+    pub context_length: Option<u64>,
+    /// Experts per MoE layer, and how many are used per token.
+    pub experts: Option<u32>,
+    pub experts_used: Option<u32>,
+    pub file_bytes: u64,
+    pub tensors: Vec<TensorInfo>,
+}
+
+/// A model file that could not be read or understood.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("cannot read model {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("model {path} lacks `{key}`")]
+    Missing { path: String, key: String },
+}
+
+impl ModelInfo {
+    /// Reads a GGUF file's header, metadata and tensor table (not the weights).
+    pub fn read(path: &Path) -> Result<Self, ModelError> {
+        let shown = path.display().to_string();
+        let read_err = |message: String| ModelError::Read {
+            path: shown.clone(),
+            message,
+        };
+        let file_bytes = std::fs::metadata(path)
+            .map_err(|e| read_err(e.to_string()))?
+            .len();
+        let model = gguf_rs::get_gguf_container(&shown)
+            .and_then(|mut c| c.decode())
+            .map_err(|e| read_err(e.to_string()))?;
+        let meta = model.metadata();
+        let arch = meta
+            .get("general.architecture")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ModelError::Missing {
+                path: shown.clone(),
+                key: "general.architecture".into(),
+            })?
+            .to_string();
+        let num = |key: &str| meta.get(&format!("{arch}.{key}")).and_then(Value::as_u64);
+        let need = |key: &str| {
+            num(key).ok_or_else(|| ModelError::Missing {
+                path: shown.clone(),
+                key: format!("{arch}.{key}"),
+            })
+        };
+        let layers = need("block_count")? as u32;
+        let embedding = need("embedding_length")? as u32;
+        let heads = need("attention.head_count")? as u32;
+        let kv_heads = match meta.get(&format!("{arch}.attention.head_count_kv")) {
+            Some(Value::Array(per_layer)) => per_layer
+                .iter()
+                .map(|v| v.as_u64().unwrap_or(0) as u32)
+                .collect(),
+            Some(v) => vec![v.as_u64().unwrap_or(heads as u64) as u32; layers as usize],
+            None => vec![heads; layers as usize],
+        };
+        let head = embedding / heads.max(1);
+        let tensors = model
+            .tensors()
+            .iter()
+            .map(|t| TensorInfo {
+                name: t.name.clone(),
+                ggml_type: t.kind,
+                dims: t.shape.iter().copied().filter(|d| *d > 0).collect(),
+                bytes: t.size,
+            })
+            .collect();
+        Ok(Self {
+            name: meta
+                .get("general.name")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            layers,
+            embedding,
+            heads,
+            kv_heads,
+            key_length: num("attention.key_length").map_or(head, |v| v as u32),
+            value_length: num("attention.value_length").map_or(head, |v| v as u32),
+            context_length: num("context_length"),
+            experts: num("expert_count").map(|v| v as u32),
+            experts_used: num("expert_used_count").map(|v| v as u32),
+            file_bytes,
+            tensors,
+            architecture: arch,
+        })
+    }
+
+    /// Bytes of all weights.
+    pub fn weight_bytes(&self) -> u64 {
+        self.tensors.iter().map(|t| t.bytes).sum()
+    }
+
+    /// K/V cache bytes for one token (one cell) with the given cache types;
+    /// `None` for a cache type the planner does not know.
+    pub fn kv_bytes_per_token(&self, type_k: &str, type_v: &str) -> Option<f64> {
+        let (bk, bv) = (cache_type_bytes(type_k)?, cache_type_bytes(type_v)?);
+        let per_layer =
+            |kv: u32| kv as f64 * (self.key_length as f64 * bk + self.value_length as f64 * bv);
+        Some(self.kv_heads.iter().map(|kv| per_layer(*kv)).sum())
+    }
+
+    /// K/V cache bytes for a context of `ctx` tokens (rounded up as
+    /// llama.cpp does; 0 means the trained context).
+    pub fn kv_bytes(&self, ctx: u64, type_k: &str, type_v: &str) -> Option<u64> {
+        let ctx = if ctx == 0 { self.context_length? } else { ctx };
+        let cells = ctx.div_ceil(CTX_PAD) * CTX_PAD;
+        Some((self.kv_bytes_per_token(type_k, type_v)? * cells as f64).round() as u64)
+    }
+}
+
+/// The K/V cache size llama.cpp reports in its log, in bytes:
+/// `llama_kv_cache: size = 0.81 MiB (1024 cells, …)`.
+pub fn logged_kv_bytes(log: &[String]) -> Option<u64> {
+    log.iter().rev().find_map(|line| {
+        let rest = line.split("llama_kv_cache: size =").nth(1)?;
+        let mib: f64 = rest.split_whitespace().next()?.parse().ok()?;
+        Some((mib * 1024.0 * 1024.0).round() as u64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::{LlamaSpec, write_random_llama};
+
+    #[test]
+    fn reads_the_shape_of_a_written_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        let spec = LlamaSpec::tiny();
+        let size = write_random_llama(&path, &spec, 3).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        assert_eq!(info.architecture, "llama");
+        assert_eq!(info.layers, spec.layers);
+        assert_eq!(info.kv_heads, vec![spec.kv_heads; spec.layers as usize]);
+        assert_eq!(info.key_length, spec.width / spec.heads);
+        assert_eq!(info.context_length, Some(spec.context_length as u64));
+        assert_eq!(info.file_bytes, size);
+        assert_eq!(info.tensors.len(), 3 + 9 * spec.layers as usize);
+        // F32 weights: four bytes a parameter; the file adds only its header.
+        assert!(info.weight_bytes() < size && size - info.weight_bytes() < 64 * 1024);
+    }
+
+    #[test]
+    fn kv_bytes_follow_cache_types_and_padding() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_random_llama(&path, &LlamaSpec::tiny(), 3).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        // 4 layers × 2 KV heads × 64 wide × (K + V).
+        assert_eq!(
+            info.kv_bytes_per_token("f16", "f16"),
+            Some(4.0 * 2.0 * 64.0 * 4.0)
+        );
+        assert_eq!(
+            info.kv_bytes(1000, "q8_0", "q4_0"),
+            Some(851_968),
+            "1000 rounds up to 1024 cells"
+        );
+        assert_eq!(info.kv_bytes(0, "f16", "f16"), Some(4096 * 2048));
+        assert_eq!(info.kv_bytes(1024, "turbo3", "f16"), None);
+    }
+
+    #[test]
+    fn reads_the_engine_kv_line() {
+        let log = vec![
+            "llama_kv_cache:        CPU KV buffer size =     0.81 MiB".to_string(),
+            "0.00.007 I llama_kv_cache: size =    0.81 MiB (  1024 cells,   4 layers,  4/1 seqs), K (q8_0):    0.53 MiB".into(),
+        ];
+        assert_eq!(
+            logged_kv_bytes(&log),
+            Some((0.81f64 * 1048576.0).round() as u64)
+        );
+        assert_eq!(logged_kv_bytes(&[]), None);
+    }
+
+    #[test]
+    fn a_file_that_is_not_gguf_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.gguf");
+        std::fs::write(&path, b"not a model at all").unwrap();
+        let err = ModelInfo::read(&path).unwrap_err();
+        assert!(err.to_string().starts_with("cannot read model"), "{err}");
+    }
+}
