@@ -13,6 +13,9 @@ use crate::llama_server::{self, CompletionSample, Props};
 use crate::process::{EngineProcess, ExitInfo, LaunchSpec};
 use crate::profile::Profile;
 
+/// How long a failed probe waits to see whether the engine is exiting.
+const EXIT_SETTLE: Duration = Duration::from_millis(500);
+
 /// A configuration that cannot be launched as asked.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -153,11 +156,12 @@ impl RunningEngine {
     }
 
     /// Turns a probe error into the engine's own failure when the engine
-    /// died under the probe.
-    fn explain(&self, mut failure: Failure) -> Failure {
-        match self.process.exit_info() {
-            Some(exit) => classify_exit(exit, self.process.tail(60)),
-            None => {
+    /// died under the probe. A dropped connection often arrives a moment
+    /// before the exit is seen, so the exit is given a moment.
+    async fn explain(&self, mut failure: Failure) -> Failure {
+        match tokio::time::timeout(EXIT_SETTLE, self.process.wait()).await {
+            Ok(exit) => classify_exit(exit, self.process.tail(60)),
+            Err(_) => {
                 failure.log_tail = self.process.tail(60);
                 failure
             }
@@ -213,15 +217,18 @@ impl SpeedProbe {
         engine: &RunningEngine,
     ) -> Result<(Vec<CompletionSample>, SpeedSummary), Failure> {
         let prompt =
-            llama_server::prompt_of_len(&engine.client, &engine.base_url, self.prompt_tokens)
-                .await
-                .map_err(|e| {
-                    engine.explain(Failure {
-                        kind: FailureKind::ProbeFailed,
-                        message: format!("tokenize: {e}"),
-                        log_tail: vec![],
-                    })
-                })?;
+            llama_server::prompt_of_len(&engine.client, &engine.base_url, self.prompt_tokens).await;
+        let prompt = match prompt {
+            Ok(p) => p,
+            Err(e) => {
+                let failure = Failure {
+                    kind: FailureKind::ProbeFailed,
+                    message: format!("tokenize: {e}"),
+                    log_tail: vec![],
+                };
+                return Err(engine.explain(failure).await);
+            }
+        };
         let mut samples = Vec::new();
         for i in 0..self.warmup + self.repeats {
             let sample = llama_server::timed_completion(
@@ -231,8 +238,11 @@ impl SpeedProbe {
                 self.n_predict,
                 self.request_timeout,
             )
-            .await
-            .map_err(|f| engine.explain(f))?;
+            .await;
+            let sample = match sample {
+                Ok(s) => s,
+                Err(f) => return Err(engine.explain(f).await),
+            };
             if i >= self.warmup {
                 samples.push(sample);
             }

@@ -1,0 +1,210 @@
+//! A stand-in for llama-server, for tests only: it fails on demand in the
+//! ways a real engine does only by accident (crash, hang, slow load, out of
+//! memory, a rejected flag, a taken port, ignoring SIGTERM).
+//!
+//! It takes llama-server's `--host`/`--port` and ignores other flags, plus
+//! `--fake MODE` and `--fake-ms N`. Modes:
+//! `ok` (healthy, answers completions), `crash-on-load`, `oom`, `reject`,
+//! `port-taken`, `slow-load` (503 for N ms), `never-ready`, `hang-probe`,
+//! `crash-in-probe`, `ignore-sigterm`, `spawn-child` (a grandchild in the
+//! same process group; its pid is printed as `child pid N`).
+//!
+//! Its HTTP is the least that reqwest accepts: one request per connection.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Args {
+    host: String,
+    port: u16,
+    mode: String,
+    ms: u64,
+}
+
+fn parse_args() -> Args {
+    let argv: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| {
+        argv.iter()
+            .position(|a| a == flag)
+            .and_then(|i| argv.get(i + 1))
+            .cloned()
+    };
+    Args {
+        host: value("--host").unwrap_or_else(|| "127.0.0.1".into()),
+        port: value("--port").and_then(|p| p.parse().ok()).unwrap_or(8080),
+        mode: value("--fake").unwrap_or_else(|| "ok".into()),
+        ms: value("--fake-ms")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(1000),
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args = parse_args();
+    eprintln!(
+        "fake engine: mode {} on {}:{}",
+        args.mode, args.host, args.port
+    );
+    eprintln!("load_tensors: loading model");
+    match args.mode.as_str() {
+        "crash-on-load" => {
+            eprintln!("llama_model_load: something went badly wrong");
+            std::process::abort();
+        }
+        "oom" => {
+            eprintln!(
+                "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953472"
+            );
+            eprintln!("llama_model_load: error loading model: unable to allocate CPU buffer");
+            std::process::exit(1);
+        }
+        "reject" => {
+            eprintln!("error while handling argument \"-ctk\": Unsupported cache type: q3_fake");
+            eprintln!();
+            eprintln!("usage:");
+            eprintln!("-ctk,  --cache-type-k TYPE              KV cache data type for K");
+            std::process::exit(1);
+        }
+        "port-taken" => {
+            eprintln!(
+                "start: couldn't bind HTTP server socket, hostname: {}, port: {}",
+                args.host, args.port
+            );
+            std::process::exit(1);
+        }
+        "spawn-child" => {
+            let child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--fake", "never-ready", "--port", "0"])
+                .spawn()
+                .unwrap();
+            eprintln!("child pid {}", child.id());
+        }
+        _ => {}
+    }
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+    let listener = TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        tokio::select! {
+            conn = listener.accept() => {
+                let Ok((stream, _)) = conn else { continue };
+                let mode = args.mode.clone();
+                let ready = match mode.as_str() {
+                    "never-ready" => false,
+                    "slow-load" => started.elapsed() >= Duration::from_millis(args.ms),
+                    _ => true,
+                };
+                tokio::spawn(serve(stream, mode, ready));
+            }
+            _ = term.recv() => {
+                if args.mode != "ignore-sigterm" {
+                    eprintln!("fake engine: SIGTERM, exiting");
+                    return;
+                }
+                eprintln!("fake engine: ignoring SIGTERM");
+            }
+        }
+    }
+}
+
+async fn serve(mut stream: TcpStream, mode: String, ready: bool) {
+    let Some((path, _body)) = read_request(&mut stream).await else {
+        return;
+    };
+    let json = |status: &str, body: &str| {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    if !ready {
+        let busy = json(
+            "503 Service Unavailable",
+            r#"{"error":{"code":503,"message":"Loading model"}}"#,
+        );
+        let _ = stream.write_all(busy.as_bytes()).await;
+        return;
+    }
+    let reply = match path.as_str() {
+        "/health" => json("200 OK", r#"{"status":"ok"}"#),
+        "/props" => json(
+            "200 OK",
+            r#"{"default_generation_settings":{"n_ctx":2048},"total_slots":1,"build_info":"fake"}"#,
+        ),
+        "/tokenize" => {
+            let tokens: Vec<String> = (0..512).map(|i| (i % 250 + 3).to_string()).collect();
+            json("200 OK", &format!(r#"{{"tokens":[{}]}}"#, tokens.join(",")))
+        }
+        "/completion" => match mode.as_str() {
+            "hang-probe" => return std::future::pending().await,
+            "crash-in-probe" => {
+                eprintln!("GGML_ASSERT failed: fake crash during decode");
+                std::process::abort();
+            }
+            _ => return stream_completion(stream).await,
+        },
+        _ => json("404 Not Found", r#"{"error":"not found"}"#),
+    };
+    let _ = stream.write_all(reply.as_bytes()).await;
+}
+
+/// Reads one request; returns its path and body.
+async fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+        let length = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().to_string())
+            })
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        while buf.len() < end + 4 + length {
+            let n = stream.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let path = head.split_whitespace().nth(1)?.to_string();
+        return Some((path, buf[end + 4..].to_vec()));
+    }
+}
+
+/// Sends 16 tokens, one event each, then the final event with timings.
+async fn stream_completion(mut stream: TcpStream) {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let n = 16;
+    for _ in 0..n {
+        let _ = stream
+            .write_all(b"data: {\"content\":\"a\",\"stop\":false}\n\n")
+            .await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let last = format!(
+        "data: {{\"content\":\"\",\"stop\":true,\"timings\":{{\"prompt_n\":64,\"prompt_ms\":10.0,\
+         \"prompt_per_second\":6400.0,\"predicted_n\":{n},\"predicted_ms\":16.0,\"predicted_per_second\":1000.0}}}}\n\n"
+    );
+    let _ = stream.write_all(last.as_bytes()).await;
+}
