@@ -76,6 +76,9 @@ async fn main() {
             std::process::exit(1);
         }
         "spawn-child" => {
+            // Left running on purpose: tests check that stopping the engine's
+            // process group takes it too.
+            #[allow(clippy::zombie_processes)]
             let child = std::process::Command::new(std::env::current_exe().unwrap())
                 .args(["--fake", "never-ready", "--port", "0"])
                 .spawn()
