@@ -77,6 +77,7 @@ pub fn plan(
         args,
         env,
         log_file: None,
+        registry_dir: None,
     })
 }
 

@@ -6,6 +6,7 @@
 //! - [`engine`]: plan a command line, launch, wait until ready, probe, stop;
 //! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
+//! - [`registry`]: a record of running engines, so none outlives a crash;
 //! - [`failure`]: why an engine failed, with its own words as evidence;
 //! - [`planner`]: model metadata, weight and K/V cache memory before launch;
 //! - [`gguf`]: random-weight GGUF models for tests and demos.
@@ -18,6 +19,7 @@ pub mod llama_server;
 pub mod planner;
 pub mod process;
 pub mod profile;
+pub mod registry;
 
 pub use catalog::{Catalog, Settings};
 pub use engine::{RunningEngine, SpeedProbe, SpeedSummary, free_port, plan};

@@ -19,6 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+use crate::registry;
+
 /// Lines kept of an engine's output.
 const TAIL_LINES: usize = 400;
 /// Longest line kept; engines sometimes print whole tensors.
@@ -34,6 +36,10 @@ pub struct LaunchSpec {
     /// Where to append the engine's output, if anywhere.
     #[serde(skip)]
     pub log_file: Option<PathBuf>,
+    /// Where to record the running engine (see [`crate::registry`]), so a
+    /// later start can stop it if Tunebook dies first.
+    #[serde(skip)]
+    pub registry_dir: Option<PathBuf>,
 }
 
 impl LaunchSpec {
@@ -104,6 +110,7 @@ pub struct SpawnError {
 /// A running (or finished) engine process.
 pub struct EngineProcess {
     pid: Pid,
+    registry_dir: Option<PathBuf>,
     tail: Arc<Mutex<LogTail>>,
     exit: watch::Receiver<Option<ExitInfo>>,
 }
@@ -126,15 +133,23 @@ impl EngineProcess {
         let pid = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
         let tail = Arc::new(Mutex::new(LogTail::default()));
         let (tx, exit) = watch::channel(None);
+        let raw_pid = pid.as_raw() as u32;
+        if let Some(dir) = &spec.registry_dir {
+            let program = spec.program.display().to_string();
+            if let Err(e) = registry::register(dir, raw_pid, &program) {
+                tracing::warn!(error = %e, "cannot record the engine; it may outlive a crash");
+            }
+        }
         let pipes = (child.stdout.take(), child.stderr.take());
-        tokio::spawn(supervise(
-            pipes,
-            child,
-            tail.clone(),
-            spec.log_file.clone(),
-            tx,
-        ));
-        Ok(Self { pid, tail, exit })
+        let record = spec.registry_dir.clone().map(|d| (d, raw_pid));
+        let log_file = spec.log_file.clone();
+        tokio::spawn(supervise(pipes, child, tail.clone(), log_file, record, tx));
+        Ok(Self {
+            pid,
+            registry_dir: spec.registry_dir.clone(),
+            tail,
+            exit,
+        })
     }
 
     /// The process id (also the process group id).
@@ -201,6 +216,9 @@ impl EngineProcess {
 impl Drop for EngineProcess {
     fn drop(&mut self) {
         self.kill_group(Signal::SIGKILL);
+        if let Some(dir) = &self.registry_dir {
+            registry::unregister(dir, self.pid());
+        }
     }
 }
 
@@ -209,13 +227,14 @@ type Pipes = (
     Option<tokio::process::ChildStderr>,
 );
 
-/// Drains both pipes and waits for the exit in one loop, then publishes the
-/// exit once the output is read to its end.
+/// Drains both pipes and waits for the exit in one loop, then clears the
+/// engine's record and publishes the exit once the output is read to its end.
 async fn supervise(
     (stdout, stderr): Pipes,
     mut child: Child,
     tail: Arc<Mutex<LogTail>>,
     log_file: Option<PathBuf>,
+    registry: Option<(PathBuf, u32)>,
     exit_tx: watch::Sender<Option<ExitInfo>>,
 ) {
     let mut log = match &log_file {
@@ -261,6 +280,9 @@ async fn supervise(
             signal: None,
         },
     };
+    if let Some((dir, pid)) = registry {
+        registry::unregister(&dir, pid);
+    }
     let _ = exit_tx.send(Some(info));
 }
 

@@ -55,6 +55,11 @@ pub async fn launch(
 ) -> Result<()> {
     let db = Db::connect(&settings.database_url).await?;
     let profiles = Arc::new(Profile::load_dir(&settings.profiles_dir)?);
+    // Engines a killed Tunebook left running hold memory and ports: stop them.
+    let engines_dir = settings.data_dir.join("engines");
+    for leftover in engine_bridge::registry::reap_leftovers(&engines_dir)? {
+        tracing::warn!(pid = leftover.pid, program = %leftover.program, "stopped an engine left running by an earlier Tunebook");
+    }
     let token = CancellationToken::new();
     let (events, _) = broadcast::channel(256);
     let (runner, worker) = Runner::start(RunnerContext {
@@ -64,6 +69,7 @@ pub async fn launch(
         probe: settings.probe.clone(),
         load_timeout: settings.load_timeout,
         logs_dir: settings.data_dir.join("logs"),
+        engines_dir,
         shutdown: token.clone(),
     })
     .await?;

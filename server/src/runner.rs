@@ -30,6 +30,8 @@ pub struct RunnerContext {
     pub load_timeout: Duration,
     /// Engine output is kept here, one file per trial.
     pub logs_dir: PathBuf,
+    /// Running engines are recorded here (see `engine_bridge::registry`).
+    pub engines_dir: PathBuf,
     pub shutdown: CancellationToken,
 }
 
@@ -136,6 +138,7 @@ async fn measure(
         Err(e @ PlanError::Setting(_)) => return fail(FailureKind::Rejected, e.to_string()),
         Err(e) => return fail(FailureKind::Spawn, e.to_string()),
     };
+    spec.registry_dir = Some(ctx.engines_dir.clone());
     if std::fs::create_dir_all(&ctx.logs_dir).is_ok() {
         spec.log_file = Some(ctx.logs_dir.join(format!("trial-{}.log", trial.id)));
     }
