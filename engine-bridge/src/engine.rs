@@ -107,8 +107,12 @@ impl RunningEngine {
         load_timeout: Duration,
     ) -> Result<Self, Failure> {
         let base_url = format!("http://{}:{port}", Ipv4Addr::LOCALHOST);
+        // A fresh connection per request: llama-server (cpp-httplib) closes a
+        // keep-alive connection after a few requests, and a request sent on
+        // one it is closing fails. Loopback connections cost microseconds.
         let client = reqwest::Client::builder()
             .no_proxy()
+            .pool_max_idle_per_host(0)
             .build()
             .map_err(|e| Failure {
                 kind: FailureKind::Spawn,
@@ -224,7 +228,7 @@ impl SpeedProbe {
             Err(e) => {
                 let failure = Failure {
                     kind: FailureKind::ProbeFailed,
-                    message: format!("tokenize: {e}"),
+                    message: format!("tokenize: {}", llama_server::chain(&e)),
                     log_tail: vec![],
                 };
                 return Err(engine.explain(failure).await);

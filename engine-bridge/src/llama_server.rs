@@ -181,7 +181,12 @@ pub async fn timed_completion(
             .send()
             .await
             .and_then(|r| r.error_for_status())
-            .map_err(|e| probe_err(FailureKind::ProbeFailed, format!("completion request: {e}")))?;
+            .map_err(|e| {
+                probe_err(
+                    FailureKind::ProbeFailed,
+                    format!("completion request: {}", chain(&e)),
+                )
+            })?;
         let mut events = response.bytes_stream().eventsource();
         let mut first_token: Option<Duration> = None;
         while let Some(event) = events.next().await {
@@ -226,6 +231,17 @@ pub async fn timed_completion(
                 format!("no complete answer within {timeout:?}"),
             ))
         })
+}
+
+/// An error with its causes, `outer: inner: innermost`.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
 }
 
 /// Builds a prompt of exactly `n` tokens from the engine's own tokenizer.

@@ -146,9 +146,23 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     let row = client
         .wait()
         .at_most(long)
-        .for_element(Locator::Css("tr[data-state='done']"))
+        .for_element(Locator::Css(
+            "tr[data-state='done'], tr[data-state='failed']",
+        ))
         .await
-        .expect("the finished trial's row appears");
+        .expect("the trial's row reaches a final state");
+    if row.attr("data-state").await.unwrap().as_deref() != Some("done") {
+        screenshot(&client, "trial-not-done").await;
+        let api = http()
+            .get(server.url("/api/trials"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        panic!("the trial failed: {api}");
+    }
     let text = row.text().await.unwrap();
     assert!(
         text.contains("cache_type_k=q8_0") && text.contains("flash_attn=on"),
