@@ -88,6 +88,12 @@ pub struct TrialView {
     pub tokens_generated: Option<i64>,
     /// Context size the engine reports it allocated.
     pub n_ctx: Option<i64>,
+    /// Largest resident set of the engine's processes, launch to stop.
+    pub peak_rss_bytes: Option<i64>,
+    /// How far the machine's available memory fell while it ran.
+    pub mem_available_drop_bytes: Option<i64>,
+    /// Largest GPU memory the engine used, where `nvidia-smi` reports it.
+    pub peak_gpu_bytes: Option<i64>,
     pub failure_kind: Option<String>,
     /// The failure in the engine's own words.
     pub error: Option<String>,

@@ -21,10 +21,7 @@ pub enum Domain {
     Int { min: i64, max: i64 },
     /// One of `choices`; with `open`, any other plain word too (new cache
     /// types appear in engine builds faster than catalogs change).
-    Choice {
-        choices: &'static [&'static str],
-        open: bool,
-    },
+    Choice { choices: &'static [&'static str], open: bool },
     /// A switch: `true` renders the flag alone, `false` renders nothing.
     Bool,
 }
@@ -62,18 +59,9 @@ pub enum SettingError {
     #[error("setting `{name}`: `{value}` is not a whole number")]
     NotAnInteger { name: String, value: String },
     #[error("setting `{name}`: {value} is outside {min}..={max}")]
-    OutOfRange {
-        name: String,
-        value: i64,
-        min: i64,
-        max: i64,
-    },
+    OutOfRange { name: String, value: i64, min: i64, max: i64 },
     #[error("setting `{name}`: `{value}` is not one of {choices}")]
-    NotAChoice {
-        name: String,
-        value: String,
-        choices: String,
-    },
+    NotAChoice { name: String, value: String, choices: String },
     #[error("setting `{name}`: `{value}` must be true or false")]
     NotABool { name: String, value: String },
 }
@@ -86,9 +74,8 @@ pub struct Catalog {
 }
 
 /// K/V cache types llama.cpp accepts (`-ctk`, `-ctv`).
-pub const CACHE_TYPES: &[&str] = &[
-    "f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl",
-];
+pub const CACHE_TYPES: &[&str] =
+    &["f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"];
 
 impl Catalog {
     /// llama.cpp's `llama-server`.
@@ -96,10 +83,7 @@ impl Catalog {
         use Domain::*;
         use Phase::*;
         let int = |min, max| Int { min, max };
-        let cache = Choice {
-            choices: CACHE_TYPES,
-            open: true,
-        };
+        let cache = Choice { choices: CACHE_TYPES, open: true };
         let p = |name, flag, domain, default, phase, help| Param {
             name,
             flag,
@@ -135,14 +119,7 @@ impl Catalog {
                     LoadTime,
                     "CPU threads for prompt processing.",
                 ),
-                p(
-                    "cache_type_k",
-                    "-ctk",
-                    cache.clone(),
-                    "f16",
-                    LoadTime,
-                    "K cache data type.",
-                ),
+                p("cache_type_k", "-ctk", cache.clone(), "f16", LoadTime, "K cache data type."),
                 p(
                     "cache_type_v",
                     "-ctv",
@@ -154,10 +131,7 @@ impl Catalog {
                 p(
                     "flash_attn",
                     "-fa",
-                    Choice {
-                        choices: &["on", "off", "auto"],
-                        open: false,
-                    },
+                    Choice { choices: &["on", "off", "auto"], open: false },
                     "auto",
                     LoadTime,
                     "Flash attention.",
@@ -170,22 +144,8 @@ impl Catalog {
                     LoadTime,
                     "Layers offloaded to the GPU.",
                 ),
-                p(
-                    "batch_size",
-                    "-b",
-                    int(1, 1 << 20),
-                    "2048",
-                    LoadTime,
-                    "Logical batch size.",
-                ),
-                p(
-                    "ubatch_size",
-                    "-ub",
-                    int(1, 1 << 20),
-                    "512",
-                    LoadTime,
-                    "Physical batch size.",
-                ),
+                p("batch_size", "-b", int(1, 1 << 20), "2048", LoadTime, "Logical batch size."),
+                p("ubatch_size", "-ub", int(1, 1 << 20), "512", LoadTime, "Physical batch size."),
                 p(
                     "parallel",
                     "-np",
@@ -194,14 +154,7 @@ impl Catalog {
                     LoadTime,
                     "Server slots (parallel sequences).",
                 ),
-                p(
-                    "mlock",
-                    "--mlock",
-                    Bool,
-                    "false",
-                    LoadTime,
-                    "Lock the model in RAM.",
-                ),
+                p("mlock", "--mlock", Bool, "false", LoadTime, "Lock the model in RAM."),
                 p(
                     "no_mmap",
                     "--no-mmap",
@@ -223,10 +176,7 @@ impl Catalog {
     /// command-line arguments.
     pub fn render(&self, settings: &Settings) -> Result<Vec<String>, SettingError> {
         if let Some(name) = settings.keys().find(|k| self.get(k).is_none()) {
-            return Err(SettingError::Unknown {
-                engine: self.engine,
-                name: name.clone(),
-            });
+            return Err(SettingError::Unknown { engine: self.engine, name: name.clone() });
         }
         let mut args = Vec::new();
         for param in &self.params {
@@ -249,12 +199,7 @@ impl Param {
                     value: value.into(),
                 })?;
                 if v < *min || v > *max {
-                    return Err(SettingError::OutOfRange {
-                        name,
-                        value: v,
-                        min: *min,
-                        max: *max,
-                    });
+                    return Err(SettingError::OutOfRange { name, value: v, min: *min, max: *max });
                 }
                 Ok(vec![self.flag.into(), v.to_string()])
             }
@@ -275,10 +220,7 @@ impl Param {
             Domain::Bool => match value {
                 "true" | "on" | "1" => Ok(vec![self.flag.into()]),
                 "false" | "off" | "0" => Ok(vec![]),
-                _ => Err(SettingError::NotABool {
-                    name,
-                    value: value.into(),
-                }),
+                _ => Err(SettingError::NotABool { name, value: value.into() }),
             },
         }
     }
@@ -289,10 +231,7 @@ mod tests {
     use super::*;
 
     fn settings(pairs: &[(&str, &str)]) -> Settings {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -308,50 +247,30 @@ mod tests {
                 ("no_mmap", "false"),
             ]))
             .unwrap();
-        assert_eq!(
-            args,
-            [
-                "-c", "2048", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on", "--mlock"
-            ]
-        );
+        assert_eq!(args, ["-c", "2048", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on", "--mlock"]);
     }
 
     #[test]
     fn rejects_unknown_settings_and_bad_values() {
         let cat = Catalog::llama_server();
-        let err = cat
-            .render(&settings(&[("model", "/etc/passwd")]))
-            .unwrap_err();
+        let err = cat.render(&settings(&[("model", "/etc/passwd")])).unwrap_err();
         assert!(matches!(err, SettingError::Unknown { .. }), "{err}");
         let err = cat.render(&settings(&[("threads", "two")])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "setting `threads`: `two` is not a whole number"
-        );
+        assert_eq!(err.to_string(), "setting `threads`: `two` is not a whole number");
         let err = cat.render(&settings(&[("threads", "0")])).unwrap_err();
-        assert!(
-            matches!(err, SettingError::OutOfRange { value: 0, .. }),
-            "{err}"
-        );
-        let err = cat
-            .render(&settings(&[("flash_attn", "maybe")]))
-            .unwrap_err();
+        assert!(matches!(err, SettingError::OutOfRange { value: 0, .. }), "{err}");
+        let err = cat.render(&settings(&[("flash_attn", "maybe")])).unwrap_err();
         assert!(err.to_string().contains("on, off, auto"), "{err}");
     }
 
     #[test]
     fn open_choices_accept_new_words_but_never_flags() {
         let cat = Catalog::llama_server();
-        let args = cat
-            .render(&settings(&[("cache_type_k", "turbo3")]))
-            .unwrap();
+        let args = cat.render(&settings(&[("cache_type_k", "turbo3")])).unwrap();
         assert_eq!(args, ["-ctk", "turbo3"]);
         for bad in ["--rpc", "q4_0 -m x", ""] {
             let err = cat.render(&settings(&[("cache_type_k", bad)])).unwrap_err();
-            assert!(
-                matches!(err, SettingError::NotAChoice { .. }),
-                "{bad}: {err}"
-            );
+            assert!(matches!(err, SettingError::NotAChoice { .. }), "{bad}: {err}");
         }
     }
 }

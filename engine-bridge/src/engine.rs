@@ -10,8 +10,12 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{SettingError, Settings};
 use crate::failure::{Failure, FailureKind, classify_exit};
 use crate::llama_server::{self, CompletionSample, Props};
+use crate::memory::{MemoryReport, MemorySampler};
 use crate::process::{EngineProcess, ExitInfo, LaunchSpec};
 use crate::profile::Profile;
+
+/// How often an engine's memory is sampled.
+const MEMORY_SAMPLE: Duration = Duration::from_millis(100);
 
 /// How long a failed probe waits to see whether the engine is exiting.
 const EXIT_SETTLE: Duration = Duration::from_millis(500);
@@ -37,12 +41,10 @@ pub fn plan(
     settings: &Settings,
     port: u16,
 ) -> Result<LaunchSpec, PlanError> {
-    let entry = profile
-        .model(model)
-        .ok_or_else(|| PlanError::UnknownModel {
-            profile: profile.name.clone(),
-            model: model.into(),
-        })?;
+    let entry = profile.model(model).ok_or_else(|| PlanError::UnknownModel {
+        profile: profile.name.clone(),
+        model: model.into(),
+    })?;
     let rendered = profile.kind.catalog().render(settings)?;
     if !profile.binary.is_file() {
         return Err(PlanError::MissingBinary(profile.binary.clone()));
@@ -62,11 +64,8 @@ pub fn plan(
     args.extend(rendered);
     let mut env = profile.env.clone();
     if !profile.library_path.is_empty() {
-        let mut dirs: Vec<String> = profile
-            .library_path
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
+        let mut dirs: Vec<String> =
+            profile.library_path.iter().map(|p| p.display().to_string()).collect();
         if let Ok(existing) = std::env::var("LD_LIBRARY_PATH") {
             dirs.push(existing);
         }
@@ -83,14 +82,13 @@ pub fn plan(
 
 /// A port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
 }
 
 /// An engine that answered its health check.
 pub struct RunningEngine {
     pub process: EngineProcess,
+    memory: MemorySampler,
     pub base_url: String,
     pub spec: LaunchSpec,
     /// Spawn to first healthy answer.
@@ -110,44 +108,37 @@ impl RunningEngine {
         // A fresh connection per request: llama-server (cpp-httplib) closes a
         // keep-alive connection after a few requests, and a request sent on
         // one it is closing fails. Loopback connections cost microseconds.
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .pool_max_idle_per_host(0)
-            .build()
-            .map_err(|e| Failure {
-                kind: FailureKind::Spawn,
-                message: e.to_string(),
-                log_tail: vec![],
-            })?;
+        let client =
+            reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().map_err(
+                |e| Failure { kind: FailureKind::Spawn, message: e.to_string(), log_tail: vec![] },
+            )?;
         // Something already answering here is not ours: never measure it.
-        if tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
-            .await
-            .is_ok()
-        {
+        if tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await.is_ok() {
             return Err(Failure {
                 kind: FailureKind::PortConflict,
                 message: format!("another process already answers on port {port}"),
                 log_tail: vec![],
             });
         }
+        let available_before = crate::memory::mem_available();
         let process = EngineProcess::spawn(&spec).map_err(|e| Failure {
             kind: FailureKind::Spawn,
             message: format!("{e}: {}", e.source),
             log_tail: vec![],
         })?;
+        let memory = MemorySampler::start(process.pid(), MEMORY_SAMPLE, available_before);
         match llama_server::wait_ready(&client, &base_url, &process, load_timeout).await {
-            Ok(load_time) => Ok(Self {
-                process,
-                base_url,
-                spec,
-                load_time,
-                client,
-            }),
+            Ok(load_time) => Ok(Self { process, memory, base_url, spec, load_time, client }),
             Err(failure) => {
                 process.stop(Duration::from_secs(2)).await;
                 Err(failure)
             }
         }
+    }
+
+    /// Memory peaks from launch until now.
+    pub fn memory(&self) -> MemoryReport {
+        self.memory.report()
     }
 
     /// What the engine says it runs.
@@ -268,11 +259,7 @@ fn summarize(samples: &[CompletionSample]) -> SpeedSummary {
         decode_tps: med(&|s| s.timings.predicted_per_second),
         client_decode_tps: median(client),
         prompt_tokens: med(&|s| s.timings.prompt_n as f64) as u32,
-        tokens_generated: samples
-            .iter()
-            .map(|s| s.timings.predicted_n)
-            .min()
-            .unwrap_or(0),
+        tokens_generated: samples.iter().map(|s| s.timings.predicted_n).min().unwrap_or(0),
     }
 }
 
@@ -283,11 +270,7 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
     }
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    })
+    Some(if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 })
 }
 
 #[cfg(test)]
@@ -311,10 +294,7 @@ mod tests {
         let err = plan(&profile, "other", &Settings::new(), 1).unwrap_err();
         assert_eq!(err.to_string(), "profile `p` has no model named `other`");
         let bad: Settings = [("threads".to_string(), "-1".to_string())].into();
-        assert!(matches!(
-            plan(&profile, "m", &bad, 1),
-            Err(PlanError::Setting(_))
-        ));
+        assert!(matches!(plan(&profile, "m", &bad, 1), Err(PlanError::Setting(_))));
         let err = plan(&profile, "m", &Settings::new(), 1).unwrap_err();
         assert!(matches!(err, PlanError::MissingBinary(_)), "{err}");
     }

@@ -99,11 +99,7 @@ pub fn classify_exit(exit: ExitInfo, tail: Vec<String>) -> Failure {
         Some(m) => format!("{m} ({exit})"),
         None => format!("engine ended with {exit} before it was ready"),
     };
-    Failure {
-        kind,
-        message,
-        log_tail: tail,
-    }
+    Failure { kind, message, log_tail: tail }
 }
 
 fn libc_sigkill() -> i32 {
@@ -139,10 +135,7 @@ mod tests {
 
     #[test]
     fn rejected_flag_keeps_the_engine_words() {
-        let exit = ExitInfo {
-            code: Some(1),
-            signal: None,
-        };
+        let exit = ExitInfo { code: Some(1), signal: None };
         let f = classify_exit(
             exit,
             lines(&[
@@ -152,54 +145,25 @@ mod tests {
             ]),
         );
         assert_eq!(f.kind, FailureKind::Rejected);
-        assert!(
-            f.message.contains("Unsupported cache type: q3"),
-            "{}",
-            f.message
-        );
+        assert!(f.message.contains("Unsupported cache type: q3"), "{}", f.message);
         assert!(f.message.contains("exit code 1"), "{}", f.message);
     }
 
     #[test]
     fn oom_and_crash() {
         let f = classify_exit(
-            ExitInfo {
-                code: Some(1),
-                signal: None,
-            },
+            ExitInfo { code: Some(1), signal: None },
             lines(&[
                 "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 9999",
             ]),
         );
         assert_eq!(f.kind, FailureKind::OutOfMemory);
-        let f = classify_exit(
-            ExitInfo {
-                code: None,
-                signal: Some(9),
-            },
-            vec![],
-        );
-        assert_eq!(
-            f.kind,
-            FailureKind::OutOfMemory,
-            "a SIGKILL we did not send is the OOM killer"
-        );
-        let f = classify_exit(
-            ExitInfo {
-                code: None,
-                signal: Some(11),
-            },
-            vec![],
-        );
+        let f = classify_exit(ExitInfo { code: None, signal: Some(9) }, vec![]);
+        assert_eq!(f.kind, FailureKind::OutOfMemory, "a SIGKILL we did not send is the OOM killer");
+        let f = classify_exit(ExitInfo { code: None, signal: Some(11) }, vec![]);
         assert_eq!(f.kind, FailureKind::Crashed);
         assert!(f.message.contains("SIGSEGV"), "{}", f.message);
-        let f = classify_exit(
-            ExitInfo {
-                code: Some(3),
-                signal: None,
-            },
-            lines(&["bye"]),
-        );
+        let f = classify_exit(ExitInfo { code: Some(3), signal: None }, lines(&["bye"]));
         assert_eq!(f.kind, FailureKind::LoadFailed);
     }
 }

@@ -140,10 +140,7 @@ fn metadata(spec: &LlamaSpec) -> Vec<(&'static str, Value)> {
         ("llama.vocab_size", Value::U32(VOCAB_SIZE)),
         ("tokenizer.ggml.model", Value::Str("llama".into())),
         ("tokenizer.ggml.tokens", Value::ArrStr(tokens)),
-        (
-            "tokenizer.ggml.scores",
-            Value::ArrF32(vec![0.0; VOCAB_SIZE as usize]),
-        ),
+        ("tokenizer.ggml.scores", Value::ArrF32(vec![0.0; VOCAB_SIZE as usize])),
         ("tokenizer.ggml.token_type", Value::ArrI32(types)),
         ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
         ("tokenizer.ggml.bos_token_id", Value::U32(1)),
@@ -152,22 +149,10 @@ fn metadata(spec: &LlamaSpec) -> Vec<(&'static str, Value)> {
 }
 
 fn tensors(spec: &LlamaSpec) -> Vec<Tensor> {
-    let (w, ff, vocab) = (
-        spec.width as u64,
-        spec.feed_forward as u64,
-        VOCAB_SIZE as u64,
-    );
+    let (w, ff, vocab) = (spec.width as u64, spec.feed_forward as u64, VOCAB_SIZE as u64);
     let kv = (spec.kv_heads * spec.head_dim()) as u64;
-    let random = |name: String, dims: Vec<u64>| Tensor {
-        name,
-        dims,
-        constant: None,
-    };
-    let ones = |name: String| Tensor {
-        name,
-        dims: vec![w],
-        constant: Some(1.0),
-    };
+    let random = |name: String, dims: Vec<u64>| Tensor { name, dims, constant: None };
+    let ones = |name: String| Tensor { name, dims: vec![w], constant: Some(1.0) };
     let mut out = vec![
         random("token_embd.weight".into(), vec![w, vocab]),
         ones("output_norm.weight".into()),
@@ -254,10 +239,7 @@ pub fn write_random_llama(path: &Path, spec: &LlamaSpec, seed: u64) -> Result<u6
             spec.heads, spec.kv_heads
         )));
     }
-    let io = |source| GgufError::Io {
-        path: path.display().to_string(),
-        source,
-    };
+    let io = |source| GgufError::Io { path: path.display().to_string(), source };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
@@ -265,10 +247,7 @@ pub fn write_random_llama(path: &Path, spec: &LlamaSpec, seed: u64) -> Result<u6
     // stands at the final path.
     let partial = path.with_extension("gguf.partial");
     let file = File::create(&partial).map_err(io)?;
-    let mut w = Writer {
-        inner: BufWriter::new(file),
-        written: 0,
-    };
+    let mut w = Writer { inner: BufWriter::new(file), written: 0 };
     write_all(&mut w, spec, seed).map_err(io)?;
     w.inner.flush().map_err(io)?;
     std::fs::rename(&partial, path).map_err(io)?;
@@ -304,9 +283,7 @@ fn write_all<W: Write>(w: &mut Writer<W>, spec: &LlamaSpec, seed: u64) -> std::i
         buf.clear();
         let scale = 1.0 / (t.dims[0] as f32).sqrt();
         for _ in 0..t.elements() {
-            let x = t
-                .constant
-                .unwrap_or_else(|| rng.random_range(-scale..scale));
+            let x = t.constant.unwrap_or_else(|| rng.random_range(-scale..scale));
             buf.extend_from_slice(&x.to_le_bytes());
         }
         w.bytes(&buf)?;
@@ -333,10 +310,7 @@ mod tests {
         assert_eq!(n_tensors, 3 + 9 * spec.layers as u64);
         // Weights dominate: 4 bytes per parameter, plus a small header.
         let params: u64 = tensors(&spec).iter().map(Tensor::elements).sum();
-        assert!(
-            size > params * 4 && size < params * 4 + 64 * 1024,
-            "size {size}"
-        );
+        assert!(size > params * 4 && size < params * 4 + 64 * 1024, "size {size}");
     }
 
     #[test]
@@ -350,10 +324,7 @@ mod tests {
 
     #[test]
     fn rejects_heads_that_do_not_divide_width() {
-        let spec = LlamaSpec {
-            width: 250,
-            ..LlamaSpec::tiny()
-        };
+        let spec = LlamaSpec { width: 250, ..LlamaSpec::tiny() };
         let dir = tempfile::tempdir().unwrap();
         let err = write_random_llama(&dir.path().join("x.gguf"), &spec, 0).unwrap_err();
         assert!(err.to_string().contains("multiple of heads"), "{err}");

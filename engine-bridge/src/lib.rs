@@ -6,6 +6,7 @@
 //! - [`engine`]: plan a command line, launch, wait until ready, probe, stop;
 //! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
+//! - [`memory`]: peak RSS of the process group, MemAvailable, GPU memory;
 //! - [`registry`]: a record of running engines, so none outlives a crash;
 //! - [`failure`]: why an engine failed, with its own words as evidence;
 //! - [`planner`]: model metadata, weight and K/V cache memory before launch;
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod failure;
 pub mod gguf;
 pub mod llama_server;
+pub mod memory;
 pub mod planner;
 pub mod process;
 pub mod profile;

@@ -26,12 +26,7 @@ pub enum Health {
 
 /// Asks `/health` once.
 pub async fn health(client: &reqwest::Client, base_url: &str) -> Health {
-    match client
-        .get(format!("{base_url}/health"))
-        .timeout(Duration::from_secs(2))
-        .send()
-        .await
-    {
+    match client.get(format!("{base_url}/health")).timeout(Duration::from_secs(2)).send().await {
         Ok(r) if r.status().is_success() => Health::Ready,
         Ok(_) => Health::Loading,
         Err(_) => Health::NotListening,
@@ -81,22 +76,12 @@ pub struct Props {
 
 /// Reads `/props`.
 pub async fn props(client: &reqwest::Client, base_url: &str) -> Result<Props, reqwest::Error> {
-    let v: serde_json::Value = client
-        .get(format!("{base_url}/props"))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let v: serde_json::Value =
+        client.get(format!("{base_url}/props")).send().await?.error_for_status()?.json().await?;
     Ok(Props {
-        n_ctx: v
-            .pointer("/default_generation_settings/n_ctx")
-            .and_then(|x| x.as_u64()),
+        n_ctx: v.pointer("/default_generation_settings/n_ctx").and_then(|x| x.as_u64()),
         total_slots: v.get("total_slots").and_then(|x| x.as_u64()),
-        build_info: v
-            .get("build_info")
-            .and_then(|x| x.as_str())
-            .map(str::to_string),
+        build_info: v.get("build_info").and_then(|x| x.as_str()).map(str::to_string),
     })
 }
 
@@ -159,11 +144,7 @@ pub async fn timed_completion(
     n_predict: u32,
     timeout: Duration,
 ) -> Result<CompletionSample, Failure> {
-    let probe_err = |kind, message: String| Failure {
-        kind,
-        message,
-        log_tail: vec![],
-    };
+    let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
     let body = json!({
         "prompt": prompt,
         "n_predict": n_predict,
@@ -182,10 +163,7 @@ pub async fn timed_completion(
             .await
             .and_then(|r| r.error_for_status())
             .map_err(|e| {
-                probe_err(
-                    FailureKind::ProbeFailed,
-                    format!("completion request: {}", chain(&e)),
-                )
+                probe_err(FailureKind::ProbeFailed, format!("completion request: {}", chain(&e)))
             })?;
         let mut events = response.bytes_stream().eventsource();
         let mut first_token: Option<Duration> = None;
@@ -194,10 +172,7 @@ pub async fn timed_completion(
                 probe_err(FailureKind::ProbeFailed, format!("completion stream: {e}"))
             })?;
             let chunk: serde_json::Value = serde_json::from_str(&event.data).map_err(|e| {
-                probe_err(
-                    FailureKind::ProbeFailed,
-                    format!("completion stream chunk: {e}"),
-                )
+                probe_err(FailureKind::ProbeFailed, format!("completion stream chunk: {e}"))
             })?;
             let now = sent.elapsed();
             if !chunk.get("stop").and_then(|s| s.as_bool()).unwrap_or(false) {
@@ -218,19 +193,11 @@ pub async fn timed_completion(
                 timings,
             });
         }
-        Err(probe_err(
-            FailureKind::ProbeFailed,
-            "stream ended without a final event".into(),
-        ))
+        Err(probe_err(FailureKind::ProbeFailed, "stream ended without a final event".into()))
     };
-    tokio::time::timeout(timeout, run)
-        .await
-        .unwrap_or_else(|_| {
-            Err(probe_err(
-                FailureKind::ProbeTimeout,
-                format!("no complete answer within {timeout:?}"),
-            ))
-        })
+    tokio::time::timeout(timeout, run).await.unwrap_or_else(|_| {
+        Err(probe_err(FailureKind::ProbeTimeout, format!("no complete answer within {timeout:?}")))
+    })
 }
 
 /// An error with its causes, `outer: inner: innermost`.

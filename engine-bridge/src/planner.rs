@@ -74,13 +74,8 @@ impl ModelInfo {
     /// Reads a GGUF file's header, metadata and tensor table (not the weights).
     pub fn read(path: &Path) -> Result<Self, ModelError> {
         let shown = path.display().to_string();
-        let read_err = |message: String| ModelError::Read {
-            path: shown.clone(),
-            message,
-        };
-        let file_bytes = std::fs::metadata(path)
-            .map_err(|e| read_err(e.to_string()))?
-            .len();
+        let read_err = |message: String| ModelError::Read { path: shown.clone(), message };
+        let file_bytes = std::fs::metadata(path).map_err(|e| read_err(e.to_string()))?.len();
         let model = gguf_rs::get_gguf_container(&shown)
             .and_then(|mut c| c.decode())
             .map_err(|e| read_err(e.to_string()))?;
@@ -104,10 +99,9 @@ impl ModelInfo {
         let embedding = need("embedding_length")? as u32;
         let heads = need("attention.head_count")? as u32;
         let kv_heads = match meta.get(&format!("{arch}.attention.head_count_kv")) {
-            Some(Value::Array(per_layer)) => per_layer
-                .iter()
-                .map(|v| v.as_u64().unwrap_or(0) as u32)
-                .collect(),
+            Some(Value::Array(per_layer)) => {
+                per_layer.iter().map(|v| v.as_u64().unwrap_or(0) as u32).collect()
+            }
             Some(v) => vec![v.as_u64().unwrap_or(heads as u64) as u32; layers as usize],
             None => vec![heads; layers as usize],
         };
@@ -123,10 +117,7 @@ impl ModelInfo {
             })
             .collect();
         Ok(Self {
-            name: meta
-                .get("general.name")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            name: meta.get("general.name").and_then(Value::as_str).map(str::to_string),
             layers,
             embedding,
             heads,
@@ -205,10 +196,7 @@ mod tests {
         write_random_llama(&path, &LlamaSpec::tiny(), 3).unwrap();
         let info = ModelInfo::read(&path).unwrap();
         // 4 layers × 2 KV heads × 64 wide × (K + V).
-        assert_eq!(
-            info.kv_bytes_per_token("f16", "f16"),
-            Some(4.0 * 2.0 * 64.0 * 4.0)
-        );
+        assert_eq!(info.kv_bytes_per_token("f16", "f16"), Some(4.0 * 2.0 * 64.0 * 4.0));
         assert_eq!(
             info.kv_bytes(1000, "q8_0", "q4_0"),
             Some(851_968),
@@ -224,10 +212,7 @@ mod tests {
             "llama_kv_cache:        CPU KV buffer size =     0.81 MiB".to_string(),
             "0.00.007 I llama_kv_cache: size =    0.81 MiB (  1024 cells,   4 layers,  4/1 seqs), K (q8_0):    0.53 MiB".into(),
         ];
-        assert_eq!(
-            logged_kv_bytes(&log),
-            Some((0.81f64 * 1048576.0).round() as u64)
-        );
+        assert_eq!(logged_kv_bytes(&log), Some((0.81f64 * 1048576.0).round() as u64));
         assert_eq!(logged_kv_bytes(&[]), None);
     }
 

@@ -126,10 +126,9 @@ impl EngineProcess {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|source| SpawnError {
-            program: spec.program.display().to_string(),
-            source,
-        })?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|source| SpawnError { program: spec.program.display().to_string(), source })?;
         let pid = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
         let tail = Arc::new(Mutex::new(LogTail::default()));
         let (tx, exit) = watch::channel(None);
@@ -144,12 +143,7 @@ impl EngineProcess {
         let record = spec.registry_dir.clone().map(|d| (d, raw_pid));
         let log_file = spec.log_file.clone();
         tokio::spawn(supervise(pipes, child, tail.clone(), log_file, record, tx));
-        Ok(Self {
-            pid,
-            registry_dir: spec.registry_dir.clone(),
-            tail,
-            exit,
-        })
+        Ok(Self { pid, registry_dir: spec.registry_dir.clone(), tail, exit })
     }
 
     /// The process id (also the process group id).
@@ -169,10 +163,7 @@ impl EngineProcess {
         match done {
             Ok(v) => v.expect("waited for Some"),
             // The supervisor only drops the sender after sending.
-            Err(_) => self.exit_info().unwrap_or(ExitInfo {
-                code: None,
-                signal: None,
-            }),
+            Err(_) => self.exit_info().unwrap_or(ExitInfo { code: None, signal: None }),
         }
     }
 
@@ -197,10 +188,7 @@ impl EngineProcess {
                 info
             }
             Err(_) => {
-                tracing::warn!(
-                    pid = self.pid.as_raw(),
-                    "engine ignored SIGTERM; sending SIGKILL"
-                );
+                tracing::warn!(pid = self.pid.as_raw(), "engine ignored SIGTERM; sending SIGKILL");
                 self.kill_group(Signal::SIGKILL);
                 self.wait().await
             }
@@ -222,10 +210,7 @@ impl Drop for EngineProcess {
     }
 }
 
-type Pipes = (
-    Option<tokio::process::ChildStdout>,
-    Option<tokio::process::ChildStderr>,
-);
+type Pipes = (Option<tokio::process::ChildStdout>, Option<tokio::process::ChildStderr>);
 
 /// Drains both pipes and waits for the exit in one loop, then clears the
 /// engine's record and publishes the exit once the output is read to its end.
@@ -238,12 +223,7 @@ async fn supervise(
     exit_tx: watch::Sender<Option<ExitInfo>>,
 ) {
     let mut log = match &log_file {
-        Some(path) => tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .await
-            .ok(),
+        Some(path) => tokio::fs::OpenOptions::new().create(true).append(true).open(path).await.ok(),
         None => None,
     };
     let mut out = stdout.map(|s| BufReader::new(s).lines());
@@ -271,14 +251,8 @@ async fn supervise(
         }
     }
     let info = match status {
-        Some(Ok(s)) => ExitInfo {
-            code: s.code(),
-            signal: s.signal(),
-        },
-        _ => ExitInfo {
-            code: None,
-            signal: None,
-        },
+        Some(Ok(s)) => ExitInfo { code: s.code(), signal: s.signal() },
+        _ => ExitInfo { code: None, signal: None },
     };
     if let Some((dir, pid)) = registry {
         registry::unregister(&dir, pid);

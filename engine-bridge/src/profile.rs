@@ -95,27 +95,16 @@ impl Profile {
     /// file's own folder.
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
-            path: shown.clone(),
-            source,
-        })?;
-        let mut profile: Profile = toml::from_str(&text).map_err(|source| ProfileError::Parse {
-            path: shown.clone(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ProfileError::Read { path: shown.clone(), source })?;
+        let mut profile: Profile = toml::from_str(&text)
+            .map_err(|source| ProfileError::Parse { path: shown.clone(), source })?;
         if profile.models.is_empty() {
-            return Err(ProfileError::Invalid {
-                path: shown,
-                message: "no [[models]]".into(),
-            });
+            return Err(ProfileError::Invalid { path: shown, message: "no [[models]]".into() });
         }
         let base = path.parent().unwrap_or(Path::new("."));
         let resolve = |p: &Path| {
-            if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                base.join(p)
-            }
+            if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
         };
         profile.binary = resolve(&profile.binary);
         profile.library_path = profile.library_path.iter().map(|p| resolve(p)).collect();
@@ -128,20 +117,14 @@ impl Profile {
     /// Reads every `*.toml` file in a folder, sorted by name. A file that
     /// fails to load is reported, not skipped.
     pub fn load_dir(dir: &Path) -> Result<Vec<Self>, ProfileError> {
-        let read_err = |source| ProfileError::Read {
-            path: dir.display().to_string(),
-            source,
-        };
+        let read_err = |source| ProfileError::Read { path: dir.display().to_string(), source };
         let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(read_err)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "toml"))
             .collect();
         paths.sort();
-        let profiles = paths
-            .iter()
-            .map(|p| Self::load(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        let profiles = paths.iter().map(|p| Self::load(p)).collect::<Result<Vec<_>, _>>()?;
         let mut names = std::collections::BTreeSet::new();
         for p in &profiles {
             if !names.insert(p.name.as_str()) {
@@ -189,17 +172,8 @@ mod tests {
             "name = \"p\"\nkind = \"llama-server\"\nbinary = \"x\"\nmodels = []\n",
         )
         .unwrap();
-        assert!(
-            Profile::load(&path)
-                .unwrap_err()
-                .to_string()
-                .contains("no [[models]]")
-        );
-        std::fs::write(
-            &path,
-            "name = \"p\"\nkind = \"vllm-nope\"\nbinary = \"x\"\n",
-        )
-        .unwrap();
+        assert!(Profile::load(&path).unwrap_err().to_string().contains("no [[models]]"));
+        std::fs::write(&path, "name = \"p\"\nkind = \"vllm-nope\"\nbinary = \"x\"\n").unwrap();
         let err = Profile::load(&path).unwrap_err();
         assert!(matches!(err, ProfileError::Parse { .. }), "{err}");
     }

@@ -4,7 +4,7 @@
 //! stops what they name.
 //!
 //! A process id can be reused after its process ends, so each record also
-//! keeps the process start time from `/proc/PID/stat`; only a process with
+//! keeps the process start time (`/proc/PID/stat`); only a process with
 //! the same id *and* start time is stopped.
 
 use std::path::{Path, PathBuf};
@@ -18,22 +18,16 @@ use serde::{Deserialize, Serialize};
 pub struct EngineRecord {
     /// Process id, also its process group id.
     pub pid: u32,
-    /// Start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
+    /// Start time in clock ticks since boot.
     pub start_ticks: u64,
     pub program: String,
 }
 
-/// The start time of a live process, if there is one with this id.
+/// The start time of a live process, if there is one with this id (a
+/// zombie has ended and has none).
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces; fields after it don't.
-    let after_name = stat.rsplit_once(") ")?.1;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // State is field 3; a zombie has ended.
-    if fields.first() == Some(&"Z") {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
+    let stat = procfs::process::Process::new(pid as i32).ok()?.stat().ok()?;
+    (stat.state != 'Z').then_some(stat.starttime)
 }
 
 fn record_path(dir: &Path, pid: u32) -> PathBuf {
@@ -46,11 +40,7 @@ pub fn register(dir: &Path, pid: u32, program: &str) -> std::io::Result<()> {
         return Ok(()); // Already gone: nothing to remember.
     };
     std::fs::create_dir_all(dir)?;
-    let record = EngineRecord {
-        pid,
-        start_ticks,
-        program: program.into(),
-    };
+    let record = EngineRecord { pid, start_ticks, program: program.into() };
     let json = serde_json::to_vec(&record).expect("a record serializes");
     // Written whole, then renamed, so a crash never leaves half a record.
     let tmp = dir.join(format!("{pid}.json.tmp"));
@@ -74,9 +64,8 @@ pub fn reap_leftovers(dir: &Path) -> std::io::Result<Vec<EngineRecord>> {
     let mut reaped = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let record: Option<EngineRecord> = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+        let record: Option<EngineRecord> =
+            std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
         if let Some(r) = record.filter(|r| start_ticks(r.pid) == Some(r.start_ticks)) {
             let _ = killpg(Pid::from_raw(r.pid as i32), Signal::SIGKILL);
             reaped.push(r);
@@ -101,27 +90,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Our own pid with the wrong start time stands for a reused pid.
         let me = std::process::id();
-        let stale = EngineRecord {
-            pid: me,
-            start_ticks: 1,
-            program: "x".into(),
-        };
-        std::fs::write(
-            dir.path().join(format!("{me}.json")),
-            serde_json::to_vec(&stale).unwrap(),
-        )
-        .unwrap();
+        let stale = EngineRecord { pid: me, start_ticks: 1, program: "x".into() };
+        std::fs::write(dir.path().join(format!("{me}.json")), serde_json::to_vec(&stale).unwrap())
+            .unwrap();
         std::fs::write(dir.path().join("garbage.json"), b"{").unwrap();
         assert!(reap_leftovers(dir.path()).unwrap().is_empty());
-        assert_eq!(
-            std::fs::read_dir(dir.path()).unwrap().count(),
-            0,
-            "records cleared"
-        );
-        assert!(
-            reap_leftovers(&dir.path().join("missing"))
-                .unwrap()
-                .is_empty()
-        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "records cleared");
+        assert!(reap_leftovers(&dir.path().join("missing")).unwrap().is_empty());
     }
 }

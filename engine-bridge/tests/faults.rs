@@ -44,16 +44,11 @@ fn alive(pid: u32) -> bool {
 
 #[tokio::test]
 async fn crash_during_load() {
-    let f = launch("crash-on-load", &[], Duration::from_secs(20))
-        .await
-        .err()
-        .unwrap();
+    let f = launch("crash-on-load", &[], Duration::from_secs(20)).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::Crashed, "{f:?}");
     assert!(f.message.contains("SIGABRT"), "{}", f.message);
     assert!(
-        f.log_tail
-            .iter()
-            .any(|l| l.contains("something went badly wrong")),
+        f.log_tail.iter().any(|l| l.contains("something went badly wrong")),
         "{:?}",
         f.log_tail
     );
@@ -61,43 +56,22 @@ async fn crash_during_load() {
 
 #[tokio::test]
 async fn out_of_memory_during_load() {
-    let f = launch("oom", &[], Duration::from_secs(20))
-        .await
-        .err()
-        .unwrap();
+    let f = launch("oom", &[], Duration::from_secs(20)).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::OutOfMemory, "{f:?}");
-    assert!(
-        f.message.contains("failed to allocate buffer"),
-        "{}",
-        f.message
-    );
+    assert!(f.message.contains("failed to allocate buffer"), "{}", f.message);
 }
 
 #[tokio::test]
 async fn rejected_flag_keeps_the_engine_message() {
-    let f = launch("reject", &[], Duration::from_secs(20))
-        .await
-        .err()
-        .unwrap();
+    let f = launch("reject", &[], Duration::from_secs(20)).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::Rejected, "{f:?}");
-    assert!(
-        f.message.contains("Unsupported cache type: q3_fake"),
-        "{}",
-        f.message
-    );
-    assert!(
-        !f.message.contains("usage"),
-        "usage text is not the message: {}",
-        f.message
-    );
+    assert!(f.message.contains("Unsupported cache type: q3_fake"), "{}", f.message);
+    assert!(!f.message.contains("usage"), "usage text is not the message: {}", f.message);
 }
 
 #[tokio::test]
 async fn engine_that_cannot_bind_its_port() {
-    let f = launch("port-taken", &[], Duration::from_secs(20))
-        .await
-        .err()
-        .unwrap();
+    let f = launch("port-taken", &[], Duration::from_secs(20)).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::PortConflict, "{f:?}");
 }
 
@@ -108,24 +82,15 @@ async fn a_port_someone_else_holds_is_never_shared() {
     let dir = tempfile::tempdir().unwrap();
     let profile = fake_profile(dir.path(), "ok", &[]);
     let spec = plan(&profile, "m", &Settings::new(), port).unwrap();
-    let f = RunningEngine::launch(spec, port, Duration::from_secs(5))
-        .await
-        .err()
-        .unwrap();
+    let f = RunningEngine::launch(spec, port, Duration::from_secs(5)).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::PortConflict);
     assert!(f.message.contains(&format!("port {port}")), "{}", f.message);
 }
 
 #[tokio::test]
 async fn slow_load_is_waited_for() {
-    let engine = launch("slow-load", &["--fake-ms", "700"], Duration::from_secs(20))
-        .await
-        .unwrap();
-    assert!(
-        engine.load_time >= Duration::from_millis(700),
-        "{:?}",
-        engine.load_time
-    );
+    let engine = launch("slow-load", &["--fake-ms", "700"], Duration::from_secs(20)).await.unwrap();
+    assert!(engine.load_time >= Duration::from_millis(700), "{:?}", engine.load_time);
     engine.stop(Duration::from_secs(2)).await;
 }
 
@@ -136,10 +101,7 @@ async fn load_timeout_stops_the_engine() {
     let port = free_port().unwrap();
     let spec = plan(&profile, "m", &Settings::new(), port).unwrap();
     let started = Instant::now();
-    let f = RunningEngine::launch(spec, port, Duration::from_millis(600))
-        .await
-        .err()
-        .unwrap();
+    let f = RunningEngine::launch(spec, port, Duration::from_millis(600)).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::LoadTimeout, "{f:?}");
     assert!(started.elapsed() >= Duration::from_millis(600));
     // The engine is gone: its port is free again.
@@ -148,13 +110,8 @@ async fn load_timeout_stops_the_engine() {
 
 #[tokio::test]
 async fn a_hung_probe_times_out() {
-    let engine = launch("hang-probe", &[], Duration::from_secs(20))
-        .await
-        .unwrap();
-    let probe = SpeedProbe {
-        request_timeout: Duration::from_millis(400),
-        ..SpeedProbe::default()
-    };
+    let engine = launch("hang-probe", &[], Duration::from_secs(20)).await.unwrap();
+    let probe = SpeedProbe { request_timeout: Duration::from_millis(400), ..SpeedProbe::default() };
     let f = probe.run(&engine).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::ProbeTimeout, "{f:?}");
     engine.stop(Duration::from_secs(2)).await;
@@ -162,28 +119,17 @@ async fn a_hung_probe_times_out() {
 
 #[tokio::test]
 async fn a_crash_under_probe_is_the_engine_crash() {
-    let engine = launch("crash-in-probe", &[], Duration::from_secs(20))
-        .await
-        .unwrap();
+    let engine = launch("crash-in-probe", &[], Duration::from_secs(20)).await.unwrap();
     let f = SpeedProbe::default().run(&engine).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::Crashed, "{f:?}");
-    assert!(
-        f.log_tail.iter().any(|l| l.contains("GGML_ASSERT")),
-        "{:?}",
-        f.log_tail
-    );
+    assert!(f.log_tail.iter().any(|l| l.contains("GGML_ASSERT")), "{:?}", f.log_tail);
 }
 
 #[tokio::test]
 async fn the_fake_engine_answers_like_llama_server() {
     let engine = launch("ok", &[], Duration::from_secs(20)).await.unwrap();
-    let (samples, summary) = SpeedProbe {
-        repeats: 2,
-        ..SpeedProbe::default()
-    }
-    .run(&engine)
-    .await
-    .unwrap();
+    let (samples, summary) =
+        SpeedProbe { repeats: 2, ..SpeedProbe::default() }.run(&engine).await.unwrap();
     assert_eq!(samples.len(), 2);
     assert_eq!(summary.decode_tps, 1000.0);
     assert_eq!(engine.props().await.unwrap().n_ctx, Some(2048));
@@ -192,9 +138,7 @@ async fn the_fake_engine_answers_like_llama_server() {
 
 #[tokio::test]
 async fn sigterm_ignored_means_sigkill_after_the_grace() {
-    let engine = launch("ignore-sigterm", &[], Duration::from_secs(20))
-        .await
-        .unwrap();
+    let engine = launch("ignore-sigterm", &[], Duration::from_secs(20)).await.unwrap();
     let pid = engine.process.pid();
     let started = Instant::now();
     let exit = engine.stop(Duration::from_millis(500)).await;
@@ -205,26 +149,18 @@ async fn sigterm_ignored_means_sigkill_after_the_grace() {
 
 #[tokio::test]
 async fn stop_kills_the_whole_process_group() {
-    let engine = launch("spawn-child", &[], Duration::from_secs(20))
-        .await
-        .unwrap();
+    let engine = launch("spawn-child", &[], Duration::from_secs(20)).await.unwrap();
     let child: u32 = engine
         .process
         .tail(50)
         .iter()
-        .find_map(|l| {
-            l.strip_prefix("child pid ")
-                .and_then(|p| p.trim().parse().ok())
-        })
+        .find_map(|l| l.strip_prefix("child pid ").and_then(|p| p.trim().parse().ok()))
         .expect("the fake engine reports its child before it is ready");
     assert!(alive(child));
     engine.stop(Duration::from_secs(2)).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while alive(child) {
-        assert!(
-            Instant::now() < deadline,
-            "the engine's child {child} outlived it"
-        );
+        assert!(Instant::now() < deadline, "the engine's child {child} outlived it");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -238,10 +174,7 @@ async fn a_binary_that_cannot_run() {
     profile.binary = not_executable;
     let port = free_port().unwrap();
     let spec = plan(&profile, "m", &Settings::new(), port).unwrap();
-    let f = RunningEngine::launch(spec, port, Duration::from_secs(5))
-        .await
-        .err()
-        .unwrap();
+    let f = RunningEngine::launch(spec, port, Duration::from_secs(5)).await.err().unwrap();
     assert_eq!(f.kind, FailureKind::Spawn, "{f:?}");
     assert!(f.message.contains("Permission denied"), "{}", f.message);
 }

@@ -9,10 +9,7 @@ use engine_bridge::planner::{ModelInfo, logged_kv_bytes};
 use engine_bridge::{Profile, RunningEngine, Settings, SpeedProbe, free_port, plan};
 
 fn demo_profile() -> Profile {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let profile = Profile::load(&root.join("profiles/demo.toml")).unwrap();
     assert!(
         profile.binary.is_file() && profile.models[0].path.is_file(),
@@ -22,18 +19,13 @@ fn demo_profile() -> Profile {
 }
 
 fn settings(pairs: &[(&str, &str)]) -> Settings {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 async fn launch(profile: &Profile, s: &Settings) -> RunningEngine {
     let port = free_port().unwrap();
     let spec = plan(profile, "tiny-llama", s, port).unwrap();
-    RunningEngine::launch(spec, port, Duration::from_secs(60))
-        .await
-        .expect("the engine starts")
+    RunningEngine::launch(spec, port, Duration::from_secs(60)).await.expect("the engine starts")
 }
 
 #[tokio::test]
@@ -60,10 +52,7 @@ async fn kv_cache_prediction_matches_the_engine_within_5_percent() {
             logged_kv_bytes(&engine.process.tail(400)).expect("the engine logs its K/V cache size");
         let predicted = model.kv_bytes(ctx.parse().unwrap(), k, v).unwrap();
         let error = (predicted as f64 / logged as f64 - 1.0).abs();
-        assert!(
-            error < 0.05,
-            "ctx {ctx} {k}/{v}: predicted {predicted} B, engine {logged} B"
-        );
+        assert!(error < 0.05, "ctx {ctx} {k}/{v}: predicted {predicted} B, engine {logged} B");
         engine.stop(Duration::from_secs(5)).await;
     }
 }
@@ -94,9 +83,6 @@ async fn launch_probe_and_stop_free_the_port() {
     let pid = engine.process.pid();
     let exit = engine.stop(Duration::from_secs(5)).await;
     assert!(exit.code.is_some() || exit.signal.is_some());
-    assert!(
-        !PathBuf::from(format!("/proc/{pid}")).exists(),
-        "the engine process is gone"
-    );
+    assert!(!PathBuf::from(format!("/proc/{pid}")).exists(), "the engine process is gone");
     std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free again");
 }

@@ -73,19 +73,11 @@ pub async fn launch(
         shutdown: token.clone(),
     })
     .await?;
-    let service = Arc::new(Service {
-        db,
-        profiles,
-        runner,
-        events,
-        n_predict: settings.probe.n_predict,
-    });
+    let service =
+        Arc::new(Service { db, profiles, runner, events, n_predict: settings.probe.n_predict });
 
     let addr = listener.local_addr()?;
-    let bundle = settings
-        .site_root
-        .join("pkg")
-        .join(format!("{OUTPUT_NAME}.js"));
+    let bundle = settings.site_root.join("pkg").join(format!("{OUTPUT_NAME}.js"));
     if !bundle.is_file() {
         tracing::warn!(path = %bundle.display(), "browser bundle missing: pages will not be interactive (run scripts/build-site.sh)");
     }
@@ -95,11 +87,7 @@ pub async fn launch(
         .site_pkg_dir("pkg")
         .site_addr(addr)
         .build();
-    let state = AppState {
-        leptos_options,
-        service,
-        shutdown: token.clone(),
-    };
+    let state = AppState { leptos_options, service, shutdown: token.clone() };
     tracing::info!("Tunebook listening on http://{addr}");
     let stop = token.clone();
     axum::serve(listener, router(state))
@@ -119,10 +107,7 @@ fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/events", get(routes::events::stream))
         .route("/api/profiles", get(routes::trials::profiles))
-        .route(
-            "/api/trials",
-            get(routes::trials::list).post(routes::trials::create),
-        )
+        .route("/api/trials", get(routes::trials::list).post(routes::trials::create))
         .route("/api/trials/{id}", get(routes::trials::get))
         .route("/api/trials/{id}/samples", get(routes::trials::samples))
         .leptos_routes_with_context(

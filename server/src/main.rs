@@ -10,11 +10,7 @@ use engine_bridge::gguf::{LlamaSpec, write_random_llama};
 use tunebook::Settings;
 
 #[derive(Parser)]
-#[command(
-    name = "tunebook",
-    version,
-    about = "Tune local LLM inference engines, measured."
-)]
+#[command(name = "tunebook", version, about = "Tune local LLM inference engines, measured.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -71,14 +67,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve {
-            addr,
-            database_url,
-            profiles,
-            site_root,
-            data_dir,
-            load_timeout,
-        } => {
+        Command::Serve { addr, database_url, profiles, site_root, data_dir, load_timeout } => {
             let mut settings = Settings::with_data_dir(data_dir);
             if let Some(url) = database_url {
                 settings.database_url = url;

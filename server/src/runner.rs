@@ -48,11 +48,7 @@ impl Runner {
     /// engine it ran is stopped by the time its handle resolves.
     pub async fn start(ctx: RunnerContext) -> Result<(Self, JoinHandle<()>), sqlx::Error> {
         let (queue, rx) = mpsc::unbounded_channel();
-        for state in [
-            TrialState::Launching,
-            TrialState::Loading,
-            TrialState::Probing,
-        ] {
+        for state in [TrialState::Launching, TrialState::Loading, TrialState::Probing] {
             for id in trials::ids_in_state(&ctx.db, state).await? {
                 let failure = Failure {
                     kind: FailureKind::Interrupted,
@@ -115,13 +111,7 @@ async fn measure(
     ctx: &RunnerContext,
     trial: &TrialView,
 ) -> Result<Result<(), Failure>, sqlx::Error> {
-    let fail = |kind, message: String| {
-        Ok(Err(Failure {
-            kind,
-            message,
-            log_tail: vec![],
-        }))
-    };
+    let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
     set_state(ctx, trial.id, TrialState::Launching).await?;
     let Some(profile) = ctx.profiles.iter().find(|p| p.name == trial.profile) else {
         return fail(
@@ -158,6 +148,7 @@ async fn measure(
     let props = engine.props().await;
     let result = ctx.probe.run(&engine).await;
     let load_ms = engine.load_time.as_secs_f64() * 1e3;
+    let memory = engine.memory();
     engine.stop(STOP_GRACE).await;
     let (samples, summary) = match result {
         Ok(r) => r,
@@ -168,6 +159,7 @@ async fn measure(
         summary: &summary,
         samples: &samples,
         props: props.as_ref(),
+        memory: &memory,
     };
     trials::finish_done(&ctx.db, trial.id, &measured).await?;
     Ok(Ok(()))

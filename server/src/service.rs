@@ -28,11 +28,8 @@ impl Service {
     /// Checks a request, stores it as a queued trial, and hands it to the
     /// runner. Nothing is stored when the request is wrong.
     pub async fn submit(&self, request: RunRequest) -> Result<TrialView> {
-        let profile = self
-            .profiles
-            .iter()
-            .find(|p| p.name == request.profile)
-            .ok_or_else(|| {
+        let profile =
+            self.profiles.iter().find(|p| p.name == request.profile).ok_or_else(|| {
                 Error::BadRequest(format!("unknown engine profile `{}`", request.profile))
             })?;
         // A blank value means "leave it to the engine".

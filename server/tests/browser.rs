@@ -42,21 +42,10 @@ impl Driver {
         let status = format!("{url}/status");
         eventually(Duration::from_secs(20), "chromedriver", || {
             let status = status.clone();
-            async move {
-                http()
-                    .get(status)
-                    .send()
-                    .await
-                    .ok()
-                    .filter(|r| r.status().is_success())
-            }
+            async move { http().get(status).send().await.ok().filter(|r| r.status().is_success()) }
         })
         .await;
-        Self {
-            _child: child,
-            url,
-            _profile: tempfile::tempdir().unwrap(),
-        }
+        Self { _child: child, url, _profile: tempfile::tempdir().unwrap() }
     }
 
     async fn browser(&self) -> Client {
@@ -97,9 +86,7 @@ async fn screenshot(client: &Client, name: &str) {
 async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     require_demo_engine();
     assert!(
-        common::repo_root()
-            .join("target/site/pkg/tunebook_bg.wasm")
-            .is_file(),
+        common::repo_root().join("target/site/pkg/tunebook_bg.wasm").is_file(),
         "the browser bundle is missing: run scripts/build-site.sh"
     );
     let server = TestServer::start().await;
@@ -114,15 +101,9 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
         .for_element(Locator::Css("main[data-hydrated='true']"))
         .await
         .expect("the page hydrates");
-    client
-        .find(Locator::Css("#no-trials"))
-        .await
-        .expect("an empty history at first");
+    client.find(Locator::Css("#no-trials")).await.expect("an empty history at first");
     // Survives only if the page is never reloaded.
-    client
-        .execute("window.tunebookMarker = 42;", vec![])
-        .await
-        .unwrap();
+    client.execute("window.tunebookMarker = 42;", vec![]).await.unwrap();
 
     fill(&client, "#ctx_size", "1024").await;
     fill(&client, "#threads", "2").await;
@@ -135,61 +116,28 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
         .click()
         .await
         .unwrap();
-    client
-        .find(Locator::Css("#run"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    client.find(Locator::Css("#run")).await.unwrap().click().await.unwrap();
 
     let row = client
         .wait()
         .at_most(long)
-        .for_element(Locator::Css(
-            "tr[data-state='done'], tr[data-state='failed']",
-        ))
+        .for_element(Locator::Css("tr[data-state='done'], tr[data-state='failed']"))
         .await
         .expect("the trial's row reaches a final state");
     if row.attr("data-state").await.unwrap().as_deref() != Some("done") {
         screenshot(&client, "trial-not-done").await;
-        let api = http()
-            .get(server.url("/api/trials"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let api = http().get(server.url("/api/trials")).send().await.unwrap().text().await.unwrap();
         panic!("the trial failed: {api}");
     }
     let text = row.text().await.unwrap();
-    assert!(
-        text.contains("cache_type_k=q8_0") && text.contains("flash_attn=on"),
-        "{text}"
-    );
-    let decode = row
-        .find(Locator::Css("td:nth-child(8)"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        decode.parse::<f64>().unwrap() > 0.0,
-        "decode tok/s shown: {decode:?}"
-    );
+    assert!(text.contains("cache_type_k=q8_0") && text.contains("flash_attn=on"), "{text}");
+    let decode = row.find(Locator::Css("td:nth-child(8)")).await.unwrap().text().await.unwrap();
+    assert!(decode.parse::<f64>().unwrap() > 0.0, "decode tok/s shown: {decode:?}");
     screenshot(&client, "trial-done").await;
 
     // A value only the engine can refuse: its own message is shown.
     fill(&client, "#cache_type_k", "q3_bogus").await;
-    client
-        .find(Locator::Css("#run"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    client.find(Locator::Css("#run")).await.unwrap().click().await.unwrap();
     let failure = client
         .wait()
         .at_most(long)
@@ -197,54 +145,26 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
         .await
         .expect("the failed trial's cause appears");
     let cause = failure.text().await.unwrap();
-    assert!(
-        cause.contains("setting rejected") && cause.contains("q3_bogus"),
-        "{cause}"
-    );
+    assert!(cause.contains("setting rejected") && cause.contains("q3_bogus"), "{cause}");
 
     // A value Tunebook refuses never reaches the engine: the server's message.
     fill(&client, "#cache_type_k", "--rpc").await;
-    client
-        .find(Locator::Css("#run"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    client.find(Locator::Css("#run")).await.unwrap().click().await.unwrap();
     let message = eventually(Duration::from_secs(20), "the validation message", || {
         let client = client.clone();
         async move {
-            let text = client
-                .find(Locator::Css("#run-error"))
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
+            let text = client.find(Locator::Css("#run-error")).await.ok()?.text().await.ok()?;
             (!text.is_empty()).then_some(text)
         }
     })
     .await;
-    assert!(
-        message.contains("setting `cache_type_k`: `--rpc` is not one of"),
-        "{message}"
-    );
+    assert!(message.contains("setting `cache_type_k`: `--rpc` is not one of"), "{message}");
     screenshot(&client, "trial-rejected").await;
 
-    let marker = client
-        .execute("return window.tunebookMarker;", vec![])
-        .await
-        .unwrap();
+    let marker = client.execute("return window.tunebookMarker;", vec![]).await.unwrap();
     assert_eq!(marker, json!(42), "the page was never reloaded");
-    let rows = client
-        .find_all(Locator::Css("tr[data-trial-id]"))
-        .await
-        .unwrap();
-    assert_eq!(
-        rows.len(),
-        2,
-        "two trials ran, the refused one was not stored"
-    );
+    let rows = client.find_all(Locator::Css("tr[data-trial-id]")).await.unwrap();
+    assert_eq!(rows.len(), 2, "two trials ran, the refused one was not stored");
 
     client.close().await.unwrap();
     server.stop().await;

@@ -15,11 +15,7 @@ use tunebook_app::types::{TrialState, TrialView};
 
 fn fake_engine() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_tunebook")).with_file_name("tunebook-fake-engine");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo test --workspace`",
-        path.display()
-    );
+    assert!(path.is_file(), "{} is missing: run `cargo test --workspace`", path.display());
     path
 }
 
@@ -51,14 +47,7 @@ fn serve(data: &Path, profiles: &Path, port: u16) -> tokio::process::Child {
 }
 
 async fn get_trial(base: &str, id: i64) -> Option<TrialView> {
-    http()
-        .get(format!("{base}/api/trials/{id}"))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()
+    http().get(format!("{base}/api/trials/{id}")).send().await.ok()?.json().await.ok()
 }
 
 fn signal(pid: u32, signal: Signal) {
@@ -118,24 +107,17 @@ async fn a_killed_server_leaves_no_engine_and_no_lost_trial() {
     .await;
     let _guard = KillOnDrop(pid);
     eventually(limit, "the trial to be loading", || async {
-        get_trial(&base, trial.id)
-            .await
-            .filter(|t| t.state == TrialState::Loading)
+        get_trial(&base, trial.id).await.filter(|t| t.state == TrialState::Loading)
     })
     .await;
 
     first.kill().await.unwrap(); // SIGKILL: no chance to clean up.
     first.wait().await.unwrap();
-    assert!(
-        start_ticks(pid).is_some(),
-        "without recovery the engine {pid} would still be running"
-    );
+    assert!(start_ticks(pid).is_some(), "without recovery the engine {pid} would still be running");
 
     let mut second = serve(data.path(), profiles.path(), port);
     let t = eventually(limit, "the trial to be settled", || async {
-        get_trial(&base, trial.id)
-            .await
-            .filter(|t| t.state.is_final())
+        get_trial(&base, trial.id).await.filter(|t| t.state.is_final())
     })
     .await;
     assert_eq!(t.state, TrialState::Failed);
@@ -147,9 +129,6 @@ async fn a_killed_server_leaves_no_engine_and_no_lost_trial() {
     .await;
 
     signal(second.id().unwrap(), Signal::SIGTERM);
-    let status = tokio::time::timeout(limit, second.wait())
-        .await
-        .expect("a clean stop")
-        .unwrap();
+    let status = tokio::time::timeout(limit, second.wait()).await.expect("a clean stop").unwrap();
     assert!(status.success(), "{status:?}");
 }

@@ -6,6 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use engine_bridge::llama_server::{CompletionSample, EngineTimings};
+use engine_bridge::memory::MemoryReport;
 use engine_bridge::{Failure, FailureKind, SpeedSummary};
 use sqlx::{Connection, Executor};
 use tunebook::db::Db;
@@ -25,29 +26,21 @@ async fn fresh_postgres() -> (String, String) {
     let mut conn = sqlx::AnyConnection::connect(&admin)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is needed for this test: {e}"));
-    conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .await
-        .unwrap();
+    conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.unwrap();
     let base = admin.rsplit_once('/').unwrap().0;
     (format!("{base}/{name}"), name)
 }
 
 async fn drop_postgres(name: &str) {
-    let mut conn = sqlx::AnyConnection::connect(&postgres_admin_url())
+    let mut conn = sqlx::AnyConnection::connect(&postgres_admin_url()).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
         .await
         .unwrap();
-    conn.execute(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .await
-    .unwrap();
 }
 
 fn rand_suffix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+        as u64
 }
 
 fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
@@ -70,31 +63,19 @@ fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
 
 /// Stores a done and a failed trial and reads everything back.
 async fn exercise(db: &Db) {
-    let settings: BTreeMap<String, String> = [
-        ("cache_type_k".to_string(), "q4_0".to_string()),
-        ("ctx_size".into(), "4096".into()),
-    ]
-    .into();
-    let new = NewTrial {
-        profile: "demo",
-        model: "tiny",
-        settings: &settings,
-        tokens_requested: 32,
-    };
+    let settings: BTreeMap<String, String> =
+        [("cache_type_k".to_string(), "q4_0".to_string()), ("ctx_size".into(), "4096".into())]
+            .into();
+    let new =
+        NewTrial { profile: "demo", model: "tiny", settings: &settings, tokens_requested: 32 };
     let done = trials::insert(db, &new).await.unwrap();
     let failed = trials::insert(db, &new).await.unwrap();
     assert!(failed > done);
 
-    trials::set_state(db, done, TrialState::Probing)
+    trials::set_state(db, done, TrialState::Probing).await.unwrap();
+    trials::set_command(db, done, &serde_json::json!({"display": "llama-server -ctk q4_0"}))
         .await
         .unwrap();
-    trials::set_command(
-        db,
-        done,
-        &serde_json::json!({"display": "llama-server -ctk q4_0"}),
-    )
-    .await
-    .unwrap();
     let samples = [sample(32, 100.0), sample(32, 110.0), sample(32, 90.0)];
     let summary = SpeedSummary {
         ttft_ms: 12.5,
@@ -104,11 +85,18 @@ async fn exercise(db: &Db) {
         prompt_tokens: 128,
         tokens_generated: 32,
     };
+    let memory = MemoryReport {
+        peak_rss_bytes: 123 << 20,
+        mem_available_drop_bytes: Some(100 << 20),
+        peak_gpu_bytes: None,
+        samples: 10,
+    };
     let measured = Measured {
         load_ms: 250.0,
         summary: &summary,
         samples: &samples,
         props: None,
+        memory: &memory,
     };
     trials::finish_done(db, done, &measured).await.unwrap();
     let failure = Failure {
@@ -119,11 +107,7 @@ async fn exercise(db: &Db) {
     trials::finish_failed(db, failed, &failure).await.unwrap();
 
     let all: Vec<TrialView> = trials::list(db).await.unwrap();
-    assert_eq!(
-        all.iter().map(|t| t.id).collect::<Vec<_>>(),
-        [failed, done],
-        "newest first"
-    );
+    assert_eq!(all.iter().map(|t| t.id).collect::<Vec<_>>(), [failed, done], "newest first");
     let d = trials::get(db, done).await.unwrap().unwrap();
     assert_eq!(d.state, TrialState::Done);
     assert_eq!(d.settings, settings);
@@ -131,14 +115,14 @@ async fn exercise(db: &Db) {
     assert_eq!(d.decode_tps, Some(100.0));
     assert_eq!(d.tokens_generated, Some(32));
     assert_eq!(d.load_ms, Some(250.0));
+    assert_eq!(d.peak_rss_bytes, Some(123 << 20));
+    assert_eq!(d.mem_available_drop_bytes, Some(100 << 20));
+    assert_eq!(d.peak_gpu_bytes, None);
     let f = trials::get(db, failed).await.unwrap().unwrap();
     assert_eq!(f.failure_kind.as_deref(), Some("setting rejected"));
     assert_eq!(f.error.as_deref(), Some("error: unsupported cache type"));
     let rows = trials::samples(db, done).await.unwrap();
-    assert_eq!(
-        rows.iter().map(|r| r.predicted_tps).collect::<Vec<_>>(),
-        [100.0, 110.0, 90.0]
-    );
+    assert_eq!(rows.iter().map(|r| r.predicted_tps).collect::<Vec<_>>(), [100.0, 110.0, 90.0]);
     assert!(trials::get(db, 999_999).await.unwrap().is_none());
 }
 
@@ -147,10 +131,7 @@ async fn sqlite_stores_trials_in_wal_mode() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/nested/t.db?mode=rwc", dir.path().display());
     let db = Db::connect(&url).await.unwrap();
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&db.pool).await.unwrap();
     assert_eq!(mode, "wal");
     exercise(&db).await;
     // Reopening applies no migration twice and keeps the data.
@@ -188,8 +169,5 @@ async fn the_server_runs_on_postgres() {
 #[tokio::test]
 async fn an_unknown_database_scheme_is_a_clear_error() {
     let err = Db::connect("mysql://localhost/x").await.err().unwrap();
-    assert!(
-        err.to_string().contains("use sqlite://… or postgres://…"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("use sqlite://… or postgres://…"), "{err}");
 }

@@ -21,12 +21,7 @@ fn request(settings: &[(&str, &str)]) -> RunRequest {
 }
 
 async fn submit(server: &TestServer, req: &RunRequest) -> reqwest::Response {
-    http()
-        .post(server.url("/api/trials"))
-        .json(req)
-        .send()
-        .await
-        .unwrap()
+    http().post(server.url("/api/trials")).json(req).send().await.unwrap()
 }
 
 #[tokio::test]
@@ -46,29 +41,13 @@ async fn a_real_trial_stores_consistent_measurements() {
     assert_eq!(queued.state, TrialState::Queued);
 
     let t = wait_final(&server, queued.id).await;
-    assert_eq!(
-        t.state,
-        TrialState::Done,
-        "failed: {:?} {:?}",
-        t.failure_kind,
-        t.error
-    );
+    assert_eq!(t.state, TrialState::Done, "failed: {:?} {:?}", t.failure_kind, t.error);
     let probe = engine_bridge::SpeedProbe::default();
 
     // The engine ran exactly what was asked, and says so.
     let command = t.command.clone().unwrap();
-    for fragment in [
-        "-c 1024",
-        "-t 2",
-        "-ctk q8_0",
-        "-ctv q8_0",
-        "-fa on",
-        "--host 127.0.0.1",
-    ] {
-        assert!(
-            command.contains(fragment),
-            "{fragment} missing from {command}"
-        );
+    for fragment in ["-c 1024", "-t 2", "-ctk q8_0", "-ctv q8_0", "-fa on", "--host 127.0.0.1"] {
+        assert!(command.contains(fragment), "{fragment} missing from {command}");
     }
     assert_eq!(t.n_ctx, Some(1024), "context size read back from /props");
 
@@ -87,6 +66,12 @@ async fn a_real_trial_stores_consistent_measurements() {
     assert_eq!(t.tokens_generated, Some(probe.n_predict as i64));
     assert_eq!(t.prompt_tokens, Some(probe.prompt_tokens as i64));
 
+    // The weights are mapped and read while decoding: they count as resident.
+    let model = common::repo_root().join(".tools/models/tiny-llama.gguf");
+    let weights = engine_bridge::planner::ModelInfo::read(&model).unwrap().weight_bytes() as i64;
+    let rss = t.peak_rss_bytes.expect("peak RSS recorded");
+    assert!(rss > weights * 9 / 10 && rss < 4 << 30, "peak RSS {rss} B for {weights} B of weights");
+
     let samples: Vec<SampleRow> = http()
         .get(server.url(&format!("/api/trials/{}/samples", t.id)))
         .send()
@@ -95,24 +80,13 @@ async fn a_real_trial_stores_consistent_measurements() {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        samples.len(),
-        probe.repeats as usize,
-        "warm-up is not recorded"
-    );
+    assert_eq!(samples.len(), probe.repeats as usize, "warm-up is not recorded");
     for s in &samples {
         assert_eq!(s.predicted_n, probe.n_predict as i64);
-        assert_eq!(
-            s.prompt_n, probe.prompt_tokens as i64,
-            "the prompt cache was off"
-        );
+        assert_eq!(s.prompt_n, probe.prompt_tokens as i64, "the prompt cache was off");
         // The engine's rate is its own count over its own time.
         let rate = s.predicted_n as f64 / (s.predicted_ms / 1e3);
-        assert!(
-            (rate / s.predicted_tps - 1.0).abs() < 0.05,
-            "{rate} vs {}",
-            s.predicted_tps
-        );
+        assert!((rate / s.predicted_tps - 1.0).abs() < 0.05, "{rate} vs {}", s.predicted_tps);
         // The client saw the whole answer after the first token arrived.
         assert!(s.total_ms >= s.ttft_ms, "{s:?}");
     }
@@ -131,10 +105,7 @@ async fn a_setting_the_engine_rejects_fails_with_its_own_message() {
     assert_eq!(t.state, TrialState::Failed);
     assert_eq!(t.failure_kind.as_deref(), Some("setting rejected"));
     let error = t.error.unwrap();
-    assert!(
-        error.contains("q3_bogus"),
-        "the engine's message names the value: {error}"
-    );
+    assert!(error.contains("q3_bogus"), "the engine's message names the value: {error}");
     server.stop().await;
 }
 
@@ -142,51 +113,21 @@ async fn a_setting_the_engine_rejects_fails_with_its_own_message() {
 async fn invalid_requests_are_refused_and_nothing_is_stored() {
     let server = TestServer::start().await;
     let cases = [
-        (
-            request(&[("model_path", "/etc/passwd")]),
-            "unknown setting `model_path`",
-        ),
-        (
-            request(&[("threads", "many")]),
-            "`many` is not a whole number",
-        ),
-        (
-            request(&[("flash_attn", "--rpc")]),
-            "is not one of on, off, auto",
-        ),
-        (
-            RunRequest {
-                profile: "nope".into(),
-                ..request(&[])
-            },
-            "unknown engine profile `nope`",
-        ),
-        (
-            RunRequest {
-                model: "nope".into(),
-                ..request(&[])
-            },
-            "has no model named `nope`",
-        ),
+        (request(&[("model_path", "/etc/passwd")]), "unknown setting `model_path`"),
+        (request(&[("threads", "many")]), "`many` is not a whole number"),
+        (request(&[("flash_attn", "--rpc")]), "is not one of on, off, auto"),
+        (RunRequest { profile: "nope".into(), ..request(&[]) }, "unknown engine profile `nope`"),
+        (RunRequest { model: "nope".into(), ..request(&[]) }, "has no model named `nope`"),
     ];
     for (req, expected) in cases {
         let response = submit(&server, &req).await;
         assert_eq!(response.status(), 400);
         let body: serde_json::Value = response.json().await.unwrap();
         let message = body["error"].as_str().unwrap();
-        assert!(
-            message.contains(expected),
-            "{message:?} should contain {expected:?}"
-        );
+        assert!(message.contains(expected), "{message:?} should contain {expected:?}");
     }
-    let all: Vec<TrialView> = http()
-        .get(server.url("/api/trials"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let all: Vec<TrialView> =
+        http().get(server.url("/api/trials")).send().await.unwrap().json().await.unwrap();
     assert!(all.is_empty(), "nothing half-saved: {all:?}");
     server.stop().await;
 }

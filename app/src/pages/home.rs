@@ -22,10 +22,7 @@ pub async fn list_trials() -> Result<Vec<TrialView>, ServerFnError> {
 /// Checks and queues one configuration.
 #[server]
 pub async fn run_trial(request: RunRequest) -> Result<TrialView, ServerFnError> {
-    backend()?
-        .submit_trial(request)
-        .await
-        .map_err(ServerFnError::new)
+    backend()?.submit_trial(request).await.map_err(ServerFnError::new)
 }
 
 #[cfg(feature = "ssr")]
@@ -222,9 +219,7 @@ fn merged(stored: &[TrialView], live: &BTreeMap<i64, TrialView>) -> Vec<TrialVie
     let mut by_id: BTreeMap<i64, TrialView> = stored.iter().map(|t| (t.id, t.clone())).collect();
     for (id, t) in live {
         // States only move forward; keep whichever copy is further along.
-        let newer = by_id
-            .get(id)
-            .is_none_or(|old| rank(t.state) >= rank(old.state));
+        let newer = by_id.get(id).is_none_or(|old| rank(t.state) >= rank(old.state));
         if newer {
             by_id.insert(*id, t.clone());
         }
@@ -233,11 +228,7 @@ fn merged(stored: &[TrialView], live: &BTreeMap<i64, TrialView>) -> Vec<TrialVie
 }
 
 fn rank(s: TrialState) -> usize {
-    TrialState::ALL
-        .iter()
-        .position(|x| *x == s)
-        .unwrap_or(0)
-        .min(4)
+    TrialState::ALL.iter().position(|x| *x == s).unwrap_or(0).min(4)
 }
 
 #[component]
@@ -261,6 +252,7 @@ fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
                         <th class="num">"decode tok/s"</th>
                         <th class="num">"client decode tok/s"</th>
                         <th class="num">"tokens"</th>
+                        <th class="num">"peak RSS MiB"</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -275,12 +267,7 @@ fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
 
 #[component]
 fn TrialRow(t: TrialView) -> impl IntoView {
-    let settings = t
-        .settings
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let settings = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
     let tokens = match (t.tokens_generated, t.tokens_requested) {
         (Some(g), Some(r)) => format!("{g}/{r}"),
         _ => String::new(),
@@ -299,11 +286,12 @@ fn TrialRow(t: TrialView) -> impl IntoView {
             <td class="num">{fmt(t.decode_tps, 1)}</td>
             <td class="num">{fmt(t.client_decode_tps, 1)}</td>
             <td class="num">{tokens}</td>
+            <td class="num">{fmt(t.peak_rss_bytes.map(|b| b as f64 / 1048576.0), 0)}</td>
         </tr>
         <Show when=move || failed>
             <tr class="failure" data-failure-for=t.id>
                 <td></td>
-                <td colspan="9">
+                <td colspan="10">
                     <strong>{cause.clone()}</strong>
                     <pre class="engine-error">{t.error.clone().unwrap_or_default()}</pre>
                 </td>
@@ -313,9 +301,7 @@ fn TrialRow(t: TrialView) -> impl IntoView {
 }
 
 fn fmt(v: Option<f64>, digits: usize) -> String {
-    v.filter(|x| x.is_finite())
-        .map(|x| format!("{x:.digits$}"))
-        .unwrap_or_default()
+    v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_default()
 }
 
 /// Server-sent events: each message is one trial's new state.
@@ -337,10 +323,8 @@ mod live_updates {
         };
         let on_message =
             Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
-                let trial = ev
-                    .data()
-                    .as_string()
-                    .and_then(|s| serde_json::from_str::<TrialView>(&s).ok());
+                let trial =
+                    ev.data().as_string().and_then(|s| serde_json::from_str::<TrialView>(&s).ok());
                 if let Some(trial) = trial {
                     live.update(|m| {
                         m.insert(trial.id, trial);
@@ -380,6 +364,9 @@ mod tests {
             tokens_requested: None,
             tokens_generated: None,
             n_ctx: None,
+            peak_rss_bytes: None,
+            mem_available_drop_bytes: None,
+            peak_gpu_bytes: None,
             failure_kind: None,
             error: None,
         }
@@ -398,11 +385,7 @@ mod tests {
         let states: Vec<_> = rows.iter().map(|t| (t.id, t.state)).collect();
         assert_eq!(
             states,
-            [
-                (3, TrialState::Queued),
-                (2, TrialState::Loading),
-                (1, TrialState::Done)
-            ]
+            [(3, TrialState::Queued), (2, TrialState::Loading), (1, TrialState::Done)]
         );
     }
 }

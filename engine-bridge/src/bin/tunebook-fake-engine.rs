@@ -25,29 +25,20 @@ struct Args {
 
 fn parse_args() -> Args {
     let argv: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        argv.iter()
-            .position(|a| a == flag)
-            .and_then(|i| argv.get(i + 1))
-            .cloned()
-    };
+    let value =
+        |flag: &str| argv.iter().position(|a| a == flag).and_then(|i| argv.get(i + 1)).cloned();
     Args {
         host: value("--host").unwrap_or_else(|| "127.0.0.1".into()),
         port: value("--port").and_then(|p| p.parse().ok()).unwrap_or(8080),
         mode: value("--fake").unwrap_or_else(|| "ok".into()),
-        ms: value("--fake-ms")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(1000),
+        ms: value("--fake-ms").and_then(|p| p.parse().ok()).unwrap_or(1000),
     }
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = parse_args();
-    eprintln!(
-        "fake engine: mode {} on {}:{}",
-        args.mode, args.host, args.port
-    );
+    eprintln!("fake engine: mode {} on {}:{}", args.mode, args.host, args.port);
     eprintln!("load_tensors: loading model");
     match args.mode.as_str() {
         "crash-on-load" => {
@@ -89,9 +80,7 @@ async fn main() {
     }
     let mut term =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
-    let listener = TcpListener::bind((args.host.as_str(), args.port))
-        .await
-        .unwrap();
+    let listener = TcpListener::bind((args.host.as_str(), args.port)).await.unwrap();
     let started = Instant::now();
     loop {
         tokio::select! {
@@ -127,10 +116,8 @@ async fn serve(mut stream: TcpStream, mode: String, ready: bool) {
         )
     };
     if !ready {
-        let busy = json(
-            "503 Service Unavailable",
-            r#"{"error":{"code":503,"message":"Loading model"}}"#,
-        );
+        let busy =
+            json("503 Service Unavailable", r#"{"error":{"code":503,"message":"Loading model"}}"#);
         let _ = stream.write_all(busy.as_bytes()).await;
         return;
     }
@@ -174,9 +161,7 @@ async fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
         let length = head
             .lines()
             .find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("content-length:")
-                    .map(|v| v.trim().to_string())
+                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string())
             })
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(0);
@@ -200,9 +185,7 @@ async fn stream_completion(mut stream: TcpStream) {
     }
     let n = 16;
     for _ in 0..n {
-        let _ = stream
-            .write_all(b"data: {\"content\":\"a\",\"stop\":false}\n\n")
-            .await;
+        let _ = stream.write_all(b"data: {\"content\":\"a\",\"stop\":false}\n\n").await;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let last = format!(

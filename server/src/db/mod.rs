@@ -77,10 +77,7 @@ fn create_sqlite_parent(url: &str) -> Result<(), sqlx::Error> {
     if path.is_empty() || path.starts_with(":memory:") {
         return Ok(());
     }
-    if let Some(dir) = std::path::Path::new(path)
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
+    if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     Ok(())

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use engine_bridge::Failure;
 use engine_bridge::SpeedSummary;
 use engine_bridge::llama_server::{CompletionSample, Props};
+use engine_bridge::memory::MemoryReport;
 use tunebook_app::types::{TrialState, TrialView};
 
 use super::{Db, now_ms};
@@ -23,6 +24,7 @@ pub struct Measured<'a> {
     pub summary: &'a SpeedSummary,
     pub samples: &'a [CompletionSample],
     pub props: Option<&'a Props>,
+    pub memory: &'a MemoryReport,
 }
 
 #[derive(sqlx::FromRow)]
@@ -43,6 +45,9 @@ struct Row {
     tokens_requested: Option<i64>,
     tokens_generated: Option<i64>,
     n_ctx: Option<i64>,
+    peak_rss_bytes: Option<i64>,
+    mem_available_drop_bytes: Option<i64>,
+    peak_gpu_bytes: Option<i64>,
     failure_kind: Option<String>,
     error: Option<String>,
 }
@@ -53,7 +58,8 @@ macro_rules! select_trials {
         concat!(
             "SELECT id, profile, model, settings, state, command, created_ms, load_ms, ttft_ms, ",
             "prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, ",
-            "tokens_generated, n_ctx, failure_kind, error FROM trials ",
+            "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
+            "failure_kind, error FROM trials ",
             $rest
         )
     };
@@ -64,11 +70,7 @@ impl Row {
         let command = self
             .command
             .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
-            .and_then(|c| {
-                c.get("display")
-                    .and_then(|d| d.as_str())
-                    .map(str::to_string)
-            });
+            .and_then(|c| c.get("display").and_then(|d| d.as_str()).map(str::to_string));
         TrialView {
             id: self.id,
             profile: self.profile,
@@ -86,6 +88,9 @@ impl Row {
             tokens_requested: self.tokens_requested,
             tokens_generated: self.tokens_generated,
             n_ctx: self.n_ctx,
+            peak_rss_bytes: self.peak_rss_bytes,
+            mem_available_drop_bytes: self.mem_available_drop_bytes,
+            peak_gpu_bytes: self.peak_gpu_bytes,
             failure_kind: self.failure_kind,
             error: self.error,
         }
@@ -159,7 +164,8 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     sqlx::query(
         "UPDATE trials SET state = $1, finished_ms = $2, load_ms = $3, ttft_ms = $4, \
          prefill_tps = $5, decode_tps = $6, client_decode_tps = $7, prompt_tokens = $8, \
-         tokens_generated = $9, n_ctx = $10, props = $11 WHERE id = $12",
+         tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
+         mem_available_drop_bytes = $13, peak_gpu_bytes = $14 WHERE id = $15",
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
@@ -171,10 +177,10 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(s.prompt_tokens as i64)
     .bind(s.tokens_generated as i64)
     .bind(m.props.and_then(|p| p.n_ctx).map(|n| n as i64))
-    .bind(
-        m.props
-            .map(|p| serde_json::to_string(p).expect("props serialize")),
-    )
+    .bind(m.props.map(|p| serde_json::to_string(p).expect("props serialize")))
+    .bind(m.memory.peak_rss_bytes as i64)
+    .bind(m.memory.mem_available_drop_bytes.map(|b| b as i64))
+    .bind(m.memory.peak_gpu_bytes.map(|b| b as i64))
     .bind(id)
     .execute(&mut *tx)
     .await?;
@@ -200,18 +206,15 @@ pub async fn finish_failed(db: &Db, id: i64, failure: &Failure) -> Result<(), sq
 
 /// One trial.
 pub async fn get(db: &Db, id: i64) -> Result<Option<TrialView>, sqlx::Error> {
-    let row: Option<Row> = sqlx::query_as(select_trials!("WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(&db.pool)
-        .await?;
+    let row: Option<Row> =
+        sqlx::query_as(select_trials!("WHERE id = $1")).bind(id).fetch_optional(&db.pool).await?;
     Ok(row.map(Row::into_view))
 }
 
 /// Every trial, newest first.
 pub async fn list(db: &Db) -> Result<Vec<TrialView>, sqlx::Error> {
-    let rows: Vec<Row> = sqlx::query_as(select_trials!("ORDER BY id DESC"))
-        .fetch_all(&db.pool)
-        .await?;
+    let rows: Vec<Row> =
+        sqlx::query_as(select_trials!("ORDER BY id DESC")).fetch_all(&db.pool).await?;
     Ok(rows.into_iter().map(Row::into_view).collect())
 }
 

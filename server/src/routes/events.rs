@@ -17,11 +17,7 @@ pub async fn stream(
         // A listener that fell behind skips what it missed; the page reloads
         // the list when it reconnects.
         .filter_map(|msg| async move { msg.ok() })
-        .map(|trial| {
-            Ok(Event::default()
-                .json_data(trial)
-                .expect("a trial serializes"))
-        })
+        .map(|trial| Ok(Event::default().json_data(trial).expect("a trial serializes")))
         .take_until(state.shutdown.cancelled_owned());
     Sse::new(updates).keep_alive(KeepAlive::default())
 }

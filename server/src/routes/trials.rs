@@ -26,18 +26,13 @@ pub async fn create(
 }
 
 pub async fn get(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<TrialView>> {
-    trials::get(&state.service.db, id)
-        .await?
-        .map(Json)
-        .ok_or(Error::NotFound)
+    trials::get(&state.service.db, id).await?.map(Json).ok_or(Error::NotFound)
 }
 
 pub async fn samples(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Vec<SampleRow>>> {
-    trials::get(&state.service.db, id)
-        .await?
-        .ok_or(Error::NotFound)?;
+    trials::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     Ok(Json(trials::samples(&state.service.db, id).await?))
 }

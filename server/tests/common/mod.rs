@@ -15,19 +15,13 @@ use tunebook_app::types::TrialView;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// Fails with a clear message when the demo engine has not been set up.
 pub fn require_demo_engine() {
     let root = repo_root();
-    for path in [
-        ".tools/engine-bin/llama-server",
-        ".tools/models/tiny-llama.gguf",
-    ] {
+    for path in [".tools/engine-bin/llama-server", ".tools/models/tiny-llama.gguf"] {
         assert!(
             root.join(path).is_file(),
             "{path} is missing: run scripts/test.sh (or scripts/setup.sh) first"
@@ -67,12 +61,7 @@ impl TestServer {
         let task = tokio::spawn(tunebook::launch(settings, listener, async move {
             let _ = rx.await;
         }));
-        Self {
-            addr,
-            data,
-            stop: Some(tx),
-            task: Some(task),
-        }
+        Self { addr, data, stop: Some(tx), task: Some(task) }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -116,17 +105,13 @@ where
 /// Waits until a trial reaches done or failed.
 pub async fn wait_final(server: &TestServer, id: i64) -> TrialView {
     let client = http();
-    eventually(
-        Duration::from_secs(120),
-        &format!("trial {id} to finish"),
-        || {
-            let client = client.clone();
-            let url = server.url(&format!("/api/trials/{id}"));
-            async move {
-                let t: TrialView = client.get(url).send().await.ok()?.json().await.ok()?;
-                t.state.is_final().then_some(t)
-            }
-        },
-    )
+    eventually(Duration::from_secs(120), &format!("trial {id} to finish"), || {
+        let client = client.clone();
+        let url = server.url(&format!("/api/trials/{id}"));
+        async move {
+            let t: TrialView = client.get(url).send().await.ok()?.json().await.ok()?;
+            t.state.is_final().then_some(t)
+        }
+    })
     .await
 }

@@ -1,0 +1,189 @@
+//! Memory an engine uses, sampled from launch to stop: the resident set of
+//! its whole process group, how far the machine's MemAvailable fell (what
+//! matters on unified-memory machines, where GPU memory is system memory),
+//! and GPU memory from `nvidia-smi` where there is one.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use procfs::Current;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+
+/// GPU memory is asked for at most this often (`nvidia-smi` takes a while).
+const GPU_EVERY: Duration = Duration::from_secs(1);
+
+/// The peaks seen so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// Largest resident set of the engine's process group, in bytes.
+    pub peak_rss_bytes: u64,
+    /// MemAvailable before launch minus its lowest value since, in bytes.
+    pub mem_available_drop_bytes: Option<u64>,
+    /// Largest GPU memory used by the group's processes, in bytes.
+    pub peak_gpu_bytes: Option<u64>,
+    /// Samples taken.
+    pub samples: u32,
+}
+
+/// Resident bytes of every process in a process group.
+pub fn group_rss_bytes(pgid: u32) -> u64 {
+    let page = procfs::page_size();
+    let Ok(all) = procfs::process::all_processes() else {
+        return 0;
+    };
+    all.flatten()
+        .filter_map(|p| p.stat().ok())
+        .filter(|s| s.pgrp == pgid as i32)
+        .map(|s| s.rss * page)
+        .sum()
+}
+
+/// Pids of every process in a process group.
+pub fn group_pids(pgid: u32) -> Vec<u32> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return vec![];
+    };
+    all.flatten()
+        .filter_map(|p| p.stat().ok())
+        .filter(|s| s.pgrp == pgid as i32)
+        .map(|s| s.pid as u32)
+        .collect()
+}
+
+/// The machine's MemAvailable in bytes.
+pub fn mem_available() -> Option<u64> {
+    procfs::Meminfo::current().ok()?.mem_available
+}
+
+/// Parses `nvidia-smi --query-compute-apps=pid,used_memory
+/// --format=csv,noheader,nounits` and sums the MiB of the given pids.
+pub fn parse_gpu_apps(csv: &str, pids: &[u32]) -> u64 {
+    csv.lines()
+        .filter_map(|line| {
+            let (pid, mib) = line.split_once(',')?;
+            let pid: u32 = pid.trim().parse().ok()?;
+            let mib: u64 = mib.trim().parse().ok()?;
+            pids.contains(&pid).then_some(mib * 1024 * 1024)
+        })
+        .sum()
+}
+
+/// GPU memory used by the given pids; `None` when there is no `nvidia-smi`.
+pub async fn gpu_used_bytes(pids: &[u32]) -> Option<u64> {
+    let out = tokio::process::Command::new("nvidia-smi")
+        .args(["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .await
+        .ok()?;
+    out.status.success().then(|| parse_gpu_apps(&String::from_utf8_lossy(&out.stdout), pids))
+}
+
+/// Samples an engine's memory in the background until dropped.
+pub struct MemorySampler {
+    report: Arc<Mutex<MemoryReport>>,
+    task: JoinHandle<()>,
+}
+
+impl MemorySampler {
+    /// Starts sampling the process group `pgid` every `interval`;
+    /// `available_before` is MemAvailable taken just before the launch.
+    pub fn start(pgid: u32, interval: Duration, available_before: Option<u64>) -> Self {
+        let report = Arc::new(Mutex::new(MemoryReport::default()));
+        let shared = report.clone();
+        let task = tokio::spawn(async move {
+            let mut gpu_present = true;
+            let mut last_gpu: Option<tokio::time::Instant> = None;
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                ticker.tick().await;
+                let rss = group_rss_bytes(pgid);
+                let available = mem_available();
+                let gpu_due = last_gpu.is_none_or(|t| t.elapsed() >= GPU_EVERY);
+                let gpu = if gpu_present && gpu_due {
+                    last_gpu = Some(tokio::time::Instant::now());
+                    let g = gpu_used_bytes(&group_pids(pgid)).await;
+                    gpu_present = g.is_some();
+                    g
+                } else {
+                    None
+                };
+                let mut r = shared.lock().expect("memory report lock");
+                r.samples += 1;
+                r.peak_rss_bytes = r.peak_rss_bytes.max(rss);
+                if let (Some(before), Some(now)) = (available_before, available) {
+                    let drop = before.saturating_sub(now);
+                    r.mem_available_drop_bytes =
+                        Some(r.mem_available_drop_bytes.unwrap_or(0).max(drop));
+                }
+                if let Some(g) = gpu {
+                    r.peak_gpu_bytes = Some(r.peak_gpu_bytes.unwrap_or(0).max(g));
+                }
+            }
+        });
+        Self { report, task }
+    }
+
+    /// The peaks so far.
+    pub fn report(&self) -> MemoryReport {
+        self.report.lock().expect("memory report lock").clone()
+    }
+}
+
+impl Drop for MemorySampler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_gpu_memory_of_our_processes_only() {
+        let csv = "1234, 5000\n99, 700\n1235, 24\nNo running processes found\n";
+        assert_eq!(parse_gpu_apps(csv, &[1234, 1235]), (5000 + 24) * 1024 * 1024);
+        assert_eq!(parse_gpu_apps(csv, &[7]), 0);
+    }
+
+    #[test]
+    fn own_group_has_resident_memory() {
+        let me = procfs::process::Process::myself().unwrap().stat().unwrap();
+        assert!(group_rss_bytes(me.pgrp as u32) > 0);
+        assert!(group_pids(me.pgrp as u32).contains(&std::process::id()));
+        assert!(mem_available().unwrap() > 0);
+    }
+
+    /// Polls the sampler until it has taken `n` samples (5 s at most).
+    async fn samples_at_least(sampler: &MemorySampler, n: u32) -> MemoryReport {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = sampler.report();
+            if r.samples >= n {
+                return r;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "sampler stalled at {r:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn sampler_sees_a_growing_process() {
+        let me = procfs::process::Process::myself().unwrap().stat().unwrap();
+        let sampler =
+            MemorySampler::start(me.pgrp as u32, Duration::from_millis(10), mem_available());
+        let before = samples_at_least(&sampler, 1).await;
+        // Touch 64 MiB so it becomes resident.
+        let big = vec![1u8; 64 << 20];
+        let after = samples_at_least(&sampler, before.samples + 2).await;
+        assert!(big.iter().step_by(4096).all(|b| *b == 1));
+        assert!(
+            after.peak_rss_bytes >= before.peak_rss_bytes + (48 << 20),
+            "before {before:?}, after {after:?}"
+        );
+        assert!(after.mem_available_drop_bytes.is_some());
+    }
+}
