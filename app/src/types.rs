@@ -94,6 +94,10 @@ pub struct TrialView {
     pub mem_available_drop_bytes: Option<i64>,
     /// Largest GPU memory the engine used, where `nvidia-smi` reports it.
     pub peak_gpu_bytes: Option<i64>,
+    /// Known-answer prompts passed, 0 to 1.
+    pub quality_score: Option<f64>,
+    /// Context recall points passed, 0 to 1.
+    pub context_pass_rate: Option<f64>,
     pub failure_kind: Option<String>,
     /// The failure in the engine's own words.
     pub error: Option<String>,

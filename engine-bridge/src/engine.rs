@@ -5,11 +5,9 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::catalog::{SettingError, Settings};
 use crate::failure::{Failure, FailureKind, classify_exit};
-use crate::llama_server::{self, CompletionSample, Props};
+use crate::llama_server::{self, Completion, CompletionRequest, CompletionSample, Prompt, Props};
 use crate::memory::{MemoryReport, MemorySampler};
 use crate::process::{EngineProcess, ExitInfo, LaunchSpec};
 use crate::profile::Profile;
@@ -93,7 +91,7 @@ pub struct RunningEngine {
     pub spec: LaunchSpec,
     /// Spawn to first healthy answer.
     pub load_time: Duration,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
 }
 
 impl RunningEngine {
@@ -146,6 +144,45 @@ impl RunningEngine {
         llama_server::props(&self.client, &self.base_url).await.ok()
     }
 
+    /// A prompt of exactly `n` tokens, made with the engine's tokenizer.
+    pub async fn prompt_of_len(&self, n: usize) -> Result<Vec<u32>, Failure> {
+        match llama_server::prompt_of_len(&self.client, &self.base_url, n).await {
+            Ok(p) => Ok(p),
+            Err(e) => {
+                let message = format!("tokenize: {}", llama_server::chain(&e));
+                Err(self
+                    .explain(Failure { kind: FailureKind::ProbeFailed, message, log_tail: vec![] })
+                    .await)
+            }
+        }
+    }
+
+    /// One timed streamed completion of exactly `n_predict` tokens (see
+    /// [`llama_server::completion`]); a failure is blamed on the engine if
+    /// it died meanwhile.
+    pub async fn completion(
+        &self,
+        prompt: &[u32],
+        n_predict: u32,
+        timeout: Duration,
+    ) -> Result<CompletionSample, Failure> {
+        let request =
+            CompletionRequest { prompt: Prompt::Tokens(prompt), n_predict, ignore_eos: true };
+        Ok(self.generate(&request, timeout).await?.sample)
+    }
+
+    /// Any completion request, with the text it produced.
+    pub async fn generate(
+        &self,
+        request: &CompletionRequest<'_>,
+        timeout: Duration,
+    ) -> Result<Completion, Failure> {
+        match llama_server::completion(&self.client, &self.base_url, request, timeout).await {
+            Ok(c) => Ok(c),
+            Err(f) => Err(self.explain(f).await),
+        }
+    }
+
     /// Stops the engine (SIGTERM, `grace`, SIGKILL).
     pub async fn stop(self, grace: Duration) -> ExitInfo {
         self.process.stop(grace).await
@@ -154,7 +191,7 @@ impl RunningEngine {
     /// Turns a probe error into the engine's own failure when the engine
     /// died under the probe. A dropped connection often arrives a moment
     /// before the exit is seen, so the exit is given a moment.
-    async fn explain(&self, mut failure: Failure) -> Failure {
+    pub(crate) async fn explain(&self, mut failure: Failure) -> Failure {
         match tokio::time::timeout(EXIT_SETTLE, self.process.wait()).await {
             Ok(exit) => classify_exit(exit, self.process.tail(60)),
             Err(_) => {
@@ -165,124 +202,9 @@ impl RunningEngine {
     }
 }
 
-/// Timed completions: warm-up requests, then measured repeats.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SpeedProbe {
-    /// Prompt length in tokens (built with the engine's own tokenizer).
-    pub prompt_tokens: usize,
-    /// Tokens to generate per request.
-    pub n_predict: u32,
-    /// Unrecorded requests first (caches, lazy allocation).
-    pub warmup: u32,
-    /// Recorded requests.
-    pub repeats: u32,
-    /// Longest a single request may take.
-    pub request_timeout: Duration,
-}
-
-impl Default for SpeedProbe {
-    fn default() -> Self {
-        Self {
-            prompt_tokens: 128,
-            n_predict: 32,
-            warmup: 1,
-            repeats: 3,
-            request_timeout: Duration::from_secs(120),
-        }
-    }
-}
-
-/// Medians over a probe's recorded samples.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpeedSummary {
-    pub ttft_ms: f64,
-    /// Prompt tokens per second, from the engine's timings.
-    pub prefill_tps: f64,
-    /// Generated tokens per second, from the engine's timings.
-    pub decode_tps: f64,
-    /// Generated tokens per second, seen by the client.
-    pub client_decode_tps: Option<f64>,
-    pub prompt_tokens: u32,
-    pub tokens_generated: u32,
-}
-
-impl SpeedProbe {
-    /// Runs the probe; every recorded sample is returned with the medians.
-    pub async fn run(
-        &self,
-        engine: &RunningEngine,
-    ) -> Result<(Vec<CompletionSample>, SpeedSummary), Failure> {
-        let prompt =
-            llama_server::prompt_of_len(&engine.client, &engine.base_url, self.prompt_tokens).await;
-        let prompt = match prompt {
-            Ok(p) => p,
-            Err(e) => {
-                let failure = Failure {
-                    kind: FailureKind::ProbeFailed,
-                    message: format!("tokenize: {}", llama_server::chain(&e)),
-                    log_tail: vec![],
-                };
-                return Err(engine.explain(failure).await);
-            }
-        };
-        let mut samples = Vec::new();
-        for i in 0..self.warmup + self.repeats {
-            let sample = llama_server::timed_completion(
-                &engine.client,
-                &engine.base_url,
-                &prompt,
-                self.n_predict,
-                self.request_timeout,
-            )
-            .await;
-            let sample = match sample {
-                Ok(s) => s,
-                Err(f) => return Err(engine.explain(f).await),
-            };
-            if i >= self.warmup {
-                samples.push(sample);
-            }
-        }
-        let summary = summarize(&samples);
-        Ok((samples, summary))
-    }
-}
-
-fn summarize(samples: &[CompletionSample]) -> SpeedSummary {
-    let med = |f: &dyn Fn(&CompletionSample) -> f64| {
-        median(samples.iter().map(f).collect()).unwrap_or(f64::NAN)
-    };
-    let client: Vec<f64> = samples.iter().filter_map(|s| s.client_decode_tps).collect();
-    SpeedSummary {
-        ttft_ms: med(&|s| s.ttft_ms),
-        prefill_tps: med(&|s| s.timings.prompt_per_second),
-        decode_tps: med(&|s| s.timings.predicted_per_second),
-        client_decode_tps: median(client),
-        prompt_tokens: med(&|s| s.timings.prompt_n as f64) as u32,
-        tokens_generated: samples.iter().map(|s| s.timings.predicted_n).min().unwrap_or(0),
-    }
-}
-
-/// The median, or `None` for no values.
-pub fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_even_and_none() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(median(vec![]), None);
-    }
 
     #[test]
     fn plan_rejects_unknown_model_and_bad_setting_before_touching_disk() {

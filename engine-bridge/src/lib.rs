@@ -5,6 +5,7 @@
 //! - [`catalog`]: each engine's settings, their domains and flags;
 //! - [`engine`]: plan a command line, launch, wait until ready, probe, stop;
 //! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
+//! - [`probes`]: speed, depth curve, concurrency, quality, context recall;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
 //! - [`memory`]: peak RSS of the process group, MemAvailable, GPU memory;
 //! - [`registry`]: a record of running engines, so none outlives a crash;
@@ -19,11 +20,13 @@ pub mod gguf;
 pub mod llama_server;
 pub mod memory;
 pub mod planner;
+pub mod probes;
 pub mod process;
 pub mod profile;
 pub mod registry;
 
 pub use catalog::{Catalog, Settings};
-pub use engine::{RunningEngine, SpeedProbe, SpeedSummary, free_port, plan};
+pub use engine::{RunningEngine, free_port, plan};
 pub use failure::{Failure, FailureKind};
+pub use probes::{Measurement, ProbePlan, SpeedProbe, SpeedSummary};
 pub use profile::Profile;

@@ -135,22 +135,53 @@ pub struct CompletionSample {
     pub timings: EngineTimings,
 }
 
-/// Sends one streamed completion with the prompt cache off and greedy
-/// sampling, generating exactly `n_predict` tokens (end-of-text ignored).
-pub async fn timed_completion(
+/// What to send as the prompt.
+#[derive(Debug, Clone, Copy)]
+pub enum Prompt<'a> {
+    /// Token ids: an exact length, whatever the tokenizer.
+    Tokens(&'a [u32]),
+    /// Text, tokenized by the engine.
+    Text(&'a str),
+}
+
+/// One completion request: greedy, seeded, the prompt cache off.
+#[derive(Debug, Clone, Copy)]
+pub struct CompletionRequest<'a> {
+    pub prompt: Prompt<'a>,
+    /// Most tokens to generate.
+    pub n_predict: u32,
+    /// Generate exactly `n_predict` tokens, ignoring end-of-text (speed
+    /// probes); otherwise stop where the model stops (quality probes).
+    pub ignore_eos: bool,
+}
+
+/// A finished completion: its timing and the text it produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub sample: CompletionSample,
+    pub text: String,
+}
+
+/// Sends one streamed completion and times it on the client: the first
+/// token from the stream, the end from the final event, which also carries
+/// the engine's own timings.
+pub async fn completion(
     client: &reqwest::Client,
     base_url: &str,
-    prompt: &[u32],
-    n_predict: u32,
+    request: &CompletionRequest<'_>,
     timeout: Duration,
-) -> Result<CompletionSample, Failure> {
+) -> Result<Completion, Failure> {
     let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
+    let prompt = match request.prompt {
+        Prompt::Tokens(t) => json!(t),
+        Prompt::Text(t) => json!(t),
+    };
     let body = json!({
         "prompt": prompt,
-        "n_predict": n_predict,
+        "n_predict": request.n_predict,
         "stream": true,
         "cache_prompt": false,
-        "ignore_eos": true,
+        "ignore_eos": request.ignore_eos,
         "temperature": 0.0,
         "seed": 42,
     });
@@ -167,6 +198,7 @@ pub async fn timed_completion(
             })?;
         let mut events = response.bytes_stream().eventsource();
         let mut first_token: Option<Duration> = None;
+        let mut text = String::new();
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| {
                 probe_err(FailureKind::ProbeFailed, format!("completion stream: {e}"))
@@ -175,6 +207,9 @@ pub async fn timed_completion(
                 probe_err(FailureKind::ProbeFailed, format!("completion stream chunk: {e}"))
             })?;
             let now = sent.elapsed();
+            if let Some(piece) = chunk.get("content").and_then(|c| c.as_str()) {
+                text.push_str(piece);
+            }
             if !chunk.get("stop").and_then(|s| s.as_bool()).unwrap_or(false) {
                 first_token.get_or_insert(now);
                 continue;
@@ -186,12 +221,13 @@ pub async fn timed_completion(
             let decode_time = (now - ttft).as_secs_f64();
             let client_decode_tps = (timings.predicted_n > 1 && decode_time > 0.0)
                 .then(|| (timings.predicted_n - 1) as f64 / decode_time);
-            return Ok(CompletionSample {
+            let sample = CompletionSample {
                 ttft_ms: ttft.as_secs_f64() * 1e3,
                 total_ms: now.as_secs_f64() * 1e3,
                 client_decode_tps,
                 timings,
-            });
+            };
+            return Ok(Completion { sample, text });
         }
         Err(probe_err(FailureKind::ProbeFailed, "stream ended without a final event".into()))
     };

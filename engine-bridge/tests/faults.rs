@@ -128,10 +128,9 @@ async fn a_crash_under_probe_is_the_engine_crash() {
 #[tokio::test]
 async fn the_fake_engine_answers_like_llama_server() {
     let engine = launch("ok", &[], Duration::from_secs(20)).await.unwrap();
-    let (samples, summary) =
-        SpeedProbe { repeats: 2, ..SpeedProbe::default() }.run(&engine).await.unwrap();
-    assert_eq!(samples.len(), 2);
-    assert_eq!(summary.decode_tps, 1000.0);
+    let result = SpeedProbe { repeats: 2, ..SpeedProbe::default() }.run(&engine).await.unwrap();
+    assert_eq!(result.samples.len(), 2);
+    assert_eq!(result.summary.decode_tps, 1000.0);
     assert_eq!(engine.props().await.unwrap().n_ctx, Some(2048));
     engine.stop(Duration::from_secs(2)).await;
 }

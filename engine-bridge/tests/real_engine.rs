@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use engine_bridge::planner::{ModelInfo, logged_kv_bytes};
+use engine_bridge::probes::{ConcurrencyProbe, ContextProbe, DepthProbe, QualityProbe};
 use engine_bridge::{Profile, RunningEngine, Settings, SpeedProbe, free_port, plan};
 
 fn demo_profile() -> Profile {
@@ -74,8 +75,13 @@ async fn launch_probe_and_stop_free_the_port() {
         repeats: 2,
         ..SpeedProbe::default()
     };
-    let (samples, summary) = probe.run(&engine).await.unwrap();
-    assert_eq!(samples.len(), 2);
+    let result = probe.run(&engine).await.unwrap();
+    let summary = &result.summary;
+    assert_eq!(result.samples.len(), 2);
+    assert!(result.decode_tps.p10 <= result.decode_tps.median);
+    assert!(result.decode_tps.median <= result.decode_tps.p90);
+    let ratio = result.client_engine_ratio.unwrap();
+    assert!(ratio > 0.2 && ratio < 5.0, "client and engine decode speeds roughly agree: {ratio}");
     assert_eq!(summary.tokens_generated, 16);
     assert_eq!(summary.prompt_tokens, 64);
     assert!(summary.decode_tps > 0.0 && summary.prefill_tps > 0.0 && summary.ttft_ms > 0.0);
@@ -85,4 +91,58 @@ async fn launch_probe_and_stop_free_the_port() {
     assert!(exit.code.is_some() || exit.signal.is_some());
     assert!(!PathBuf::from(format!("/proc/{pid}")).exists(), "the engine process is gone");
     std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free again");
+}
+
+#[tokio::test]
+async fn quality_answers_are_deterministic_and_scored() {
+    let profile = demo_profile();
+    let engine = launch(&profile, &settings(&[("ctx_size", "2048")])).await;
+    let probe = QualityProbe::default();
+    let first = probe.run(&engine).await.unwrap();
+    let second = probe.run(&engine).await.unwrap();
+    assert_eq!(first.cases.len(), probe.suite.cases.len());
+    assert!((0.0..=1.0).contains(&first.score));
+    assert!(first.cases.iter().all(|c| c.ms > 0.0));
+    // Greedy and seeded: the same configuration answers the same way.
+    assert_eq!(first.similarity_to(&second), Some(1.0));
+    engine.stop(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn context_depth_and_concurrency_probes() {
+    let profile = demo_profile();
+    let s = settings(&[("ctx_size", "1024"), ("parallel", "2")]);
+    let engine = launch(&profile, &s).await;
+    let n_ctx = engine.props().await.and_then(|p| p.n_ctx);
+    assert_eq!(n_ctx, Some(512), "two slots share 1024 tokens");
+
+    let context =
+        ContextProbe { sizes: vec![256, 4096], depths: vec![0.0, 0.5], ..Default::default() };
+    let points = context.run(&engine, n_ctx).await.unwrap();
+    assert_eq!(points.len(), 4);
+    for p in points.iter().filter(|p| p.size == 256) {
+        assert_eq!(p.prompt_tokens, 256, "the prompt is filled to exactly the size asked");
+        assert!(p.skipped.is_none() && p.ms > 0.0);
+    }
+    for p in points.iter().filter(|p| p.size == 4096) {
+        assert!(p.skipped.as_deref().unwrap().contains("do not fit a context of 512"), "{p:?}");
+    }
+
+    let depth =
+        DepthProbe { depths: vec![16, 400], n_predict: 8, repeats: 1, ..Default::default() };
+    let curve = depth.run(&engine, n_ctx).await.unwrap();
+    assert_eq!(curve.len(), 2);
+    assert!(curve.iter().all(|p| p.decode_tps.unwrap().median > 0.0));
+
+    let conc = ConcurrencyProbe {
+        clients: vec![1, 2],
+        prompt_tokens: 32,
+        n_predict: 16,
+        ..Default::default()
+    };
+    let batches = conc.run(&engine).await.unwrap();
+    assert_eq!(batches.iter().map(|b| b.clients).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(batches[1].decode_tps.n, 2);
+    assert!(batches.iter().all(|b| b.aggregate_tps > 0.0));
+    engine.stop(Duration::from_secs(5)).await;
 }

@@ -66,15 +66,20 @@ pub async fn launch(
         db: db.clone(),
         profiles: profiles.clone(),
         events: events.clone(),
-        probe: settings.probe.clone(),
+        probes: settings.probes.clone(),
         load_timeout: settings.load_timeout,
         logs_dir: settings.data_dir.join("logs"),
         engines_dir,
         shutdown: token.clone(),
     })
     .await?;
-    let service =
-        Arc::new(Service { db, profiles, runner, events, n_predict: settings.probe.n_predict });
+    let service = Arc::new(Service {
+        db,
+        profiles,
+        runner,
+        events,
+        n_predict: settings.probes.speed.as_ref().map(|s| s.n_predict),
+    });
 
     let addr = listener.local_addr()?;
     let bundle = settings.site_root.join("pkg").join(format!("{OUTPUT_NAME}.js"));
@@ -110,6 +115,7 @@ fn router(state: AppState) -> Router {
         .route("/api/trials", get(routes::trials::list).post(routes::trials::create))
         .route("/api/trials/{id}", get(routes::trials::get))
         .route("/api/trials/{id}/samples", get(routes::trials::samples))
+        .route("/api/trials/{id}/measurement", get(routes::trials::measurement))
         .leptos_routes_with_context(
             &state,
             generate_route_list(App),

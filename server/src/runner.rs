@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine_bridge::engine::PlanError;
-use engine_bridge::{Failure, FailureKind, Profile, RunningEngine, SpeedProbe};
+use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -26,7 +26,7 @@ pub struct RunnerContext {
     pub db: Db,
     pub profiles: Arc<Vec<Profile>>,
     pub events: broadcast::Sender<TrialView>,
-    pub probe: SpeedProbe,
+    pub probes: ProbePlan,
     pub load_timeout: Duration,
     /// Engine output is kept here, one file per trial.
     pub logs_dir: PathBuf,
@@ -146,21 +146,16 @@ async fn measure(
     };
     set_state(ctx, trial.id, TrialState::Probing).await?;
     let props = engine.props().await;
-    let result = ctx.probe.run(&engine).await;
+    let result = ctx.probes.run(&engine, props.as_ref().and_then(|p| p.n_ctx)).await;
     let load_ms = engine.load_time.as_secs_f64() * 1e3;
     let memory = engine.memory();
     engine.stop(STOP_GRACE).await;
-    let (samples, summary) = match result {
-        Ok(r) => r,
+    let measurement = match result {
+        Ok(m) => m,
         Err(failure) => return Ok(Err(failure)),
     };
-    let measured = Measured {
-        load_ms,
-        summary: &summary,
-        samples: &samples,
-        props: props.as_ref(),
-        memory: &memory,
-    };
+    let measured =
+        Measured { load_ms, measurement: &measurement, props: props.as_ref(), memory: &memory };
     trials::finish_done(&ctx.db, trial.id, &measured).await?;
     Ok(Ok(()))
 }

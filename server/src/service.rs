@@ -20,8 +20,8 @@ pub struct Service {
     pub profiles: Arc<Vec<Profile>>,
     pub runner: Runner,
     pub events: broadcast::Sender<TrialView>,
-    /// Tokens each probe request generates, stored with each trial.
-    pub n_predict: u32,
+    /// Tokens each speed probe request generates, stored with each trial.
+    pub n_predict: Option<u32>,
 }
 
 impl Service {

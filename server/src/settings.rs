@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use engine_bridge::SpeedProbe;
+use engine_bridge::ProbePlan;
 
 /// Everything `launch` needs besides the listener.
 #[derive(Debug, Clone)]
@@ -18,8 +18,8 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// Longest an engine may take to answer its health check.
     pub load_timeout: Duration,
-    /// How each trial's speed is measured.
-    pub probe: SpeedProbe,
+    /// What is measured on each trial.
+    pub probes: ProbePlan,
 }
 
 impl Settings {
@@ -31,7 +31,7 @@ impl Settings {
             site_root: PathBuf::from("target/site"),
             data_dir,
             load_timeout: Duration::from_secs(600),
-            probe: SpeedProbe::default(),
+            probes: ProbePlan::standard(),
         }
     }
 }

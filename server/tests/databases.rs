@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use engine_bridge::llama_server::{CompletionSample, EngineTimings};
 use engine_bridge::memory::MemoryReport;
-use engine_bridge::{Failure, FailureKind, SpeedSummary};
+use engine_bridge::probes::QualityResult;
+use engine_bridge::probes::quality::CaseResult;
+use engine_bridge::{Failure, FailureKind, Measurement};
 use sqlx::{Connection, Executor};
 use tunebook::db::Db;
 use tunebook::db::trials::{self, Measured, NewTrial};
@@ -66,8 +68,12 @@ async fn exercise(db: &Db) {
     let settings: BTreeMap<String, String> =
         [("cache_type_k".to_string(), "q4_0".to_string()), ("ctx_size".into(), "4096".into())]
             .into();
-    let new =
-        NewTrial { profile: "demo", model: "tiny", settings: &settings, tokens_requested: 32 };
+    let new = NewTrial {
+        profile: "demo",
+        model: "tiny",
+        settings: &settings,
+        tokens_requested: Some(32),
+    };
     let done = trials::insert(db, &new).await.unwrap();
     let failed = trials::insert(db, &new).await.unwrap();
     assert!(failed > done);
@@ -76,14 +82,16 @@ async fn exercise(db: &Db) {
     trials::set_command(db, done, &serde_json::json!({"display": "llama-server -ctk q4_0"}))
         .await
         .unwrap();
-    let samples = [sample(32, 100.0), sample(32, 110.0), sample(32, 90.0)];
-    let summary = SpeedSummary {
-        ttft_ms: 12.5,
-        prefill_tps: 12800.0,
-        decode_tps: 100.0,
-        client_decode_tps: Some(98.0),
-        prompt_tokens: 128,
-        tokens_generated: 32,
+    let samples = vec![sample(32, 100.0), sample(32, 110.0), sample(32, 90.0)];
+    let quality = QualityResult {
+        suite: "default".into(),
+        score: 0.75,
+        cases: vec![CaseResult { id: "add".into(), passed: true, answer: " 42".into(), ms: 3.0 }],
+    };
+    let measurement = Measurement {
+        speed: Some(engine_bridge::probes::speed::summarize(samples)),
+        quality: Some(quality),
+        ..Measurement::default()
     };
     let memory = MemoryReport {
         peak_rss_bytes: 123 << 20,
@@ -91,13 +99,8 @@ async fn exercise(db: &Db) {
         peak_gpu_bytes: None,
         samples: 10,
     };
-    let measured = Measured {
-        load_ms: 250.0,
-        summary: &summary,
-        samples: &samples,
-        props: None,
-        memory: &memory,
-    };
+    let measured =
+        Measured { load_ms: 250.0, measurement: &measurement, props: None, memory: &memory };
     trials::finish_done(db, done, &measured).await.unwrap();
     let failure = Failure {
         kind: FailureKind::Rejected,
@@ -112,7 +115,12 @@ async fn exercise(db: &Db) {
     assert_eq!(d.state, TrialState::Done);
     assert_eq!(d.settings, settings);
     assert_eq!(d.command.as_deref(), Some("llama-server -ctk q4_0"));
-    assert_eq!(d.decode_tps, Some(100.0));
+    assert_eq!(d.decode_tps, Some(100.0), "the median of 90, 100, 110");
+    assert_eq!(d.quality_score, Some(0.75));
+    assert_eq!(d.context_pass_rate, None, "context was not probed");
+    let stored = trials::measurement(db, done).await.unwrap().unwrap();
+    assert_eq!(stored["quality"]["cases"][0]["answer"], " 42");
+    assert_eq!(stored["speed"]["decode_tps"]["p90"].as_f64().unwrap().round(), 108.0);
     assert_eq!(d.tokens_generated, Some(32));
     assert_eq!(d.load_ms, Some(250.0));
     assert_eq!(d.peak_rss_bytes, Some(123 << 20));

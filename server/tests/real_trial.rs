@@ -43,6 +43,18 @@ async fn a_real_trial_stores_consistent_measurements() {
     let t = wait_final(&server, queued.id).await;
     assert_eq!(t.state, TrialState::Done, "failed: {:?} {:?}", t.failure_kind, t.error);
     let probe = engine_bridge::SpeedProbe::default();
+    let quality = t.quality_score.expect("the standard plan scores quality");
+    assert!((0.0..=1.0).contains(&quality), "{quality}");
+    let measurement: serde_json::Value = http()
+        .get(server.url(&format!("/api/trials/{}/measurement", t.id)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cases = measurement["quality"]["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), engine_bridge::probes::Suite::default_suite().cases.len());
 
     // The engine ran exactly what was asked, and says so.
     let command = t.command.clone().unwrap();

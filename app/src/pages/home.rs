@@ -253,6 +253,7 @@ fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
                         <th class="num">"client decode tok/s"</th>
                         <th class="num">"tokens"</th>
                         <th class="num">"peak RSS MiB"</th>
+                        <th class="num">"quality %"</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -287,11 +288,12 @@ fn TrialRow(t: TrialView) -> impl IntoView {
             <td class="num">{fmt(t.client_decode_tps, 1)}</td>
             <td class="num">{tokens}</td>
             <td class="num">{fmt(t.peak_rss_bytes.map(|b| b as f64 / 1048576.0), 0)}</td>
+            <td class="num">{fmt(t.quality_score.map(|q| q * 100.0), 0)}</td>
         </tr>
         <Show when=move || failed>
             <tr class="failure" data-failure-for=t.id>
                 <td></td>
-                <td colspan="10">
+                <td colspan="11">
                     <strong>{cause.clone()}</strong>
                     <pre class="engine-error">{t.error.clone().unwrap_or_default()}</pre>
                 </td>
@@ -367,6 +369,8 @@ mod tests {
             peak_rss_bytes: None,
             mem_available_drop_bytes: None,
             peak_gpu_bytes: None,
+            quality_score: None,
+            context_pass_rate: None,
             failure_kind: None,
             error: None,
         }

@@ -2,10 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use engine_bridge::Failure;
-use engine_bridge::SpeedSummary;
-use engine_bridge::llama_server::{CompletionSample, Props};
+use engine_bridge::llama_server::Props;
 use engine_bridge::memory::MemoryReport;
+use engine_bridge::{Failure, Measurement};
 use tunebook_app::types::{TrialState, TrialView};
 
 use super::{Db, now_ms};
@@ -15,14 +14,13 @@ pub struct NewTrial<'a> {
     pub profile: &'a str,
     pub model: &'a str,
     pub settings: &'a BTreeMap<String, String>,
-    pub tokens_requested: u32,
+    pub tokens_requested: Option<u32>,
 }
 
 /// Everything a finished trial measured.
 pub struct Measured<'a> {
     pub load_ms: f64,
-    pub summary: &'a SpeedSummary,
-    pub samples: &'a [CompletionSample],
+    pub measurement: &'a Measurement,
     pub props: Option<&'a Props>,
     pub memory: &'a MemoryReport,
 }
@@ -48,6 +46,8 @@ struct Row {
     peak_rss_bytes: Option<i64>,
     mem_available_drop_bytes: Option<i64>,
     peak_gpu_bytes: Option<i64>,
+    quality_score: Option<f64>,
+    context_pass_rate: Option<f64>,
     failure_kind: Option<String>,
     error: Option<String>,
 }
@@ -59,6 +59,7 @@ macro_rules! select_trials {
             "SELECT id, profile, model, settings, state, command, created_ms, load_ms, ttft_ms, ",
             "prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, ",
             "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
+            "quality_score, context_pass_rate, ",
             "failure_kind, error FROM trials ",
             $rest
         )
@@ -91,6 +92,8 @@ impl Row {
             peak_rss_bytes: self.peak_rss_bytes,
             mem_available_drop_bytes: self.mem_available_drop_bytes,
             peak_gpu_bytes: self.peak_gpu_bytes,
+            quality_score: self.quality_score,
+            context_pass_rate: self.context_pass_rate,
             failure_kind: self.failure_kind,
             error: self.error,
         }
@@ -109,7 +112,7 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     .bind(settings)
     .bind(TrialState::Queued.as_str())
     .bind(now_ms())
-    .bind(t.tokens_requested as i64)
+    .bind(t.tokens_requested.map(i64::from))
     .fetch_one(&db.pool)
     .await
 }
@@ -140,7 +143,8 @@ pub async fn set_command(db: &Db, id: i64, command: &serde_json::Value) -> Resul
 /// Stores the measurements and samples and marks the trial done, atomically.
 pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx::Error> {
     let mut tx = db.pool.begin().await?;
-    for (idx, s) in m.samples.iter().enumerate() {
+    let speed = m.measurement.speed.as_ref();
+    for (idx, s) in speed.map(|s| s.samples.as_slice()).unwrap_or_default().iter().enumerate() {
         sqlx::query(
             "INSERT INTO samples (trial_id, idx, ttft_ms, total_ms, client_decode_tps, prompt_n, \
              prompt_ms, prompt_tps, predicted_n, predicted_ms, predicted_tps) \
@@ -160,31 +164,45 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
         .execute(&mut *tx)
         .await?;
     }
-    let s = m.summary;
+    let s = speed.map(|s| &s.summary);
     sqlx::query(
         "UPDATE trials SET state = $1, finished_ms = $2, load_ms = $3, ttft_ms = $4, \
          prefill_tps = $5, decode_tps = $6, client_decode_tps = $7, prompt_tokens = $8, \
          tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
-         mem_available_drop_bytes = $13, peak_gpu_bytes = $14 WHERE id = $15",
+         mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
+         quality_score = $16, context_pass_rate = $17 WHERE id = $18",
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
     .bind(m.load_ms)
-    .bind(s.ttft_ms)
-    .bind(s.prefill_tps)
-    .bind(s.decode_tps)
-    .bind(s.client_decode_tps)
-    .bind(s.prompt_tokens as i64)
-    .bind(s.tokens_generated as i64)
+    .bind(s.map(|s| s.ttft_ms))
+    .bind(s.map(|s| s.prefill_tps))
+    .bind(s.map(|s| s.decode_tps))
+    .bind(s.and_then(|s| s.client_decode_tps))
+    .bind(s.map(|s| s.prompt_tokens as i64))
+    .bind(s.map(|s| s.tokens_generated as i64))
     .bind(m.props.and_then(|p| p.n_ctx).map(|n| n as i64))
     .bind(m.props.map(|p| serde_json::to_string(p).expect("props serialize")))
     .bind(m.memory.peak_rss_bytes as i64)
     .bind(m.memory.mem_available_drop_bytes.map(|b| b as i64))
     .bind(m.memory.peak_gpu_bytes.map(|b| b as i64))
+    .bind(serde_json::to_string(m.measurement).expect("a measurement serializes"))
+    .bind(m.measurement.quality.as_ref().map(|q| q.score))
+    .bind(m.measurement.context_pass_rate())
     .bind(id)
     .execute(&mut *tx)
     .await?;
     tx.commit().await
+}
+
+/// The full measurement of a finished trial, as stored (JSON).
+pub async fn measurement(db: &Db, id: i64) -> Result<Option<serde_json::Value>, sqlx::Error> {
+    let text: Option<Option<String>> =
+        sqlx::query_scalar("SELECT measurement FROM trials WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&db.pool)
+            .await?;
+    Ok(text.flatten().and_then(|t| serde_json::from_str(&t).ok()))
 }
 
 /// Marks a trial failed, with its cause and the engine's log tail.

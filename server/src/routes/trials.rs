@@ -36,3 +36,10 @@ pub async fn samples(
     trials::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     Ok(Json(trials::samples(&state.service.db, id).await?))
 }
+
+pub async fn measurement(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<serde_json::Value>> {
+    trials::measurement(&state.service.db, id).await?.map(Json).ok_or(Error::NotFound)
+}

@@ -1,0 +1,148 @@
+//! Context recall ("needle in a haystack"): fill the context to a target
+//! size with filler text, plant a fact at a chosen depth, and ask for it.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::RunningEngine;
+use crate::failure::{Failure, FailureKind};
+use crate::llama_server::{self, CompletionRequest, Prompt};
+
+const FILLER: &str = "The river bends twice before it reaches the old mill. Farmers bring \
+    their grain in autumn, when the water runs high. The miller keeps a ledger of every sack, \
+    written in a careful hand. Children watch the wheel turn from the wooden bridge. In winter \
+    the pond freezes and the village skates on it until the thaw. A baker across the square \
+    sells bread made from the mill's flour, and the smell fills the street each morning. ";
+
+/// Recall at each size and depth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContextProbe {
+    /// Prompt sizes in tokens.
+    pub sizes: Vec<usize>,
+    /// Where the fact goes, as a fraction of the filler (0 = start, 1 = end).
+    pub depths: Vec<f64>,
+    pub max_tokens: u32,
+    #[serde(with = "super::secs")]
+    pub request_timeout: Duration,
+}
+
+impl Default for ContextProbe {
+    fn default() -> Self {
+        Self {
+            sizes: vec![1024, 4096],
+            depths: vec![0.1, 0.5, 0.9],
+            max_tokens: 16,
+            request_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// One size and depth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecallPoint {
+    pub size: usize,
+    pub depth: f64,
+    pub passed: bool,
+    /// Tokens the engine reports it read.
+    pub prompt_tokens: u32,
+    pub answer: String,
+    pub ms: f64,
+    /// Set when this size could not be measured.
+    pub skipped: Option<String>,
+}
+
+/// The fact planted for a size and depth: a number that appears nowhere else.
+pub fn passphrase(size: usize, depth: f64) -> String {
+    let seed =
+        (size as u64).wrapping_mul(2654435761) ^ ((depth * 1000.0) as u64).wrapping_mul(40503);
+    format!("{}", 1_000_000 + seed % 9_000_000)
+}
+
+impl ContextProbe {
+    pub async fn run(
+        &self,
+        engine: &RunningEngine,
+        n_ctx: Option<u64>,
+    ) -> Result<Vec<RecallPoint>, Failure> {
+        let tokenize = |text: String| async move {
+            llama_server::tokenize(&engine.client, &engine.base_url, &text).await.map_err(|e| {
+                Failure {
+                    kind: FailureKind::ProbeFailed,
+                    message: format!("tokenize: {}", llama_server::chain(&e)),
+                    log_tail: vec![],
+                }
+            })
+        };
+        let question = tokenize(
+            "\n\nQuestion: What is the secret passphrase mentioned above? \
+             Answer with the passphrase only.\nAnswer:"
+                .into(),
+        )
+        .await?;
+        let largest = self.sizes.iter().copied().max().unwrap_or(0);
+        let per_copy = tokenize(FILLER.into()).await?.len().max(1);
+        let filler = tokenize(FILLER.repeat(largest / per_copy + 2)).await?;
+        let mut points = Vec::new();
+        for &size in &self.sizes {
+            for &depth in &self.depths {
+                let code = passphrase(size, depth);
+                let needle = tokenize(format!(" The secret passphrase is {code}. ")).await?;
+                let skip = |why: String| RecallPoint {
+                    size,
+                    depth,
+                    passed: false,
+                    prompt_tokens: 0,
+                    answer: String::new(),
+                    ms: 0.0,
+                    skipped: Some(why),
+                };
+                let need = size as u64 + self.max_tokens as u64;
+                if let Some(ctx) = n_ctx.filter(|ctx| need > *ctx) {
+                    points.push(skip(format!("{need} tokens do not fit a context of {ctx}")));
+                    continue;
+                }
+                let Some(fill) = size.checked_sub(needle.len() + question.len()) else {
+                    points.push(skip(format!("{size} tokens cannot hold the fact and question")));
+                    continue;
+                };
+                let at = (fill as f64 * depth.clamp(0.0, 1.0)).round() as usize;
+                let mut prompt = filler[..at].to_vec();
+                prompt.extend(&needle);
+                prompt.extend(&filler[at..fill]);
+                prompt.extend(&question);
+                let request = CompletionRequest {
+                    prompt: Prompt::Tokens(&prompt),
+                    n_predict: self.max_tokens,
+                    ignore_eos: false,
+                };
+                let done = engine.generate(&request, self.request_timeout).await?;
+                points.push(RecallPoint {
+                    size,
+                    depth,
+                    passed: done.text.contains(&code),
+                    prompt_tokens: done.sample.timings.prompt_n,
+                    answer: done.text,
+                    ms: done.sample.total_ms,
+                    skipped: None,
+                });
+            }
+        }
+        Ok(points)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passphrases_differ_by_size_and_depth_and_are_not_in_the_filler() {
+        let a = passphrase(1024, 0.1);
+        assert_ne!(a, passphrase(1024, 0.5));
+        assert_ne!(a, passphrase(4096, 0.1));
+        assert_eq!(a.len(), 7);
+        assert!(!FILLER.chars().any(|c| c.is_ascii_digit()));
+    }
+}

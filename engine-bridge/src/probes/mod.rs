@@ -1,0 +1,130 @@
+//! Probes: what is measured on a ready engine. Each is configurable and
+//! optional; a [`ProbePlan`] runs the chosen ones in order and gathers a
+//! [`Measurement`].
+
+pub mod concurrency;
+pub mod context;
+pub mod depth;
+pub mod quality;
+pub mod speed;
+pub mod stats;
+
+use serde::{Deserialize, Serialize};
+
+pub use concurrency::{ConcurrencyPoint, ConcurrencyProbe};
+pub use context::{ContextProbe, RecallPoint};
+pub use depth::{DepthPoint, DepthProbe};
+pub use quality::{QualityProbe, QualityResult, Suite};
+pub use speed::{SpeedProbe, SpeedResult, SpeedSummary};
+pub use stats::Stats;
+
+use crate::engine::RunningEngine;
+use crate::failure::Failure;
+
+/// Which probes to run, and how. A plan runs only the probes it names; the
+/// default names none, [`ProbePlan::standard`] the quick ones.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProbePlan {
+    pub speed: Option<SpeedProbe>,
+    pub depth: Option<DepthProbe>,
+    pub concurrency: Option<ConcurrencyProbe>,
+    pub quality: Option<QualityProbe>,
+    pub context: Option<ContextProbe>,
+}
+
+impl ProbePlan {
+    /// Speed and the default quality suite: quick on any model.
+    pub fn standard() -> Self {
+        Self {
+            speed: Some(SpeedProbe::default()),
+            quality: Some(QualityProbe::default()),
+            ..Self::default()
+        }
+    }
+}
+
+/// Everything the probes measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub speed: Option<SpeedResult>,
+    pub depth: Option<Vec<DepthPoint>>,
+    pub concurrency: Option<Vec<ConcurrencyPoint>>,
+    pub quality: Option<QualityResult>,
+    pub context: Option<Vec<RecallPoint>>,
+}
+
+impl Measurement {
+    /// Context recall passed over measured (size, depth) points.
+    pub fn context_pass_rate(&self) -> Option<f64> {
+        let measured: Vec<_> =
+            self.context.as_ref()?.iter().filter(|p| p.skipped.is_none()).collect();
+        let passed = measured.iter().filter(|p| p.passed).count();
+        (!measured.is_empty()).then(|| passed as f64 / measured.len() as f64)
+    }
+}
+
+impl ProbePlan {
+    /// Runs the chosen probes; `n_ctx` (the engine's context per slot) lets
+    /// the long-context probes skip what cannot fit.
+    pub async fn run(
+        &self,
+        engine: &RunningEngine,
+        n_ctx: Option<u64>,
+    ) -> Result<Measurement, Failure> {
+        let mut m = Measurement::default();
+        if let Some(p) = &self.speed {
+            m.speed = Some(p.run(engine).await?);
+        }
+        if let Some(p) = &self.quality {
+            m.quality = Some(p.run(engine).await?);
+        }
+        if let Some(p) = &self.depth {
+            m.depth = Some(p.run(engine, n_ctx).await?);
+        }
+        if let Some(p) = &self.concurrency {
+            m.concurrency = Some(p.run(engine).await?);
+        }
+        if let Some(p) = &self.context {
+            m.context = Some(p.run(engine, n_ctx).await?);
+        }
+        Ok(m)
+    }
+}
+
+/// Durations as seconds (a float) in probe plans.
+pub(crate) mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_read_from_toml_with_defaults() {
+        let plan: ProbePlan = toml::from_str(
+            "[speed]\nrepeats = 5\nrequest_timeout = 2.5\n[context]\nsizes = [512]\n",
+        )
+        .unwrap();
+        let speed = plan.speed.unwrap();
+        assert_eq!(speed.repeats, 5);
+        assert_eq!(speed.n_predict, SpeedProbe::default().n_predict);
+        assert_eq!(speed.request_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(plan.context.unwrap().sizes, [512]);
+        assert!(plan.quality.is_none(), "a plan runs only what it names");
+        let err = toml::from_str::<ProbePlan>("[sped]\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `sped`"), "{err}");
+    }
+}

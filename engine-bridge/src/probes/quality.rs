@@ -1,0 +1,261 @@
+//! Quality: known-answer prompts scored by keywords and patterns, answered
+//! greedily with a fixed seed so the same configuration gives the same
+//! answers, and compared with a baseline configuration's answers.
+
+use std::path::Path;
+use std::time::Duration;
+
+use regex::RegexBuilder;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::RunningEngine;
+use crate::failure::Failure;
+use crate::llama_server::{CompletionRequest, Prompt};
+
+/// The built-in suite (`suites/default.toml`).
+pub const DEFAULT_SUITE: &str = include_str!("../../suites/default.toml");
+
+/// One known-answer prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub id: String,
+    pub prompt: String,
+    /// Passes if any of these appears.
+    #[serde(default)]
+    pub any: Vec<String>,
+    /// Passes only if all of these appear.
+    #[serde(default)]
+    pub all: Vec<String>,
+    /// Passes only if this pattern matches.
+    #[serde(default)]
+    pub regex: Option<String>,
+    /// Fails if any of these appears.
+    #[serde(default)]
+    pub must_not: Vec<String>,
+    /// Longest answer, so a thinking model cannot run on.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_max_tokens() -> u32 {
+    64
+}
+
+/// A named set of cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(rename = "case")]
+    pub cases: Vec<Case>,
+}
+
+/// A suite that cannot be used, with what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("cannot read suite {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("suite is not valid TOML: {0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("suite `{suite}`, case `{case}`: {message}")]
+    Invalid { suite: String, case: String, message: String },
+}
+
+impl Suite {
+    /// Parses and checks a suite.
+    pub fn parse(text: &str) -> Result<Self, SuiteError> {
+        let suite: Suite = toml::from_str(text)?;
+        let invalid = |case: &Case, message: String| SuiteError::Invalid {
+            suite: suite.name.clone(),
+            case: case.id.clone(),
+            message,
+        };
+        if suite.cases.is_empty() {
+            return Err(SuiteError::Invalid {
+                suite: suite.name.clone(),
+                case: "-".into(),
+                message: "the suite has no [[case]]".into(),
+            });
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for case in &suite.cases {
+            if !ids.insert(case.id.as_str()) {
+                return Err(invalid(case, "the id is used twice".into()));
+            }
+            if case.any.is_empty() && case.all.is_empty() && case.regex.is_none() {
+                return Err(invalid(case, "give `any`, `all` or `regex` to score it".into()));
+            }
+            if let Some(r) = &case.regex {
+                RegexBuilder::new(r).build().map_err(|e| invalid(case, format!("regex: {e}")))?;
+            }
+        }
+        Ok(suite)
+    }
+
+    /// Reads a suite file.
+    pub fn load(path: &Path) -> Result<Self, SuiteError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SuiteError::Read { path: path.display().to_string(), source })?;
+        Self::parse(&text)
+    }
+
+    /// The built-in suite.
+    pub fn default_suite() -> Self {
+        Self::parse(DEFAULT_SUITE).expect("the built-in suite is valid")
+    }
+}
+
+impl Case {
+    /// Whether an answer passes this case.
+    pub fn passes(&self, answer: &str) -> bool {
+        let lower = answer.to_lowercase();
+        let has = |k: &String| lower.contains(&k.to_lowercase());
+        let any = self.any.is_empty() || self.any.iter().any(has);
+        let all = self.all.iter().all(has);
+        let regex = self.regex.as_ref().is_none_or(|r| {
+            RegexBuilder::new(r).case_insensitive(true).build().is_ok_and(|re| re.is_match(answer))
+        });
+        let clean = !self.must_not.iter().any(has);
+        any && all && regex && clean
+    }
+}
+
+/// Known-answer prompts, one greedy answer each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QualityProbe {
+    pub suite: Suite,
+    #[serde(with = "super::secs")]
+    pub request_timeout: Duration,
+}
+
+impl Default for QualityProbe {
+    fn default() -> Self {
+        Self { suite: Suite::default_suite(), request_timeout: Duration::from_secs(120) }
+    }
+}
+
+/// One case's answer and verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub id: String,
+    pub passed: bool,
+    pub answer: String,
+    pub ms: f64,
+}
+
+/// A suite's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualityResult {
+    pub suite: String,
+    /// Passed cases over all cases, 0 to 1.
+    pub score: f64,
+    pub cases: Vec<CaseResult>,
+}
+
+impl QualityResult {
+    /// Mean similarity (1 − normalized edit distance) of the answers to
+    /// another result's answers for the same cases; `None` if none match.
+    pub fn similarity_to(&self, baseline: &QualityResult) -> Option<f64> {
+        let pairs: Vec<f64> = self
+            .cases
+            .iter()
+            .filter_map(|c| {
+                let b = baseline.cases.iter().find(|b| b.id == c.id)?;
+                Some(strsim::normalized_levenshtein(&c.answer, &b.answer))
+            })
+            .collect();
+        (!pairs.is_empty()).then(|| pairs.iter().sum::<f64>() / pairs.len() as f64)
+    }
+}
+
+impl QualityProbe {
+    pub async fn run(&self, engine: &RunningEngine) -> Result<QualityResult, Failure> {
+        let mut cases = Vec::new();
+        for case in &self.suite.cases {
+            let request = CompletionRequest {
+                prompt: Prompt::Text(&case.prompt),
+                n_predict: case.max_tokens,
+                ignore_eos: false,
+            };
+            let done = engine.generate(&request, self.request_timeout).await?;
+            cases.push(CaseResult {
+                id: case.id.clone(),
+                passed: case.passes(&done.text),
+                answer: done.text,
+                ms: done.sample.total_ms,
+            });
+        }
+        let passed = cases.iter().filter(|c| c.passed).count();
+        Ok(QualityResult {
+            suite: self.suite.name.clone(),
+            score: passed as f64 / cases.len().max(1) as f64,
+            cases,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(toml_text: &str) -> Case {
+        let suite = Suite::parse(&format!(
+            "name = \"t\"\n[[case]]\nid = \"c\"\nprompt = \"p\"\n{toml_text}"
+        ))
+        .unwrap();
+        suite.cases[0].clone()
+    }
+
+    #[test]
+    fn keywords_patterns_and_exclusions() {
+        let c = case("any = [\"Paris\"]\nmust_not = [\"London\"]");
+        assert!(c.passes(" paris, of course"));
+        assert!(!c.passes(" Paris or London"));
+        assert!(!c.passes(" Lyon"));
+        let c = case("all = [\"red\", \"blue\"]");
+        assert!(c.passes("Red and blue") && !c.passes("red only"));
+        let c = case("regex = '^\\s*\\d{3}\\b'");
+        assert!(c.passes(" 144 is the answer") && !c.passes("it is 144"));
+    }
+
+    #[test]
+    fn the_default_suite_is_valid_and_bad_suites_say_why() {
+        let s = Suite::default_suite();
+        assert!(s.cases.len() >= 8);
+        let err = Suite::parse("name = \"x\"\n[[case]]\nid = \"a\"\nprompt = \"p\"\n").unwrap_err();
+        assert!(err.to_string().contains("give `any`, `all` or `regex`"), "{err}");
+        let err =
+            Suite::parse("name = \"x\"\n[[case]]\nid = \"a\"\nprompt = \"p\"\nregex = \"(\"\n")
+                .unwrap_err();
+        assert!(err.to_string().contains("case `a`: regex"), "{err}");
+        let err = Suite::parse("name = \"x\"\ncase = []\n").unwrap_err();
+        assert!(err.to_string().contains("no [[case]]"), "{err}");
+        assert!(matches!(Suite::parse("name = "), Err(SuiteError::Parse(_))));
+    }
+
+    #[test]
+    fn similarity_to_a_baseline() {
+        let r = |answers: &[(&str, &str)]| QualityResult {
+            suite: "s".into(),
+            score: 0.0,
+            cases: answers
+                .iter()
+                .map(|(id, a)| CaseResult {
+                    id: id.to_string(),
+                    passed: false,
+                    answer: a.to_string(),
+                    ms: 1.0,
+                })
+                .collect(),
+        };
+        let base = r(&[("a", "Paris"), ("b", "42")]);
+        assert_eq!(r(&[("a", "Paris"), ("b", "42")]).similarity_to(&base), Some(1.0));
+        let half = r(&[("a", "Paris"), ("b", "xx")]).similarity_to(&base).unwrap();
+        assert!((half - 0.5).abs() < 1e-9, "{half}");
+        assert_eq!(r(&[("z", "Paris")]).similarity_to(&base), None);
+    }
+}

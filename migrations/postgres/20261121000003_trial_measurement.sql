@@ -1,0 +1,4 @@
+-- Everything the probes measured (JSON), and the headline quality numbers.
+ALTER TABLE trials ADD COLUMN measurement TEXT;
+ALTER TABLE trials ADD COLUMN quality_score DOUBLE PRECISION;
+ALTER TABLE trials ADD COLUMN context_pass_rate DOUBLE PRECISION;
