@@ -98,6 +98,10 @@ pub struct TrialView {
     pub quality_score: Option<f64>,
     /// Context recall points passed, 0 to 1.
     pub context_pass_rate: Option<f64>,
+    /// Decode speed memory bandwidth allows for this model and cache.
+    pub ceiling_tps: Option<f64>,
+    /// Engine decode speed as a percentage of that ceiling.
+    pub pct_of_ceiling: Option<f64>,
     pub failure_kind: Option<String>,
     /// The failure in the engine's own words.
     pub error: Option<String>,

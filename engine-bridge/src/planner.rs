@@ -156,6 +156,90 @@ impl ModelInfo {
     }
 }
 
+impl ModelInfo {
+    /// Weight bytes read to generate one token: every tensor except the
+    /// token embedding (one row is looked up) and, in a mixture of
+    /// experts, only the used share of the expert tensors (`*_exps`).
+    pub fn weight_bytes_per_token(&self) -> f64 {
+        let share = match (self.experts, self.experts_used) {
+            (Some(n), Some(k)) if n > 0 => k as f64 / n as f64,
+            _ => 1.0,
+        };
+        self.tensors
+            .iter()
+            .map(|t| {
+                if t.name == "token_embd.weight" {
+                    t.bytes as f64 / t.dims.last().copied().unwrap_or(1).max(1) as f64
+                } else if t.name.contains("_exps") {
+                    t.bytes as f64 * share
+                } else {
+                    t.bytes as f64
+                }
+            })
+            .sum()
+    }
+
+    /// The memory a configuration needs, and whether it fits in
+    /// `available` bytes (MemAvailable, or GPU memory when fully offloaded).
+    pub fn memory_plan(&self, ctx: u64, type_k: &str, type_v: &str, available: u64) -> MemoryPlan {
+        let weights = self.weight_bytes();
+        let kv = self.kv_bytes(ctx, type_k, type_v);
+        // Compute buffers and runtime overhead: a margin, not a prediction.
+        let overhead = (weights / 20).max(256 << 20);
+        let total = weights + kv.unwrap_or(0) + overhead;
+        MemoryPlan { weights, kv, overhead, total, available, fits: total <= available }
+    }
+
+    /// The decode speed memory bandwidth allows at a context `depth`:
+    /// bandwidth over the weight and K/V bytes read per generated token.
+    pub fn decode_ceiling(
+        &self,
+        bandwidth_bytes_per_s: f64,
+        depth: u64,
+        type_k: &str,
+        type_v: &str,
+    ) -> Option<f64> {
+        let kv = self.kv_bytes_per_token(type_k, type_v)? * depth as f64;
+        Some(bandwidth_bytes_per_s / (self.weight_bytes_per_token() + kv))
+    }
+}
+
+/// What a configuration needs in memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryPlan {
+    pub weights: u64,
+    /// `None` for a cache type the planner does not know.
+    pub kv: Option<u64>,
+    pub overhead: u64,
+    pub total: u64,
+    pub available: u64,
+    pub fits: bool,
+}
+
+/// Measures read bandwidth: the best of `passes` multi-threaded sums over
+/// a buffer of `bytes` (larger than any cache), in bytes per second.
+pub fn measure_bandwidth(bytes: usize, threads: usize, passes: u32) -> f64 {
+    let words = vec![1u64; bytes / 8];
+    let threads = threads.max(1);
+    let chunk = words.len().div_ceil(threads);
+    let mut best = 0.0f64;
+    for _ in 0..passes.max(1) {
+        let started = std::time::Instant::now();
+        let total: u64 = std::thread::scope(|scope| {
+            let handles: Vec<_> = words
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().fold(0u64, |a, w| a.wrapping_add(*w))))
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a summing thread")).sum()
+        });
+        let secs = started.elapsed().as_secs_f64();
+        // Using the sum keeps the reads from being optimized away.
+        assert_eq!(total, words.len() as u64);
+        best = best.max(bytes as f64 / secs);
+    }
+    best
+}
+
 /// The K/V cache size llama.cpp reports in its log, in bytes:
 /// `llama_kv_cache: size = 0.81 MiB (1024 cells, …)`.
 pub fn logged_kv_bytes(log: &[String]) -> Option<u64> {
@@ -204,6 +288,32 @@ mod tests {
         );
         assert_eq!(info.kv_bytes(0, "f16", "f16"), Some(4096 * 2048));
         assert_eq!(info.kv_bytes(1024, "turbo3", "f16"), None);
+    }
+
+    #[test]
+    fn memory_plan_and_decode_ceiling() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_random_llama(&path, &LlamaSpec::tiny(), 3).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        let plan = info.memory_plan(4096, "f16", "f16", 1 << 30);
+        assert_eq!(plan.kv, Some(4096 * 2048));
+        assert_eq!(plan.total, plan.weights + plan.kv.unwrap() + plan.overhead);
+        assert!(plan.fits);
+        assert!(!info.memory_plan(4096, "f16", "f16", 1 << 20).fits);
+        // Everything but the embedding table is read for each token.
+        let embd = info.tensors.iter().find(|t| t.name == "token_embd.weight").unwrap().bytes;
+        let per_token = info.weight_bytes_per_token();
+        assert!(per_token < (info.weight_bytes() - embd) as f64 + 4096.0);
+        let at_0 = info.decode_ceiling(1e10, 0, "f16", "f16").unwrap();
+        assert!((at_0 - 1e10 / per_token).abs() < 1e-6);
+        assert!(info.decode_ceiling(1e10, 4096, "f16", "f16").unwrap() < at_0, "deeper is slower");
+    }
+
+    #[test]
+    fn bandwidth_is_measured_in_a_plausible_range() {
+        let bw = measure_bandwidth(64 << 20, 2, 2);
+        assert!(bw > 1e8 && bw < 1e13, "{bw} B/s");
     }
 
     #[test]

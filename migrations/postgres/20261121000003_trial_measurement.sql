@@ -2,3 +2,6 @@
 ALTER TABLE trials ADD COLUMN measurement TEXT;
 ALTER TABLE trials ADD COLUMN quality_score DOUBLE PRECISION;
 ALTER TABLE trials ADD COLUMN context_pass_rate DOUBLE PRECISION;
+-- The decode speed memory bandwidth allows, and how close the trial came.
+ALTER TABLE trials ADD COLUMN ceiling_tps DOUBLE PRECISION;
+ALTER TABLE trials ADD COLUMN pct_of_ceiling DOUBLE PRECISION;

@@ -2,3 +2,6 @@
 ALTER TABLE trials ADD COLUMN measurement TEXT;
 ALTER TABLE trials ADD COLUMN quality_score REAL;
 ALTER TABLE trials ADD COLUMN context_pass_rate REAL;
+-- The decode speed memory bandwidth allows, and how close the trial came.
+ALTER TABLE trials ADD COLUMN ceiling_tps REAL;
+ALTER TABLE trials ADD COLUMN pct_of_ceiling REAL;

@@ -4,6 +4,7 @@
 
 pub mod db;
 pub mod error;
+pub mod machine;
 pub mod routes;
 pub mod runner;
 pub mod service;
@@ -60,6 +61,10 @@ pub async fn launch(
     for leftover in engine_bridge::registry::reap_leftovers(&engines_dir)? {
         tracing::warn!(pid = leftover.pid, program = %leftover.program, "stopped an engine left running by an earlier Tunebook");
     }
+    let bandwidth = match settings.bandwidth {
+        Some(b) => b,
+        None => machine::Machine::load_or_measure(&settings.data_dir).await?.bandwidth_bytes_per_s,
+    };
     let token = CancellationToken::new();
     let (events, _) = broadcast::channel(256);
     let (runner, worker) = Runner::start(RunnerContext {
@@ -70,6 +75,7 @@ pub async fn launch(
         load_timeout: settings.load_timeout,
         logs_dir: settings.data_dir.join("logs"),
         engines_dir,
+        bandwidth: Some(bandwidth),
         shutdown: token.clone(),
     })
     .await?;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine_bridge::engine::PlanError;
-use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
+use engine_bridge::planner::ModelInfo;
+use engine_bridge::{Failure, FailureKind, Measurement, ProbePlan, Profile, RunningEngine};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -32,6 +33,8 @@ pub struct RunnerContext {
     pub logs_dir: PathBuf,
     /// Running engines are recorded here (see `engine_bridge::registry`).
     pub engines_dir: PathBuf,
+    /// Memory read bandwidth in bytes per second, for the decode ceiling.
+    pub bandwidth: Option<f64>,
     pub shutdown: CancellationToken,
 }
 
@@ -154,10 +157,26 @@ async fn measure(
         Ok(m) => m,
         Err(failure) => return Ok(Err(failure)),
     };
-    let measured =
-        Measured { load_ms, measurement: &measurement, props: props.as_ref(), memory: &memory };
+    let ceiling_tps = ctx.bandwidth.and_then(|bw| ceiling(profile, trial, &measurement, bw));
+    let measured = Measured {
+        load_ms,
+        measurement: &measurement,
+        props: props.as_ref(),
+        memory: &memory,
+        ceiling_tps,
+    };
     trials::finish_done(&ctx.db, trial.id, &measured).await?;
     Ok(Ok(()))
+}
+
+/// The decode speed the bandwidth allows for this trial's model, cache
+/// types and the speed probe's mean context depth.
+fn ceiling(profile: &Profile, trial: &TrialView, m: &Measurement, bandwidth: f64) -> Option<f64> {
+    let speed = m.speed.as_ref()?;
+    let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
+    let cache = |name: &str| trial.settings.get(name).map_or("f16", String::as_str);
+    let depth = speed.summary.prompt_tokens as u64 + speed.summary.tokens_generated as u64 / 2;
+    model.decode_ceiling(bandwidth, depth, cache("cache_type_k"), cache("cache_type_v"))
 }
 
 async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<(), sqlx::Error> {

@@ -20,6 +20,9 @@ pub struct Settings {
     pub load_timeout: Duration,
     /// What is measured on each trial.
     pub probes: ProbePlan,
+    /// Memory read bandwidth in bytes per second; `None`: measured once and
+    /// kept in the data folder.
+    pub bandwidth: Option<f64>,
 }
 
 impl Settings {
@@ -32,6 +35,7 @@ impl Settings {
             data_dir,
             load_timeout: Duration::from_secs(600),
             probes: ProbePlan::standard(),
+            bandwidth: None,
         }
     }
 }

@@ -99,8 +99,13 @@ async fn exercise(db: &Db) {
         peak_gpu_bytes: None,
         samples: 10,
     };
-    let measured =
-        Measured { load_ms: 250.0, measurement: &measurement, props: None, memory: &memory };
+    let measured = Measured {
+        load_ms: 250.0,
+        measurement: &measurement,
+        props: None,
+        memory: &memory,
+        ceiling_tps: Some(200.0),
+    };
     trials::finish_done(db, done, &measured).await.unwrap();
     let failure = Failure {
         kind: FailureKind::Rejected,
@@ -117,6 +122,7 @@ async fn exercise(db: &Db) {
     assert_eq!(d.command.as_deref(), Some("llama-server -ctk q4_0"));
     assert_eq!(d.decode_tps, Some(100.0), "the median of 90, 100, 110");
     assert_eq!(d.quality_score, Some(0.75));
+    assert_eq!(d.pct_of_ceiling, Some(50.0), "100 tok/s of a 200 tok/s ceiling");
     assert_eq!(d.context_pass_rate, None, "context was not probed");
     let stored = trials::measurement(db, done).await.unwrap().unwrap();
     assert_eq!(stored["quality"]["cases"][0]["answer"], " 42");

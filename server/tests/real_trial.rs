@@ -43,6 +43,9 @@ async fn a_real_trial_stores_consistent_measurements() {
     let t = wait_final(&server, queued.id).await;
     assert_eq!(t.state, TrialState::Done, "failed: {:?} {:?}", t.failure_kind, t.error);
     let probe = engine_bridge::SpeedProbe::default();
+    let ceiling = t.ceiling_tps.expect("a decode ceiling");
+    let share = t.pct_of_ceiling.expect("the share of the ceiling reached");
+    assert!((share - 100.0 * t.decode_tps.unwrap() / ceiling).abs() < 1e-6);
     let quality = t.quality_score.expect("the standard plan scores quality");
     assert!((0.0..=1.0).contains(&quality), "{quality}");
     let measurement: serde_json::Value = http()

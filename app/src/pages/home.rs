@@ -254,6 +254,7 @@ fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
                         <th class="num">"tokens"</th>
                         <th class="num">"peak RSS MiB"</th>
                         <th class="num">"quality %"</th>
+                        <th class="num" title="decode speed as a share of what memory bandwidth allows">"% of ceiling"</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -289,11 +290,12 @@ fn TrialRow(t: TrialView) -> impl IntoView {
             <td class="num">{tokens}</td>
             <td class="num">{fmt(t.peak_rss_bytes.map(|b| b as f64 / 1048576.0), 0)}</td>
             <td class="num">{fmt(t.quality_score.map(|q| q * 100.0), 0)}</td>
+            <td class="num">{fmt(t.pct_of_ceiling, 0)}</td>
         </tr>
         <Show when=move || failed>
             <tr class="failure" data-failure-for=t.id>
                 <td></td>
-                <td colspan="11">
+                <td colspan="12">
                     <strong>{cause.clone()}</strong>
                     <pre class="engine-error">{t.error.clone().unwrap_or_default()}</pre>
                 </td>
@@ -371,6 +373,8 @@ mod tests {
             peak_gpu_bytes: None,
             quality_score: None,
             context_pass_rate: None,
+            ceiling_tps: None,
+            pct_of_ceiling: None,
             failure_kind: None,
             error: None,
         }

@@ -23,6 +23,8 @@ pub struct Measured<'a> {
     pub measurement: &'a Measurement,
     pub props: Option<&'a Props>,
     pub memory: &'a MemoryReport,
+    /// The decode speed memory bandwidth allows (see `planner`).
+    pub ceiling_tps: Option<f64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -48,6 +50,8 @@ struct Row {
     peak_gpu_bytes: Option<i64>,
     quality_score: Option<f64>,
     context_pass_rate: Option<f64>,
+    ceiling_tps: Option<f64>,
+    pct_of_ceiling: Option<f64>,
     failure_kind: Option<String>,
     error: Option<String>,
 }
@@ -59,7 +63,7 @@ macro_rules! select_trials {
             "SELECT id, profile, model, settings, state, command, created_ms, load_ms, ttft_ms, ",
             "prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, ",
             "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
-            "quality_score, context_pass_rate, ",
+            "quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, ",
             "failure_kind, error FROM trials ",
             $rest
         )
@@ -94,6 +98,8 @@ impl Row {
             peak_gpu_bytes: self.peak_gpu_bytes,
             quality_score: self.quality_score,
             context_pass_rate: self.context_pass_rate,
+            ceiling_tps: self.ceiling_tps,
+            pct_of_ceiling: self.pct_of_ceiling,
             failure_kind: self.failure_kind,
             error: self.error,
         }
@@ -170,7 +176,8 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
          prefill_tps = $5, decode_tps = $6, client_decode_tps = $7, prompt_tokens = $8, \
          tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
          mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
-         quality_score = $16, context_pass_rate = $17 WHERE id = $18",
+         quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
+         pct_of_ceiling = $19 WHERE id = $20",
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
@@ -189,6 +196,8 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(serde_json::to_string(m.measurement).expect("a measurement serializes"))
     .bind(m.measurement.quality.as_ref().map(|q| q.score))
     .bind(m.measurement.context_pass_rate())
+    .bind(m.ceiling_tps)
+    .bind(m.ceiling_tps.zip(s.map(|s| s.decode_tps)).map(|(c, d)| 100.0 * d / c))
     .bind(id)
     .execute(&mut *tx)
     .await?;
