@@ -9,6 +9,7 @@ use crate::catalog::{SettingError, Settings};
 use crate::failure::{Failure, FailureKind, classify_exit};
 use crate::llama_server::{self, Completion, CompletionRequest, CompletionSample, Prompt, Props};
 use crate::memory::{MemoryReport, MemorySampler};
+use crate::probes::{Measurement, ProbePlan};
 use crate::process::{EngineProcess, ExitInfo, LaunchSpec};
 use crate::profile::Profile;
 
@@ -81,6 +82,18 @@ pub fn plan(
 /// A port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
+}
+
+/// What one configuration measured, from launch to stop.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    /// Spawn to first healthy answer.
+    #[serde(with = "crate::probes::secs")]
+    pub load_time: Duration,
+    /// What the engine said it runs.
+    pub props: Option<Props>,
+    pub measurement: Measurement,
+    pub memory: MemoryReport,
 }
 
 /// An engine that answered its health check.
@@ -181,6 +194,21 @@ impl RunningEngine {
             Ok(c) => Ok(c),
             Err(f) => Err(self.explain(f).await),
         }
+    }
+
+    /// Reads back what runs, runs the probe plan, takes the memory peaks,
+    /// and stops the engine whatever the probes' result.
+    pub async fn measure_and_stop(
+        self,
+        plan: &ProbePlan,
+        grace: Duration,
+    ) -> Result<Outcome, Failure> {
+        let props = self.props().await;
+        let result = plan.run(&self, props.as_ref().and_then(|p| p.n_ctx)).await;
+        let memory = self.memory();
+        let load_time = self.load_time;
+        self.stop(grace).await;
+        Ok(Outcome { load_time, props, measurement: result?, memory })
     }
 
     /// Stops the engine (SIGTERM, `grace`, SIGKILL).

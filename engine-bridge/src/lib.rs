@@ -26,7 +26,7 @@ pub mod profile;
 pub mod registry;
 
 pub use catalog::{Catalog, Settings};
-pub use engine::{RunningEngine, free_port, plan};
+pub use engine::{Outcome, RunningEngine, free_port, plan};
 pub use failure::{Failure, FailureKind};
 pub use probes::{Measurement, ProbePlan, SpeedProbe, SpeedSummary};
 pub use profile::Profile;

@@ -204,6 +204,19 @@ impl ModelInfo {
     }
 }
 
+/// The decode ceiling for a configuration's settings (cache types, default
+/// f16) at the speed probe's mean context depth.
+pub fn speed_ceiling(
+    model: &ModelInfo,
+    settings: &crate::catalog::Settings,
+    speed: &crate::probes::SpeedSummary,
+    bandwidth_bytes_per_s: f64,
+) -> Option<f64> {
+    let cache = |name: &str| settings.get(name).map_or("f16", String::as_str);
+    let depth = speed.prompt_tokens as u64 + speed.tokens_generated as u64 / 2;
+    model.decode_ceiling(bandwidth_bytes_per_s, depth, cache("cache_type_k"), cache("cache_type_v"))
+}
+
 /// What a configuration needs in memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MemoryPlan {

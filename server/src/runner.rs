@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine_bridge::engine::PlanError;
-use engine_bridge::planner::ModelInfo;
-use engine_bridge::{Failure, FailureKind, Measurement, ProbePlan, Profile, RunningEngine};
+use engine_bridge::planner::{ModelInfo, speed_ceiling};
+use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -148,35 +148,18 @@ async fn measure(
         Err(failure) => return Ok(Err(failure)),
     };
     set_state(ctx, trial.id, TrialState::Probing).await?;
-    let props = engine.props().await;
-    let result = ctx.probes.run(&engine, props.as_ref().and_then(|p| p.n_ctx)).await;
-    let load_ms = engine.load_time.as_secs_f64() * 1e3;
-    let memory = engine.memory();
-    engine.stop(STOP_GRACE).await;
-    let measurement = match result {
-        Ok(m) => m,
+    let outcome = match engine.measure_and_stop(&ctx.probes, STOP_GRACE).await {
+        Ok(o) => o,
         Err(failure) => return Ok(Err(failure)),
     };
-    let ceiling_tps = ctx.bandwidth.and_then(|bw| ceiling(profile, trial, &measurement, bw));
-    let measured = Measured {
-        load_ms,
-        measurement: &measurement,
-        props: props.as_ref(),
-        memory: &memory,
-        ceiling_tps,
-    };
+    let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
+        let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
+        let speed = &outcome.measurement.speed.as_ref()?.summary;
+        speed_ceiling(&model, &trial.settings, speed, bandwidth)
+    });
+    let measured = Measured { outcome: &outcome, ceiling_tps };
     trials::finish_done(&ctx.db, trial.id, &measured).await?;
     Ok(Ok(()))
-}
-
-/// The decode speed the bandwidth allows for this trial's model, cache
-/// types and the speed probe's mean context depth.
-fn ceiling(profile: &Profile, trial: &TrialView, m: &Measurement, bandwidth: f64) -> Option<f64> {
-    let speed = m.speed.as_ref()?;
-    let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
-    let cache = |name: &str| trial.settings.get(name).map_or("f16", String::as_str);
-    let depth = speed.summary.prompt_tokens as u64 + speed.summary.tokens_generated as u64 / 2;
-    model.decode_ceiling(bandwidth, depth, cache("cache_type_k"), cache("cache_type_v"))
 }
 
 async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<(), sqlx::Error> {

@@ -9,8 +9,9 @@ use engine_bridge::llama_server::{CompletionSample, EngineTimings};
 use engine_bridge::memory::MemoryReport;
 use engine_bridge::probes::QualityResult;
 use engine_bridge::probes::quality::CaseResult;
-use engine_bridge::{Failure, FailureKind, Measurement};
+use engine_bridge::{Failure, FailureKind, Measurement, Outcome};
 use sqlx::{Connection, Executor};
+use std::time::Duration;
 use tunebook::db::Db;
 use tunebook::db::trials::{self, Measured, NewTrial};
 use tunebook_app::types::{TrialState, TrialView};
@@ -99,13 +100,9 @@ async fn exercise(db: &Db) {
         peak_gpu_bytes: None,
         samples: 10,
     };
-    let measured = Measured {
-        load_ms: 250.0,
-        measurement: &measurement,
-        props: None,
-        memory: &memory,
-        ceiling_tps: Some(200.0),
-    };
+    let outcome =
+        Outcome { load_time: Duration::from_millis(250), props: None, measurement, memory };
+    let measured = Measured { outcome: &outcome, ceiling_tps: Some(200.0) };
     trials::finish_done(db, done, &measured).await.unwrap();
     let failure = Failure {
         kind: FailureKind::Rejected,

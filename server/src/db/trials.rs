@@ -2,9 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use engine_bridge::llama_server::Props;
-use engine_bridge::memory::MemoryReport;
-use engine_bridge::{Failure, Measurement};
+use engine_bridge::{Failure, Outcome};
 use tunebook_app::types::{TrialState, TrialView};
 
 use super::{Db, now_ms};
@@ -19,10 +17,7 @@ pub struct NewTrial<'a> {
 
 /// Everything a finished trial measured.
 pub struct Measured<'a> {
-    pub load_ms: f64,
-    pub measurement: &'a Measurement,
-    pub props: Option<&'a Props>,
-    pub memory: &'a MemoryReport,
+    pub outcome: &'a Outcome,
     /// The decode speed memory bandwidth allows (see `planner`).
     pub ceiling_tps: Option<f64>,
 }
@@ -149,7 +144,8 @@ pub async fn set_command(db: &Db, id: i64, command: &serde_json::Value) -> Resul
 /// Stores the measurements and samples and marks the trial done, atomically.
 pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx::Error> {
     let mut tx = db.pool.begin().await?;
-    let speed = m.measurement.speed.as_ref();
+    let o = m.outcome;
+    let speed = o.measurement.speed.as_ref();
     for (idx, s) in speed.map(|s| s.samples.as_slice()).unwrap_or_default().iter().enumerate() {
         sqlx::query(
             "INSERT INTO samples (trial_id, idx, ttft_ms, total_ms, client_decode_tps, prompt_n, \
@@ -181,21 +177,21 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
-    .bind(m.load_ms)
+    .bind(o.load_time.as_secs_f64() * 1e3)
     .bind(s.map(|s| s.ttft_ms))
     .bind(s.map(|s| s.prefill_tps))
     .bind(s.map(|s| s.decode_tps))
     .bind(s.and_then(|s| s.client_decode_tps))
     .bind(s.map(|s| s.prompt_tokens as i64))
     .bind(s.map(|s| s.tokens_generated as i64))
-    .bind(m.props.and_then(|p| p.n_ctx).map(|n| n as i64))
-    .bind(m.props.map(|p| serde_json::to_string(p).expect("props serialize")))
-    .bind(m.memory.peak_rss_bytes as i64)
-    .bind(m.memory.mem_available_drop_bytes.map(|b| b as i64))
-    .bind(m.memory.peak_gpu_bytes.map(|b| b as i64))
-    .bind(serde_json::to_string(m.measurement).expect("a measurement serializes"))
-    .bind(m.measurement.quality.as_ref().map(|q| q.score))
-    .bind(m.measurement.context_pass_rate())
+    .bind(o.props.as_ref().and_then(|p| p.n_ctx).map(|n| n as i64))
+    .bind(o.props.as_ref().map(|p| serde_json::to_string(p).expect("props serialize")))
+    .bind(o.memory.peak_rss_bytes as i64)
+    .bind(o.memory.mem_available_drop_bytes.map(|b| b as i64))
+    .bind(o.memory.peak_gpu_bytes.map(|b| b as i64))
+    .bind(serde_json::to_string(&o.measurement).expect("a measurement serializes"))
+    .bind(o.measurement.quality.as_ref().map(|q| q.score))
+    .bind(o.measurement.context_pass_rate())
     .bind(m.ceiling_tps)
     .bind(m.ceiling_tps.zip(s.map(|s| s.decode_tps)).map(|(c, d)| 100.0 * d / c))
     .bind(id)
