@@ -5,6 +5,7 @@
 pub mod db;
 pub mod error;
 pub mod machine;
+pub mod probe_cli;
 pub mod routes;
 pub mod runner;
 pub mod service;

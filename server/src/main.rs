@@ -39,6 +39,35 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         load_timeout: u64,
     },
+    /// Run one configuration and print what it measured (nothing is stored).
+    ///
+    /// Example: tunebook probe --profile demo --model tiny-llama -- ctx_size=2048 cache_type_k=q8_0
+    Probe {
+        /// Engine profile name.
+        #[arg(long)]
+        profile: String,
+        /// Model name within the profile.
+        #[arg(long)]
+        model: String,
+        /// Folder of engine profile TOML files.
+        #[arg(long, env = "TUNEBOOK_PROFILES", default_value = "profiles")]
+        profiles: PathBuf,
+        /// Probe plan TOML file (default: speed and the quality suite).
+        #[arg(long)]
+        plan: Option<PathBuf>,
+        /// Print JSON instead of a readable report.
+        #[arg(long)]
+        json: bool,
+        /// Seconds the engine may take to load.
+        #[arg(long, default_value_t = 600)]
+        load_timeout: u64,
+        /// Memory read bandwidth in GB/s (default: measured now).
+        #[arg(long)]
+        bandwidth_gbps: Option<f64>,
+        /// Settings as name=value (ctx_size=4096 threads=8 cache_type_k=q8_0 …).
+        #[arg(last = true)]
+        settings: Vec<String>,
+    },
     /// Write a llama GGUF model with random weights (for tests and demos).
     MakeModel {
         /// Where to write the .gguf file.
@@ -81,6 +110,28 @@ async fn main() -> anyhow::Result<()> {
             tunebook::launch(settings, listener, shutdown_signal())
                 .await
                 .context("server failed")?;
+        }
+        Command::Probe {
+            profile,
+            model,
+            profiles,
+            plan,
+            json,
+            load_timeout,
+            bandwidth_gbps,
+            settings,
+        } => {
+            tunebook::probe_cli::run(tunebook::probe_cli::ProbeArgs {
+                profiles,
+                profile,
+                model,
+                settings,
+                plan,
+                load_timeout: Duration::from_secs(load_timeout),
+                bandwidth: bandwidth_gbps.map(|g| g * 1e9),
+                json,
+            })
+            .await?;
         }
         Command::MakeModel { path, size, seed } => {
             let spec = match size {

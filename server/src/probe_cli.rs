@@ -1,0 +1,205 @@
+//! `tunebook probe`: one configuration from the command line, measured and
+//! printed (a readable report, or JSON), nothing stored.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use engine_bridge::planner::{ModelInfo, speed_ceiling};
+use engine_bridge::probes::Stats;
+use engine_bridge::{Outcome, ProbePlan, Profile, RunningEngine, Settings};
+use serde_json::json;
+
+/// What to probe, and how.
+pub struct ProbeArgs {
+    pub profiles: PathBuf,
+    pub profile: String,
+    pub model: String,
+    /// `name=value` pairs.
+    pub settings: Vec<String>,
+    /// A probe plan TOML file; default: speed and quality.
+    pub plan: Option<PathBuf>,
+    pub load_timeout: Duration,
+    /// Bytes per second; `None`: measured now.
+    pub bandwidth: Option<f64>,
+    pub json: bool,
+}
+
+/// Parses `name=value` pairs.
+pub fn parse_settings(pairs: &[String]) -> anyhow::Result<Settings> {
+    pairs
+        .iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => bail!("`{p}` is not a setting: write name=value, e.g. ctx_size=4096"),
+        })
+        .collect()
+}
+
+/// Runs the probe and prints the result; an engine failure is an error.
+pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
+    let settings = parse_settings(&args.settings)?;
+    let profiles = Profile::load_dir(&args.profiles)?;
+    let Some(profile) = profiles.iter().find(|p| p.name == args.profile) else {
+        let names: Vec<_> = profiles.iter().map(|p| p.name.as_str()).collect();
+        bail!("no engine profile `{}` (have: {})", args.profile, names.join(", "));
+    };
+    let plan = match &args.plan {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read probe plan {}", path.display()))?;
+            toml::from_str::<ProbePlan>(&text)
+                .with_context(|| format!("probe plan {} is not valid", path.display()))?
+        }
+        None => ProbePlan::standard(),
+    };
+    let port = engine_bridge::free_port()?;
+    let spec = engine_bridge::plan(profile, &args.model, &settings, port)?;
+    let command = spec.display();
+    let model_path = profile.model(&args.model).expect("plan checked the model").path.clone();
+    let model = ModelInfo::read(&model_path).ok();
+    let bandwidth = match args.bandwidth {
+        Some(b) => b,
+        None => {
+            let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            tokio::task::spawn_blocking(move || {
+                engine_bridge::planner::measure_bandwidth(512 << 20, threads, 3)
+            })
+            .await?
+        }
+    };
+    if !args.json {
+        eprintln!("launching: {command}");
+    }
+    let outcome = match RunningEngine::launch(spec, port, args.load_timeout).await {
+        Ok(engine) => engine.measure_and_stop(&plan, Duration::from_secs(5)).await,
+        Err(f) => Err(f),
+    };
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(f) => {
+            let tail = f.log_tail.iter().rev().take(15).rev().cloned().collect::<Vec<_>>();
+            bail!("{f}\n--- engine log (last lines) ---\n{}", tail.join("\n"));
+        }
+    };
+    let ceiling = model.as_ref().and_then(|m| {
+        let speed = &outcome.measurement.speed.as_ref()?.summary;
+        speed_ceiling(m, &settings, speed, bandwidth)
+    });
+    if args.json {
+        let report = json!({
+            "command": command,
+            "settings": settings,
+            "outcome": outcome,
+            "bandwidth_bytes_per_s": bandwidth,
+            "ceiling_tps": ceiling,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report(&outcome, model.as_ref(), &settings, bandwidth, ceiling));
+    }
+    Ok(())
+}
+
+fn spread(s: &Stats, unit: &str) -> String {
+    format!("{:.1} {unit} (p10 {:.1}, p90 {:.1}, cv {:.1} %)", s.median, s.p10, s.p90, s.cv * 100.0)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1048576.0)
+}
+
+/// The readable report.
+fn report(
+    o: &Outcome,
+    model: Option<&ModelInfo>,
+    settings: &Settings,
+    bandwidth: f64,
+    ceiling: Option<f64>,
+) -> String {
+    let mut out = String::new();
+    let mut line = |label: &str, text: String| out.push_str(&format!("{label:<12}{text}\n"));
+    let ctx = o.props.as_ref().and_then(|p| p.n_ctx).map_or("?".into(), |n| n.to_string());
+    line("load", format!("{:.2} s; context {ctx} tokens per slot", o.load_time.as_secs_f64()));
+    let mut memory = format!("peak RSS {}", mib(o.memory.peak_rss_bytes));
+    if let Some(d) = o.memory.mem_available_drop_bytes {
+        memory += &format!("; MemAvailable fell {}", mib(d));
+    }
+    if let Some(g) = o.memory.peak_gpu_bytes {
+        memory += &format!("; GPU {}", mib(g));
+    }
+    if let Some(m) = model {
+        let cache = |n: &str| settings.get(n).map_or("f16", String::as_str);
+        let ctx: u64 = settings.get("ctx_size").and_then(|c| c.parse().ok()).unwrap_or(0);
+        let plan = m.memory_plan(ctx, cache("cache_type_k"), cache("cache_type_v"), 0);
+        memory += &format!(
+            "; planned: weights {}, K/V {}",
+            mib(plan.weights),
+            plan.kv.map_or("?".into(), mib)
+        );
+    }
+    line("memory", memory);
+    if let Some(s) = &o.measurement.speed {
+        line("TTFT", spread(&s.ttft_ms, "ms"));
+        line("prefill", spread(&s.prefill_tps, "tok/s"));
+        line("decode", spread(&s.decode_tps, "tok/s"));
+        if let (Some(c), Some(r)) = (&s.client_decode_tps, s.client_engine_ratio) {
+            line("client", format!("{} ({:.3}× the engine's)", spread(c, "tok/s"), r));
+        }
+        if let Some(c) = ceiling {
+            line(
+                "ceiling",
+                format!(
+                    "{c:.1} tok/s at {:.1} GB/s: {:.0} % reached",
+                    bandwidth / 1e9,
+                    100.0 * s.summary.decode_tps / c
+                ),
+            );
+        }
+    }
+    if let Some(q) = &o.measurement.quality {
+        let passed = q.cases.iter().filter(|c| c.passed).count();
+        line("quality", format!("{passed}/{} passed ({})", q.cases.len(), q.suite));
+    }
+    for p in o.measurement.depth.iter().flatten() {
+        let text = match (&p.decode_tps, &p.skipped) {
+            (Some(d), _) => spread(d, "tok/s"),
+            (None, why) => format!("skipped: {}", why.as_deref().unwrap_or("")),
+        };
+        line("depth", format!("{:>6} tokens: {text}", p.depth));
+    }
+    for p in o.measurement.concurrency.iter().flatten() {
+        line(
+            "concurrent",
+            format!(
+                "{} clients: {:.1} tok/s in all, {:.1} tok/s each",
+                p.clients, p.aggregate_tps, p.decode_tps.median
+            ),
+        );
+    }
+    for p in o.measurement.context.iter().flatten() {
+        let verdict = match (&p.skipped, p.passed) {
+            (Some(why), _) => format!("skipped: {why}"),
+            (None, true) => "recalled".into(),
+            (None, false) => format!("missed (answered {:?})", p.answer.trim()),
+        };
+        line("context", format!("{:>6} tokens, depth {:.0} %: {verdict}", p.size, p.depth * 100.0));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_name_value_pairs() {
+        let s = parse_settings(&["ctx_size=4096".into(), " threads = 8 ".into()]).unwrap();
+        assert_eq!(s.get("ctx_size").map(String::as_str), Some("4096"));
+        assert_eq!(s.get("threads").map(String::as_str), Some("8"));
+        let err = parse_settings(&["4096".into()]).unwrap_err();
+        assert!(err.to_string().contains("write name=value"), "{err}");
+    }
+}
