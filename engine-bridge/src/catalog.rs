@@ -24,6 +24,9 @@ pub enum Domain {
     Choice { choices: &'static [&'static str], open: bool },
     /// A switch: `true` renders the flag alone, `false` renders nothing.
     Bool,
+    /// The name of another model of the same profile (a draft model); it
+    /// renders as that model's path.
+    Model,
 }
 
 /// Whether changing the parameter needs the engine restarted.
@@ -64,6 +67,10 @@ pub enum SettingError {
     NotAChoice { name: String, value: String, choices: String },
     #[error("setting `{name}`: `{value}` must be true or false")]
     NotABool { name: String, value: String },
+    #[error(
+        "environment variable `{name}` may not be set: allowed are names starting with {prefixes}"
+    )]
+    EnvNotAllowed { name: String, prefixes: String },
 }
 
 /// The parameters of one engine kind.
@@ -71,7 +78,20 @@ pub enum SettingError {
 pub struct Catalog {
     pub engine: &'static str,
     pub params: Vec<Param>,
+    /// Environment variables a setting `env.NAME` may set: names starting
+    /// with one of these.
+    pub env_prefixes: &'static [&'static str],
 }
+
+/// Settings turned into what the engine is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// Settings named `env.NAME` set the environment variable NAME.
+pub const ENV_PREFIX: &str = "env.";
 
 /// K/V cache types llama.cpp accepts (`-ctk`, `-ctv`).
 pub const CACHE_TYPES: &[&str] =
@@ -163,7 +183,26 @@ impl Catalog {
                     LoadTime,
                     "Read the model into memory instead of mapping it.",
                 ),
+                p(
+                    "numa",
+                    "--numa",
+                    Choice { choices: &["distribute", "isolate", "numactl"], open: false },
+                    "off",
+                    LoadTime,
+                    "NUMA placement.",
+                ),
+                p(
+                    "draft_model",
+                    "-md",
+                    Model,
+                    "none",
+                    LoadTime,
+                    "Draft model for speculative decoding (a model of this profile).",
+                ),
+                p("draft_max", "--draft-max", int(0, 256), "16", LoadTime, "Most tokens drafted."),
+                p("draft_min", "--draft-min", int(0, 256), "0", LoadTime, "Fewest tokens drafted."),
             ],
+            env_prefixes: &["CUDA_", "GGML_", "HIP_", "ROCR_", "OMP_", "LLAMA_"],
         }
     }
 
@@ -172,19 +211,38 @@ impl Catalog {
         self.params.iter().find(|p| p.name == name)
     }
 
-    /// Checks every setting and renders them, in catalog order, as
-    /// command-line arguments.
-    pub fn render(&self, settings: &Settings) -> Result<Vec<String>, SettingError> {
-        if let Some(name) = settings.keys().find(|k| self.get(k).is_none()) {
-            return Err(SettingError::Unknown { engine: self.engine, name: name.clone() });
-        }
-        let mut args = Vec::new();
-        for param in &self.params {
-            if let Some(value) = settings.get(param.name) {
-                args.extend(param.render(value.trim())?);
+    /// Checks every setting and renders them: flags in catalog order, and
+    /// `env.NAME` settings as environment variables.
+    pub fn render(&self, settings: &Settings) -> Result<Rendered, SettingError> {
+        let mut out = Rendered::default();
+        for (name, value) in settings {
+            if let Some(var) = name.strip_prefix(ENV_PREFIX) {
+                let allowed = self.env_prefixes.iter().any(|p| var.starts_with(p))
+                    && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !allowed {
+                    return Err(SettingError::EnvNotAllowed {
+                        name: var.into(),
+                        prefixes: self.env_prefixes.join(", "),
+                    });
+                }
+                if value.contains('\0') {
+                    return Err(SettingError::NotAChoice {
+                        name: name.clone(),
+                        value: value.escape_debug().to_string(),
+                        choices: "text without NUL".into(),
+                    });
+                }
+                out.env.insert(var.to_string(), value.clone());
+            } else if self.get(name).is_none() {
+                return Err(SettingError::Unknown { engine: self.engine, name: name.clone() });
             }
         }
-        Ok(args)
+        for param in &self.params {
+            if let Some(value) = settings.get(param.name) {
+                out.args.extend(param.render(value.trim())?);
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -217,6 +275,16 @@ impl Param {
                     })
                 }
             }
+            Domain::Model => {
+                if value.is_empty() || value.starts_with('-') {
+                    return Err(SettingError::NotAChoice {
+                        name,
+                        value: value.into(),
+                        choices: "the name of a model of this profile".into(),
+                    });
+                }
+                Ok(vec![self.flag.into(), value.into()])
+            }
             Domain::Bool => match value {
                 "true" | "on" | "1" => Ok(vec![self.flag.into()]),
                 "false" | "off" | "0" => Ok(vec![]),
@@ -246,7 +314,8 @@ mod tests {
                 ("mlock", "true"),
                 ("no_mmap", "false"),
             ]))
-            .unwrap();
+            .unwrap()
+            .args;
         assert_eq!(args, ["-c", "2048", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on", "--mlock"]);
     }
 
@@ -264,9 +333,27 @@ mod tests {
     }
 
     #[test]
+    fn environment_variables_within_the_allowed_families() {
+        let cat = Catalog::llama_server();
+        let r = cat
+            .render(&settings(&[
+                ("env.CUDA_VISIBLE_DEVICES", "0,1"),
+                ("env.GGML_SCHED_MAX_COPIES", "1"),
+            ]))
+            .unwrap();
+        assert_eq!(r.env.get("CUDA_VISIBLE_DEVICES").map(String::as_str), Some("0,1"));
+        assert_eq!(r.env.len(), 2);
+        assert!(r.args.is_empty());
+        for bad in ["env.LD_PRELOAD", "env.PATH", "env.GGML_X=Y"] {
+            let err = cat.render(&settings(&[(bad, "x")])).unwrap_err();
+            assert!(matches!(err, SettingError::EnvNotAllowed { .. }), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn open_choices_accept_new_words_but_never_flags() {
         let cat = Catalog::llama_server();
-        let args = cat.render(&settings(&[("cache_type_k", "turbo3")])).unwrap();
+        let args = cat.render(&settings(&[("cache_type_k", "turbo3")])).unwrap().args;
         assert_eq!(args, ["-ctk", "turbo3"]);
         for bad in ["--rpc", "q4_0 -m x", ""] {
             let err = cat.render(&settings(&[("cache_type_k", bad)])).unwrap_err();

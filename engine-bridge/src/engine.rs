@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::catalog::{SettingError, Settings};
+use crate::catalog::{Domain, SettingError, Settings};
 use crate::failure::{Failure, FailureKind, classify_exit};
 use crate::llama_server::{self, Completion, CompletionRequest, CompletionSample, Prompt, Props};
 use crate::memory::{MemoryReport, MemorySampler};
@@ -44,7 +44,18 @@ pub fn plan(
         profile: profile.name.clone(),
         model: model.into(),
     })?;
-    let rendered = profile.kind.catalog().render(settings)?;
+    let catalog = profile.kind.catalog();
+    let mut rendered = catalog.render(settings)?;
+    // A draft model is named like the main one and becomes its path.
+    for param in catalog.params.iter().filter(|p| matches!(p.domain, Domain::Model)) {
+        let Some(name) = settings.get(param.name) else { continue };
+        let draft = profile.model(name.trim()).ok_or_else(|| PlanError::UnknownModel {
+            profile: profile.name.clone(),
+            model: name.clone(),
+        })?;
+        let at = rendered.args.iter().position(|a| a == param.flag).expect("rendered flag");
+        rendered.args[at + 1] = draft.path.display().to_string();
+    }
     if !profile.binary.is_file() {
         return Err(PlanError::MissingBinary(profile.binary.clone()));
     }
@@ -60,8 +71,9 @@ pub fn plan(
         "--port".into(),
         port.to_string(),
     ]);
-    args.extend(rendered);
+    args.extend(rendered.args);
     let mut env = profile.env.clone();
+    env.extend(rendered.env);
     if !profile.library_path.is_empty() {
         let mut dirs: Vec<String> =
             profile.library_path.iter().map(|p| p.display().to_string()).collect();

@@ -4,6 +4,7 @@
 //! - [`profile`]: which engine binaries and models may run (server-side TOML);
 //! - [`catalog`]: each engine's settings, their domains and flags;
 //! - [`engine`]: plan a command line, launch, wait until ready, probe, stop;
+//! - [`flags`]: each setting spelled the way the user's binary accepts it;
 //! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
 //! - [`probes`]: speed, depth curve, concurrency, quality, context recall;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
@@ -16,6 +17,7 @@
 pub mod catalog;
 pub mod engine;
 pub mod failure;
+pub mod flags;
 pub mod gguf;
 pub mod llama_server;
 pub mod memory;

@@ -146,3 +146,32 @@ async fn context_depth_and_concurrency_probes() {
     assert!(batches.iter().all(|b| b.aggregate_tps > 0.0));
     engine.stop(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn renamed_flags_draft_model_and_environment_reach_the_engine() {
+    let profile = demo_profile();
+    let s = settings(&[
+        ("mlock", "true"),
+        ("no_mmap", "true"),
+        ("draft_model", "tiny-llama"),
+        ("draft_max", "4"),
+        ("env.GGML_SCHED_MAX_COPIES", "1"),
+    ]);
+    let port = free_port().unwrap();
+    let planned = plan(&profile, "tiny-llama", &s, port).unwrap();
+    assert_eq!(planned.env.get("GGML_SCHED_MAX_COPIES").map(String::as_str), Some("1"));
+    let flags = engine_bridge::flags::flags_of(&planned).await;
+    assert!(flags.is_known(), "the demo llama-server lists its flags");
+    let spec = engine_bridge::flags::adapt(planned).await.unwrap();
+    // Every flag given is one this binary lists.
+    for arg in spec.args.iter().filter(|a| a.starts_with('-')) {
+        assert!(flags.supports(arg), "{arg} is not accepted by this build: {:?}", spec.args);
+    }
+    let draft = &profile.models[0].path.display().to_string();
+    assert!(spec.args.windows(2).any(|w| w[0] == "-md" && &w[1] == draft), "{:?}", spec.args);
+    let engine =
+        RunningEngine::launch(spec, port, Duration::from_secs(60)).await.expect("it starts");
+    let probe = SpeedProbe { repeats: 1, ..SpeedProbe::default() };
+    assert!(probe.run(&engine).await.unwrap().summary.decode_tps > 0.0);
+    engine.stop(Duration::from_secs(5)).await;
+}

@@ -57,6 +57,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     let port = engine_bridge::free_port()?;
     let spec = engine_bridge::plan(profile, &args.model, &settings, port)?;
+    let spec = engine_bridge::flags::adapt(spec).await?;
     let command = spec.display();
     let model_path = profile.model(&args.model).expect("plan checked the model").path.clone();
     let model = ModelInfo::read(&model_path).ok();

@@ -126,10 +126,14 @@ async fn measure(
         Ok(p) => p,
         Err(e) => return fail(FailureKind::PortConflict, format!("no free port: {e}")),
     };
-    let mut spec = match engine_bridge::plan(profile, &trial.model, &trial.settings, port) {
+    let spec = match engine_bridge::plan(profile, &trial.model, &trial.settings, port) {
         Ok(spec) => spec,
         Err(e @ PlanError::Setting(_)) => return fail(FailureKind::Rejected, e.to_string()),
         Err(e) => return fail(FailureKind::Spawn, e.to_string()),
+    };
+    let mut spec = match engine_bridge::flags::adapt(spec).await {
+        Ok(spec) => spec,
+        Err(failure) => return Ok(Err(failure)),
     };
     spec.registry_dir = Some(ctx.engines_dir.clone());
     if std::fs::create_dir_all(&ctx.logs_dir).is_ok() {

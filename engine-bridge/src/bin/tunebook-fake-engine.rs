@@ -37,6 +37,14 @@ fn parse_args() -> Args {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    if std::env::args().any(|a| a == "--help") {
+        println!("-m,    --model FNAME    model path (ignored)");
+        println!("--host HOST            address to listen on");
+        println!("--port PORT            port to listen on");
+        println!("--fake MODE            how to misbehave");
+        println!("--fake-ms N            delay for slow modes");
+        return;
+    }
     let args = parse_args();
     eprintln!("fake engine: mode {} on {}:{}", args.mode, args.host, args.port);
     eprintln!("load_tensors: loading model");

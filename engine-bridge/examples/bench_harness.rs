@@ -1,0 +1,178 @@
+//! Measures the harness itself, on this machine (run it with
+//! `scripts/bench-engine.sh`):
+//!
+//! 1. health-poll latency: how long after an engine becomes ready the
+//!    harness notices (the fake engine turns ready at a known moment);
+//! 2. harness overhead per trial: engine ready → first probe request, and
+//!    probe end → port free again;
+//! 3. agreement of decode and prefill speed: the client's view against the
+//!    engine's own timings, and both against `llama-bench` (the number
+//!    llama.cpp users trust) at the same settings, on a model large enough
+//!    to be memory-bound.
+//!
+//! Usage: bench_harness LLAMA_SERVER LLAMA_BENCH FAKE_ENGINE MODEL [THREADS]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use engine_bridge::probes::Stats;
+use engine_bridge::process::LaunchSpec;
+use engine_bridge::{RunningEngine, SpeedProbe, free_port};
+
+const ROUNDS: usize = 10;
+const PROMPT: usize = 128;
+const GEN: u32 = 64;
+
+fn spec(program: &Path, args: &[String], port: u16) -> LaunchSpec {
+    let mut args = args.to_vec();
+    args.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
+    LaunchSpec {
+        program: program.to_path_buf(),
+        args,
+        env: Default::default(),
+        log_file: None,
+        registry_dir: None,
+    }
+}
+
+fn ms(s: &Stats) -> String {
+    format!("{:.1} ms (p10 {:.1}, p90 {:.1}, n {})", s.median, s.p10, s.p90, s.n)
+}
+
+/// How much `a` differs from `b`, in percent.
+fn diff(a: f64, b: f64) -> f64 {
+    100.0 * (a - b) / b
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, server, bench, fake, model, ..] = args.as_slice() else {
+        eprintln!("usage: bench_harness LLAMA_SERVER LLAMA_BENCH FAKE_ENGINE MODEL [THREADS]");
+        std::process::exit(2);
+    };
+    let threads = args.get(5).cloned().unwrap_or_else(|| "2".into());
+    let (server, fake) = (PathBuf::from(server), PathBuf::from(fake));
+
+    // 1. Health-poll latency: the fake engine answers 503 until exactly
+    //    READY after it starts, then 200.
+    const READY: Duration = Duration::from_millis(300);
+    let mut latency = Vec::new();
+    for _ in 0..ROUNDS {
+        let port = free_port().unwrap();
+        let fake_args = ["--fake", "slow-load", "--fake-ms", "300"].map(String::from);
+        let engine =
+            RunningEngine::launch(spec(&fake, &fake_args, port), port, Duration::from_secs(10))
+                .await
+                .expect("fake engine starts");
+        latency.push((engine.load_time.saturating_sub(READY)).as_secs_f64() * 1e3);
+        engine.stop(Duration::from_secs(2)).await;
+    }
+    let latency = Stats::of(latency).unwrap();
+
+    // 2. Overhead per trial on the real engine and the memory-bound model.
+    let server_args: Vec<String> =
+        ["-m", model, "-c", "2048", "-t", &threads, "-fa", "on", "-np", "1", "--fit", "off"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let (mut before_probe, mut after_probe, mut loads) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS / 2 {
+        let port = free_port().unwrap();
+        let engine = RunningEngine::launch(
+            spec(&server, &server_args, port),
+            port,
+            Duration::from_secs(120),
+        )
+        .await
+        .expect("llama-server starts");
+        loads.push(engine.load_time.as_secs_f64() * 1e3);
+        // Ready → first probe request: what measure_and_stop does first.
+        let t = Instant::now();
+        let _ = engine.props().await;
+        let prompt = engine.prompt_of_len(PROMPT).await.unwrap();
+        before_probe.push(t.elapsed().as_secs_f64() * 1e3);
+        engine.completion(&prompt, 4, Duration::from_secs(60)).await.unwrap();
+        // Probe end → port free.
+        let t = Instant::now();
+        engine.stop(Duration::from_secs(5)).await;
+        while TcpListener::bind(("127.0.0.1", port)).is_err() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        after_probe.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let (before_probe, after_probe) =
+        (Stats::of(before_probe).unwrap(), Stats::of(after_probe).unwrap());
+
+    // 3. Agreement with the engine's timings and with llama-bench.
+    let port = free_port().unwrap();
+    let engine =
+        RunningEngine::launch(spec(&server, &server_args, port), port, Duration::from_secs(120))
+            .await
+            .expect("llama-server starts");
+    let probe = SpeedProbe {
+        prompt_tokens: PROMPT,
+        n_predict: GEN,
+        warmup: 1,
+        repeats: 5,
+        ..Default::default()
+    };
+    let speed = probe.run(&engine).await.expect("speed probe");
+    engine.stop(Duration::from_secs(5)).await;
+
+    let bench_out = Command::new(bench)
+        .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "5", "-o", "json"])
+        .args(["-p", &PROMPT.to_string(), "-n", "0", "-d", "0"])
+        .output()
+        .expect("llama-bench runs");
+    let pp: serde_json::Value =
+        serde_json::from_slice(&bench_out.stdout).expect("llama-bench JSON");
+    let bench_out = Command::new(bench)
+        .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "5", "-o", "json"])
+        .args(["-p", "0", "-n", &GEN.to_string(), "-d", &PROMPT.to_string()])
+        .output()
+        .expect("llama-bench runs");
+    let tg: serde_json::Value =
+        serde_json::from_slice(&bench_out.stdout).expect("llama-bench JSON");
+    let bench_pp = pp[0]["avg_ts"].as_f64().unwrap();
+    let bench_pp_sd = pp[0]["stddev_ts"].as_f64().unwrap();
+    let bench_tg = tg[0]["avg_ts"].as_f64().unwrap();
+    let bench_tg_sd = tg[0]["stddev_ts"].as_f64().unwrap();
+
+    let engine_tg = speed.decode_tps.median;
+    let engine_pp = speed.prefill_tps.median;
+    let client_tg = speed.client_decode_tps.map(|s| s.median).unwrap_or(f64::NAN);
+
+    println!("# Harness benchmark ({threads} threads, model {model})\n");
+    println!("| what | value |\n| --- | --- |");
+    println!("| health-poll latency (ready → noticed) | {} |", ms(&latency));
+    println!("| ready → first probe request | {} |", ms(&before_probe));
+    println!("| probe end → port free | {} |", ms(&after_probe));
+    println!(
+        "| overhead per trial (sum of medians) | {:.1} ms |",
+        before_probe.median + after_probe.median + latency.median
+    );
+    println!("| load time, llama-server | {} |", ms(&Stats::of(loads).unwrap()));
+    println!(
+        "| decode: engine timings | {engine_tg:.2} tok/s (cv {:.1} %) |",
+        speed.decode_tps.cv * 100.0
+    );
+    println!(
+        "| decode: client | {client_tg:.2} tok/s ({:+.2} % vs engine) |",
+        diff(client_tg, engine_tg)
+    );
+    println!(
+        "| decode: llama-bench tg{GEN} @ d{PROMPT} | {bench_tg:.2} ± {bench_tg_sd:.2} tok/s (engine {:+.2} %) |",
+        diff(engine_tg, bench_tg)
+    );
+    println!(
+        "| prefill: engine timings | {engine_pp:.1} tok/s (cv {:.1} %) |",
+        speed.prefill_tps.cv * 100.0
+    );
+    println!(
+        "| prefill: llama-bench pp{PROMPT} | {bench_pp:.1} ± {bench_pp_sd:.1} tok/s (engine {:+.2} %) |",
+        diff(engine_pp, bench_pp)
+    );
+}
