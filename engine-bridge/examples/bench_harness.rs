@@ -28,13 +28,7 @@ const GEN: u32 = 64;
 fn spec(program: &Path, args: &[String], port: u16) -> LaunchSpec {
     let mut args = args.to_vec();
     args.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
-    LaunchSpec {
-        program: program.to_path_buf(),
-        args,
-        env: Default::default(),
-        log_file: None,
-        registry_dir: None,
-    }
+    LaunchSpec::new(program.to_path_buf(), args)
 }
 
 fn ms(s: &Stats) -> String {

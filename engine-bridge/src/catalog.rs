@@ -6,6 +6,7 @@
 //! types ever becomes a flag of its own: values are checked against the
 //! domain and may not start with `-`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -27,6 +28,17 @@ pub enum Domain {
     /// The name of another model of the same profile (a draft model); it
     /// renders as that model's path.
     Model,
+    /// A number in `min..=max`.
+    Float { min: f64, max: f64 },
+    /// A switch written as a value: `--flag true` / `--flag false`.
+    BoolValue,
+    /// A switch with a flag for each side: `--x` / `--no-x`.
+    Negatable { off_flag: &'static str },
+    /// One of the names in `map`, written as its mapped value (cache type
+    /// names to ggml type numbers, say).
+    Mapped { map: &'static [(&'static str, &'static str)] },
+    /// Free text on one argument (JSON, say); never a flag.
+    Text,
 }
 
 /// Whether changing the parameter needs the engine restarted.
@@ -43,9 +55,9 @@ pub enum Phase {
 #[derive(Debug, Clone, Serialize)]
 pub struct Param {
     /// The name users and studies refer to.
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// The command-line flag.
-    pub flag: &'static str,
+    pub flag: Cow<'static, str>,
     pub domain: Domain,
     /// The engine's own default, for display.
     pub default: &'static str,
@@ -55,7 +67,7 @@ pub struct Param {
 }
 
 /// A setting the catalog refused, with what was wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SettingError {
     #[error("unknown setting `{name}` for {engine}")]
     Unknown { engine: &'static str, name: String },
@@ -67,6 +79,10 @@ pub enum SettingError {
     NotAChoice { name: String, value: String, choices: String },
     #[error("setting `{name}`: `{value}` must be true or false")]
     NotABool { name: String, value: String },
+    #[error("setting `{name}`: `{value}` is not a number")]
+    NotANumber { name: String, value: String },
+    #[error("setting `{name}`: {value} is outside {min}..={max}")]
+    FloatOutOfRange { name: String, value: f64, min: f64, max: f64 },
     #[error(
         "environment variable `{name}` may not be set: allowed are names starting with {prefixes}"
     )]
@@ -93,6 +109,19 @@ pub struct Rendered {
 /// Settings named `env.NAME` set the environment variable NAME.
 pub const ENV_PREFIX: &str = "env.";
 
+/// ggml type numbers for cache type names, as llama-cpp-python takes them.
+pub const GGML_TYPE_NUMBERS: &[(&str, &str)] = &[
+    ("f32", "0"),
+    ("f16", "1"),
+    ("q4_0", "2"),
+    ("q4_1", "3"),
+    ("q5_0", "6"),
+    ("q5_1", "7"),
+    ("q8_0", "8"),
+    ("iq4_nl", "20"),
+    ("bf16", "30"),
+];
+
 /// K/V cache types llama.cpp accepts (`-ctk`, `-ctv`).
 pub const CACHE_TYPES: &[&str] =
     &["f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"];
@@ -105,8 +134,8 @@ impl Catalog {
         let int = |min, max| Int { min, max };
         let cache = Choice { choices: CACHE_TYPES, open: true };
         let p = |name, flag, domain, default, phase, help| Param {
-            name,
-            flag,
+            name: Cow::Borrowed(name),
+            flag: Cow::Borrowed(flag),
             domain,
             default,
             phase,
@@ -206,6 +235,249 @@ impl Catalog {
         }
     }
 
+    /// llama-cpp-python's server (`python -m llama_cpp.server`): the same
+    /// setting names as llama-server, its own flags, cache types as ggml
+    /// type numbers.
+    pub fn llama_cpp_python() -> Self {
+        use Domain::*;
+        use Phase::LoadTime;
+        let int = |min, max| Int { min, max };
+        let cache = Mapped { map: GGML_TYPE_NUMBERS };
+        let p = |name, flag, domain, default, help| Param {
+            name: Cow::Borrowed(name),
+            flag: Cow::Borrowed(flag),
+            domain,
+            default,
+            phase: LoadTime,
+            help,
+        };
+        Self {
+            engine: "llama-cpp-python",
+            params: vec![
+                p("ctx_size", "--n_ctx", int(0, 1 << 24), "2048", "Context size in tokens."),
+                p(
+                    "threads",
+                    "--n_threads",
+                    int(1, 1024),
+                    "half the cores",
+                    "CPU threads for generation.",
+                ),
+                p(
+                    "threads_batch",
+                    "--n_threads_batch",
+                    int(1, 1024),
+                    "all cores",
+                    "CPU threads for prompts.",
+                ),
+                p("cache_type_k", "--type_k", cache.clone(), "f16", "K cache data type."),
+                p("cache_type_v", "--type_v", cache, "f16", "V cache data type."),
+                p("flash_attn", "--flash_attn", BoolValue, "false", "Flash attention."),
+                p(
+                    "n_gpu_layers",
+                    "--n_gpu_layers",
+                    int(-1, 999),
+                    "0",
+                    "Layers offloaded to the GPU (-1: all).",
+                ),
+                p("batch_size", "--n_batch", int(1, 1 << 20), "512", "Logical batch size."),
+                p("ubatch_size", "--n_ubatch", int(1, 1 << 20), "512", "Physical batch size."),
+                p("mmap", "--use_mmap", BoolValue, "true", "Map the model file."),
+                p("mlock", "--use_mlock", BoolValue, "false", "Lock the model in RAM."),
+            ],
+            env_prefixes: &["CUDA_", "GGML_", "LLAMA_", "OMP_"],
+        }
+    }
+
+    /// vLLM (`vllm serve`).
+    pub fn vllm() -> Self {
+        use Domain::*;
+        use Phase::LoadTime;
+        let int = |min, max| Int { min, max };
+        let p = |name, flag, domain, default, help| Param {
+            name: Cow::Borrowed(name),
+            flag: Cow::Borrowed(flag),
+            domain,
+            default,
+            phase: LoadTime,
+            help,
+        };
+        Self {
+            engine: "vllm",
+            params: vec![
+                p("ctx_size", "--max-model-len", int(1, 1 << 24), "model's own", "Context length."),
+                p(
+                    "gpu_memory_utilization",
+                    "--gpu-memory-utilization",
+                    Float { min: 0.05, max: 1.0 },
+                    "0.9",
+                    "Share of GPU memory vLLM may take.",
+                ),
+                p(
+                    "max_num_seqs",
+                    "--max-num-seqs",
+                    int(1, 4096),
+                    "256",
+                    "Sequences batched at once.",
+                ),
+                p(
+                    "max_num_batched_tokens",
+                    "--max-num-batched-tokens",
+                    int(1, 1 << 22),
+                    "auto",
+                    "Tokens per scheduler step.",
+                ),
+                p(
+                    "kv_cache_dtype",
+                    "--kv-cache-dtype",
+                    Choice { choices: &["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], open: true },
+                    "auto",
+                    "K/V cache data type.",
+                ),
+                p(
+                    "enable_prefix_caching",
+                    "--enable-prefix-caching",
+                    Negatable { off_flag: "--no-enable-prefix-caching" },
+                    "on",
+                    "Reuse cached prompt prefixes.",
+                ),
+                p("tensor_parallel_size", "-tp", int(1, 64), "1", "GPUs to split each layer over."),
+                p(
+                    "dtype",
+                    "--dtype",
+                    Choice {
+                        choices: &["auto", "half", "float16", "bfloat16", "float"],
+                        open: false,
+                    },
+                    "auto",
+                    "Weight and activation type.",
+                ),
+                p(
+                    "quantization",
+                    "--quantization",
+                    Choice { choices: &["awq", "gptq", "fp8", "bitsandbytes"], open: true },
+                    "none",
+                    "Weight quantization method.",
+                ),
+                p("enforce_eager", "--enforce-eager", Bool, "false", "Disable CUDA graphs."),
+                p(
+                    "speculative_config",
+                    "--speculative-config",
+                    Text,
+                    "none",
+                    "Speculative decoding, as JSON.",
+                ),
+            ],
+            env_prefixes: &["CUDA_", "VLLM_", "NCCL_", "PYTORCH_"],
+        }
+    }
+
+    /// SGLang (`python -m sglang.launch_server`).
+    pub fn sglang() -> Self {
+        use Domain::*;
+        use Phase::LoadTime;
+        let int = |min, max| Int { min, max };
+        let p = |name, flag, domain, default, help| Param {
+            name: Cow::Borrowed(name),
+            flag: Cow::Borrowed(flag),
+            domain,
+            default,
+            phase: LoadTime,
+            help,
+        };
+        Self {
+            engine: "sglang",
+            params: vec![
+                p(
+                    "ctx_size",
+                    "--context-length",
+                    int(1, 1 << 24),
+                    "model's own",
+                    "Context length.",
+                ),
+                p(
+                    "mem_fraction_static",
+                    "--mem-fraction-static",
+                    Float { min: 0.05, max: 1.0 },
+                    "auto",
+                    "Share of GPU memory for weights and K/V.",
+                ),
+                p(
+                    "max_running_requests",
+                    "--max-running-requests",
+                    int(1, 4096),
+                    "auto",
+                    "Requests run at once.",
+                ),
+                p(
+                    "chunked_prefill_size",
+                    "--chunked-prefill-size",
+                    int(-1, 1 << 22),
+                    "auto",
+                    "Prefill chunk in tokens (-1: off).",
+                ),
+                p(
+                    "tensor_parallel_size",
+                    "--tp-size",
+                    int(1, 64),
+                    "1",
+                    "GPUs to split each layer over.",
+                ),
+                p(
+                    "kv_cache_dtype",
+                    "--kv-cache-dtype",
+                    Choice { choices: &["auto", "fp8_e5m2", "fp8_e4m3"], open: true },
+                    "auto",
+                    "K/V cache data type.",
+                ),
+                p(
+                    "attention_backend",
+                    "--attention-backend",
+                    Choice {
+                        choices: &["flashinfer", "triton", "torch_native", "fa3"],
+                        open: true,
+                    },
+                    "auto",
+                    "Attention kernels.",
+                ),
+                p(
+                    "disable_radix_cache",
+                    "--disable-radix-cache",
+                    Bool,
+                    "false",
+                    "Turn prefix caching off.",
+                ),
+                p(
+                    "speculative_algorithm",
+                    "--speculative-algorithm",
+                    Choice { choices: &["EAGLE", "EAGLE3", "NEXTN"], open: true },
+                    "none",
+                    "Speculative decoding.",
+                ),
+            ],
+            env_prefixes: &["CUDA_", "SGLANG_", "NCCL_", "PYTORCH_"],
+        }
+    }
+
+    /// A custom engine: the settings and flags its profile declares, each
+    /// taking a plain word or number.
+    pub fn custom(params: &BTreeMap<String, String>) -> Self {
+        Self {
+            engine: "custom",
+            params: params
+                .iter()
+                .map(|(name, flag)| Param {
+                    name: Cow::Owned(name.clone()),
+                    flag: Cow::Owned(flag.clone()),
+                    domain: Domain::Choice { choices: &[], open: true },
+                    default: "",
+                    phase: Phase::LoadTime,
+                    help: "Declared by the profile.",
+                })
+                .collect(),
+            env_prefixes: &["CUDA_"],
+        }
+    }
+
     /// Looks up a parameter by name.
     pub fn get(&self, name: &str) -> Option<&Param> {
         self.params.iter().find(|p| p.name == name)
@@ -238,7 +510,7 @@ impl Catalog {
             }
         }
         for param in &self.params {
-            if let Some(value) = settings.get(param.name) {
+            if let Some(value) = settings.get(param.name.as_ref()) {
                 out.args.extend(param.render(value.trim())?);
             }
         }
@@ -250,6 +522,7 @@ impl Param {
     /// Checks one value and renders it as arguments.
     pub fn render(&self, value: &str) -> Result<Vec<String>, SettingError> {
         let name = self.name.to_string();
+        let flag = || self.flag.to_string();
         match &self.domain {
             Domain::Int { min, max } => {
                 let v: i64 = value.parse().map_err(|_| SettingError::NotAnInteger {
@@ -259,13 +532,13 @@ impl Param {
                 if v < *min || v > *max {
                     return Err(SettingError::OutOfRange { name, value: v, min: *min, max: *max });
                 }
-                Ok(vec![self.flag.into(), v.to_string()])
+                Ok(vec![flag(), v.to_string()])
             }
             Domain::Choice { choices, open } => {
                 let plain_word = !value.is_empty()
                     && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
                 if choices.contains(&value) || (*open && plain_word) {
-                    Ok(vec![self.flag.into(), value.into()])
+                    Ok(vec![flag(), value.into()])
                 } else {
                     let what = if *open { " or a plain word" } else { "" };
                     Err(SettingError::NotAChoice {
@@ -283,10 +556,53 @@ impl Param {
                         choices: "the name of a model of this profile".into(),
                     });
                 }
-                Ok(vec![self.flag.into(), value.into()])
+                Ok(vec![flag(), value.into()])
+            }
+            Domain::Float { min, max } => {
+                let v: f64 =
+                    value.parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
+                        SettingError::NotANumber { name: name.clone(), value: value.into() }
+                    })?;
+                if v < *min || v > *max {
+                    return Err(SettingError::FloatOutOfRange {
+                        name,
+                        value: v,
+                        min: *min,
+                        max: *max,
+                    });
+                }
+                Ok(vec![flag(), value.into()])
+            }
+            Domain::BoolValue => match value {
+                "true" | "on" | "1" => Ok(vec![flag(), "true".into()]),
+                "false" | "off" | "0" => Ok(vec![flag(), "false".into()]),
+                _ => Err(SettingError::NotABool { name, value: value.into() }),
+            },
+            Domain::Negatable { off_flag } => match value {
+                "true" | "on" | "1" => Ok(vec![flag()]),
+                "false" | "off" | "0" => Ok(vec![off_flag.to_string()]),
+                _ => Err(SettingError::NotABool { name, value: value.into() }),
+            },
+            Domain::Mapped { map } => match map.iter().find(|(k, _)| *k == value) {
+                Some((_, v)) => Ok(vec![flag(), v.to_string()]),
+                None => Err(SettingError::NotAChoice {
+                    name,
+                    value: value.into(),
+                    choices: map.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "),
+                }),
+            },
+            Domain::Text => {
+                if value.is_empty() || value.starts_with('-') || value.contains('\0') {
+                    return Err(SettingError::NotAChoice {
+                        name,
+                        value: value.escape_debug().to_string(),
+                        choices: "text that does not start with `-`".into(),
+                    });
+                }
+                Ok(vec![flag(), value.into()])
             }
             Domain::Bool => match value {
-                "true" | "on" | "1" => Ok(vec![self.flag.into()]),
+                "true" | "on" | "1" => Ok(vec![flag()]),
                 "false" | "off" | "0" => Ok(vec![]),
                 _ => Err(SettingError::NotABool { name, value: value.into() }),
             },
@@ -330,6 +646,46 @@ mod tests {
         assert!(matches!(err, SettingError::OutOfRange { value: 0, .. }), "{err}");
         let err = cat.render(&settings(&[("flash_attn", "maybe")])).unwrap_err();
         assert!(err.to_string().contains("on, off, auto"), "{err}");
+    }
+
+    #[test]
+    fn other_engines_use_the_same_names_with_their_own_flags() {
+        let s = settings(&[("ctx_size", "4096"), ("cache_type_k", "q8_0"), ("flash_attn", "on")]);
+        let args = Catalog::llama_cpp_python().render(&s).unwrap().args;
+        assert_eq!(args, ["--n_ctx", "4096", "--type_k", "8", "--flash_attn", "true"]);
+        let s = settings(&[
+            ("gpu_memory_utilization", "0.85"),
+            ("enable_prefix_caching", "off"),
+            ("ctx_size", "8192"),
+            ("speculative_config", r#"{"method": "ngram", "num_speculative_tokens": 4}"#),
+        ]);
+        let args = Catalog::vllm().render(&s).unwrap().args;
+        assert_eq!(
+            args,
+            [
+                "--max-model-len",
+                "8192",
+                "--gpu-memory-utilization",
+                "0.85",
+                "--no-enable-prefix-caching",
+                "--speculative-config",
+                r#"{"method": "ngram", "num_speculative_tokens": 4}"#
+            ]
+        );
+        let err =
+            Catalog::vllm().render(&settings(&[("gpu_memory_utilization", "1.5")])).unwrap_err();
+        assert!(matches!(err, SettingError::FloatOutOfRange { .. }), "{err}");
+        let err =
+            Catalog::sglang().render(&settings(&[("mem_fraction_static", "most")])).unwrap_err();
+        assert_eq!(err.to_string(), "setting `mem_fraction_static`: `most` is not a number");
+        let err = Catalog::llama_cpp_python()
+            .render(&settings(&[("cache_type_k", "turbo3")]))
+            .unwrap_err();
+        assert!(err.to_string().contains("f32, f16, q4_0"), "{err}");
+        let custom: BTreeMap<String, String> =
+            [("batch".to_string(), "--max-batch".to_string())].into();
+        let args = Catalog::custom(&custom).render(&settings(&[("batch", "64")])).unwrap().args;
+        assert_eq!(args, ["--max-batch", "64"]);
     }
 
     #[test]

@@ -9,9 +9,10 @@ use crate::catalog::{Domain, SettingError, Settings};
 use crate::failure::{Failure, FailureKind, classify_exit};
 use crate::llama_server::{self, Completion, CompletionRequest, CompletionSample, Prompt, Props};
 use crate::memory::{MemoryReport, MemorySampler};
+use crate::openai;
 use crate::probes::{Measurement, ProbePlan};
 use crate::process::{EngineProcess, ExitInfo, LaunchSpec};
-use crate::profile::Profile;
+use crate::profile::{Api, EngineKind, Profile};
 
 /// How often an engine's memory is sampled.
 const MEMORY_SAMPLE: Duration = Duration::from_millis(100);
@@ -44,33 +45,35 @@ pub fn plan(
         profile: profile.name.clone(),
         model: model.into(),
     })?;
-    let catalog = profile.kind.catalog();
+    let catalog = profile.catalog();
     let mut rendered = catalog.render(settings)?;
     // A draft model is named like the main one and becomes its path.
     for param in catalog.params.iter().filter(|p| matches!(p.domain, Domain::Model)) {
-        let Some(name) = settings.get(param.name) else { continue };
+        let Some(name) = settings.get(param.name.as_ref()) else { continue };
         let draft = profile.model(name.trim()).ok_or_else(|| PlanError::UnknownModel {
             profile: profile.name.clone(),
             model: name.clone(),
         })?;
-        let at = rendered.args.iter().position(|a| a == param.flag).expect("rendered flag");
+        let at = rendered.args.iter().position(|a| *a == param.flag).expect("rendered flag");
         rendered.args[at + 1] = draft.path.display().to_string();
     }
     if !profile.binary.is_file() {
         return Err(PlanError::MissingBinary(profile.binary.clone()));
     }
-    if !entry.path.is_file() {
+    // vLLM and SGLang take model folders too.
+    if !entry.path.exists() {
         return Err(PlanError::MissingModel(entry.path.clone()));
     }
-    let mut args = profile.args.clone();
-    args.extend([
-        "-m".into(),
-        entry.path.display().to_string(),
-        "--host".into(),
-        Ipv4Addr::LOCALHOST.to_string(),
-        "--port".into(),
-        port.to_string(),
-    ]);
+    let host = Ipv4Addr::LOCALHOST.to_string();
+    let mut args = match profile.kind {
+        // The model and address go first for Python module launches.
+        EngineKind::LlamaServer => profile.fixed_args(&entry.path, &host, port),
+        _ => vec![],
+    };
+    args.extend(profile.launch_args(&entry.path, &host, port));
+    if profile.kind != EngineKind::LlamaServer {
+        args.extend(profile.fixed_args(&entry.path, &host, port));
+    }
     args.extend(rendered.args);
     let mut env = profile.env.clone();
     env.extend(rendered.env);
@@ -88,6 +91,8 @@ pub fn plan(
         env,
         log_file: None,
         registry_dir: None,
+        api: profile.kind.api(),
+        health_path: profile.health_path().to_string(),
     })
 }
 
@@ -117,6 +122,26 @@ pub struct RunningEngine {
     /// Spawn to first healthy answer.
     pub load_time: Duration,
     pub(crate) client: reqwest::Client,
+    /// OpenAI-compatible servers: the model id requests name, and the
+    /// context length the server reports.
+    model_id: String,
+    served_ctx: Option<u64>,
+}
+
+/// A prompt as the engine's API takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptInput {
+    Tokens(Vec<u32>),
+    Text(String),
+}
+
+impl PromptInput {
+    pub fn as_prompt(&self) -> Prompt<'_> {
+        match self {
+            PromptInput::Tokens(t) => Prompt::Tokens(t),
+            PromptInput::Text(t) => Prompt::Text(t),
+        }
+    }
 }
 
 impl RunningEngine {
@@ -150,8 +175,28 @@ impl RunningEngine {
             log_tail: vec![],
         })?;
         let memory = MemorySampler::start(process.pid(), MEMORY_SAMPLE, available_before);
-        match llama_server::wait_ready(&client, &base_url, &process, load_timeout).await {
-            Ok(load_time) => Ok(Self { process, memory, base_url, spec, load_time, client }),
+        let ready =
+            llama_server::wait_ready(&client, &base_url, &spec.health_path, &process, load_timeout)
+                .await;
+        match ready {
+            Ok(load_time) => {
+                let (model_id, served_ctx) = match spec.api {
+                    Api::LlamaServer => (String::new(), None),
+                    Api::OpenAi => {
+                        openai::first_model(&client, &base_url).await.unwrap_or_default()
+                    }
+                };
+                Ok(Self {
+                    process,
+                    memory,
+                    base_url,
+                    spec,
+                    load_time,
+                    client,
+                    model_id,
+                    served_ctx,
+                })
+            }
             Err(failure) => {
                 process.stop(Duration::from_secs(2)).await;
                 Err(failure)
@@ -166,20 +211,60 @@ impl RunningEngine {
 
     /// What the engine says it runs.
     pub async fn props(&self) -> Option<Props> {
-        llama_server::props(&self.client, &self.base_url).await.ok()
-    }
-
-    /// A prompt of exactly `n` tokens, made with the engine's tokenizer.
-    pub async fn prompt_of_len(&self, n: usize) -> Result<Vec<u32>, Failure> {
-        match llama_server::prompt_of_len(&self.client, &self.base_url, n).await {
-            Ok(p) => Ok(p),
-            Err(e) => {
-                let message = format!("tokenize: {}", llama_server::chain(&e));
-                Err(self
-                    .explain(Failure { kind: FailureKind::ProbeFailed, message, log_tail: vec![] })
-                    .await)
+        match self.spec.api {
+            Api::LlamaServer => llama_server::props(&self.client, &self.base_url).await.ok(),
+            Api::OpenAi => {
+                Some(Props { n_ctx: self.served_ctx, total_slots: None, build_info: None })
             }
         }
+    }
+
+    /// Token ids of `text` with the engine's own tokenizer, where it offers one.
+    pub async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, Failure> {
+        match self.spec.api {
+            Api::LlamaServer => {
+                match llama_server::tokenize(&self.client, &self.base_url, text).await {
+                    Ok(t) => Ok(Some(t)),
+                    Err(e) => {
+                        let message = format!("tokenize: {}", llama_server::chain(&e));
+                        let failure =
+                            Failure { kind: FailureKind::ProbeFailed, message, log_tail: vec![] };
+                        Err(self.explain(failure).await)
+                    }
+                }
+            }
+            Api::OpenAi => {
+                Ok(openai::tokenize(&self.client, &self.base_url, &self.model_id, text).await)
+            }
+        }
+    }
+
+    /// Whether prompts may be sent as token ids (exact lengths).
+    pub fn takes_tokens(&self) -> bool {
+        self.spec.api == Api::LlamaServer
+    }
+
+    /// A prompt of `n` tokens: exact where the engine takes token ids,
+    /// otherwise text cut to the nearest length its tokenizer counts (or
+    /// about four characters a token when it has none).
+    pub async fn prompt_of_len(&self, n: usize) -> Result<PromptInput, Failure> {
+        let text = llama_server::FILLER_TEXT.repeat(n / 16 + 2);
+        if self.takes_tokens() {
+            let tokens = self.tokenize(&text).await?.unwrap_or_default();
+            return Ok(PromptInput::Tokens(tokens.into_iter().take(n).collect()));
+        }
+        let cut = |chars: usize| text.chars().take(chars).collect::<String>();
+        let Some(_) = self.tokenize("probe").await? else {
+            return Ok(PromptInput::Text(cut(n * 4)));
+        };
+        // The longest prefix with at most n tokens, by bisection.
+        let (mut lo, mut hi) = (0, text.chars().count());
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let count = self.tokenize(&cut(mid)).await?.map_or(usize::MAX, |t| t.len());
+            if count <= n { lo = mid } else { hi = mid - 1 }
+        }
+        Ok(PromptInput::Text(cut(lo)))
     }
 
     /// One timed streamed completion of exactly `n_predict` tokens (see
@@ -187,12 +272,11 @@ impl RunningEngine {
     /// it died meanwhile.
     pub async fn completion(
         &self,
-        prompt: &[u32],
+        prompt: &PromptInput,
         n_predict: u32,
         timeout: Duration,
     ) -> Result<CompletionSample, Failure> {
-        let request =
-            CompletionRequest { prompt: Prompt::Tokens(prompt), n_predict, ignore_eos: true };
+        let request = CompletionRequest { prompt: prompt.as_prompt(), n_predict, ignore_eos: true };
         Ok(self.generate(&request, timeout).await?.sample)
     }
 
@@ -202,10 +286,28 @@ impl RunningEngine {
         request: &CompletionRequest<'_>,
         timeout: Duration,
     ) -> Result<Completion, Failure> {
-        match llama_server::completion(&self.client, &self.base_url, request, timeout).await {
-            Ok(c) => Ok(c),
-            Err(f) => Err(self.explain(f).await),
+        let done = match self.spec.api {
+            Api::LlamaServer => {
+                llama_server::completion(&self.client, &self.base_url, request, timeout).await
+            }
+            Api::OpenAi => {
+                openai::completion(&self.client, &self.base_url, &self.model_id, request, timeout)
+                    .await
+            }
+        };
+        let mut done = match done {
+            Ok(c) => c,
+            Err(f) => return Err(self.explain(f).await),
+        };
+        // A server that reports no usage: count the prompt with its tokenizer.
+        let t = &mut done.sample.timings;
+        if let (0, Prompt::Text(text)) = (t.prompt_n, request.prompt)
+            && let Some(tokens) = self.tokenize(text).await?
+        {
+            t.prompt_n = tokens.len() as u32;
+            t.prompt_per_second = t.prompt_n as f64 / (t.prompt_ms / 1e3);
         }
+        Ok(done)
     }
 
     /// Reads back what runs, runs the probe plan, takes the memory peaks,
@@ -245,6 +347,33 @@ impl RunningEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_kind_names_model_and_address_its_own_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().display().to_string();
+        let profile = |kind: &str| -> Profile {
+            toml::from_str(&format!(
+                "name = \"p\"\nkind = \"{kind}\"\nbinary = \"/bin/true\"\n\
+                 [[models]]\nname = \"m\"\npath = {model:?}\n"
+            ))
+            .unwrap()
+        };
+        let s: Settings = [("ctx_size".to_string(), "8192".to_string())].into();
+        let args = |kind| plan(&profile(kind), "m", &s, 9000).unwrap().args.join(" ");
+        let at = "--host 127.0.0.1 --port 9000";
+        assert_eq!(args("vllm"), format!("serve {model} {at} --max-model-len 8192"));
+        assert_eq!(
+            args("sglang"),
+            format!("-m sglang.launch_server --model-path {model} {at} --context-length 8192")
+        );
+        assert_eq!(
+            args("llama-cpp-python"),
+            format!("-m llama_cpp.server --model {model} {at} --n_ctx 8192")
+        );
+        let spec = plan(&profile("vllm"), "m", &s, 9000).unwrap();
+        assert_eq!((spec.api, spec.health_path.as_str()), (crate::profile::Api::OpenAi, "/health"));
+    }
 
     #[test]
     fn plan_rejects_unknown_model_and_bad_setting_before_touching_disk() {

@@ -143,8 +143,13 @@ pub fn adapt_llama_server(args: &[String], flags: &FlagSet) -> Result<Vec<String
     Ok(out)
 }
 
-/// A launch spec rewritten for the flags its binary accepts.
+/// A launch spec rewritten for the flags its binary accepts (llama-server
+/// only: other kinds are launched through interpreters whose own `--help`
+/// says nothing of the server's flags).
 pub async fn adapt(mut spec: LaunchSpec) -> Result<LaunchSpec, Failure> {
+    if spec.api != crate::profile::Api::LlamaServer {
+        return Ok(spec);
+    }
     let flags = flags_of(&spec).await;
     spec.args = adapt_llama_server(&spec.args, &flags)?;
     Ok(spec)

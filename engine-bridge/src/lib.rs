@@ -7,6 +7,7 @@
 //! - [`flags`]: each setting spelled the way the user's binary accepts it;
 //! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
 //! - [`probes`]: speed, depth curve, concurrency, quality, context recall;
+//! - [`openai`]: OpenAI-compatible servers, timed on the client;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
 //! - [`memory`]: peak RSS of the process group, MemAvailable, GPU memory;
 //! - [`registry`]: a record of running engines, so none outlives a crash;
@@ -21,6 +22,7 @@ pub mod flags;
 pub mod gguf;
 pub mod llama_server;
 pub mod memory;
+pub mod openai;
 pub mod planner;
 pub mod probes;
 pub mod process;

@@ -24,20 +24,21 @@ pub enum Health {
     Ready,
 }
 
-/// Asks `/health` once.
-pub async fn health(client: &reqwest::Client, base_url: &str) -> Health {
-    match client.get(format!("{base_url}/health")).timeout(Duration::from_secs(2)).send().await {
+/// Asks the health path (llama-server's `/health`) once.
+pub async fn health(client: &reqwest::Client, base_url: &str, path: &str) -> Health {
+    match client.get(format!("{base_url}{path}")).timeout(Duration::from_secs(2)).send().await {
         Ok(r) if r.status().is_success() => Health::Ready,
         Ok(_) => Health::Loading,
         Err(_) => Health::NotListening,
     }
 }
 
-/// Polls `/health` until the engine is ready, it exits, or `timeout`
+/// Polls the health path until the engine is ready, it exits, or `timeout`
 /// passes. Returns how long the load took.
 pub async fn wait_ready(
     client: &reqwest::Client,
     base_url: &str,
+    health_path: &str,
     process: &EngineProcess,
     timeout: Duration,
 ) -> Result<Duration, Failure> {
@@ -48,7 +49,7 @@ pub async fn wait_ready(
             exit = process.wait() => {
                 return Err(crate::failure::classify_exit(exit, process.tail(60)));
             }
-            state = health(client, base_url) => {
+            state = health(client, base_url, health_path) => {
                 if state == Health::Ready {
                     return Ok(start.elapsed());
                 }
@@ -119,6 +120,10 @@ pub struct EngineTimings {
     pub draft_n: Option<u32>,
     #[serde(default)]
     pub draft_n_accepted: Option<u32>,
+    /// Measured by Tunebook on the client, for servers that report no
+    /// timings of their own (OpenAI-compatible ones).
+    #[serde(default)]
+    pub from_client: bool,
 }
 
 /// One timed completion.
@@ -247,16 +252,7 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// Builds a prompt of exactly `n` tokens from the engine's own tokenizer.
-pub async fn prompt_of_len(
-    client: &reqwest::Client,
-    base_url: &str,
-    n: usize,
-) -> Result<Vec<u32>, reqwest::Error> {
-    const TEXT: &str = "Local inference engines trade speed, memory and quality against each \
-        other through their settings. A careful study measures each configuration, repeats \
-        the measurement, and keeps only what is better beyond the noise. ";
-    let per_copy = tokenize(client, base_url, TEXT).await?.len().max(1);
-    let tokens = tokenize(client, base_url, &TEXT.repeat(n / per_copy + 1)).await?;
-    Ok(tokens.into_iter().take(n).collect())
-}
+/// Plain text to build prompts of a given length from.
+pub const FILLER_TEXT: &str = "Local inference engines trade speed, memory and quality against each \
+    other through their settings. A careful study measures each configuration, repeats the \
+    measurement, and keeps only what is better beyond the noise. ";

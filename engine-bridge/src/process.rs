@@ -19,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+use crate::profile::Api;
 use crate::registry;
 
 /// Lines kept of an engine's output.
@@ -40,9 +41,27 @@ pub struct LaunchSpec {
     /// later start can stop it if Tunebook dies first.
     #[serde(skip)]
     pub registry_dir: Option<PathBuf>,
+    /// How to talk to it once it runs.
+    #[serde(skip)]
+    pub api: Api,
+    /// The path that answers 200 once it is ready.
+    pub health_path: String,
 }
 
 impl LaunchSpec {
+    /// A llama-server-like engine: its own API, ready when `/health` says so.
+    pub fn new(program: PathBuf, args: Vec<String>) -> Self {
+        Self {
+            program,
+            args,
+            env: BTreeMap::new(),
+            log_file: None,
+            registry_dir: None,
+            api: Api::LlamaServer,
+            health_path: "/health".into(),
+        }
+    }
+
     /// The command line as one readable string (for display only: it is
     /// never given to a shell).
     pub fn display(&self) -> String {

@@ -30,13 +30,43 @@ use crate::catalog::Catalog;
 pub enum EngineKind {
     /// llama.cpp's `llama-server`.
     LlamaServer,
+    /// llama-cpp-python's server: `binary` is the Python interpreter.
+    LlamaCppPython,
+    /// vLLM: `binary` is the `vllm` command.
+    Vllm,
+    /// SGLang: `binary` is the Python interpreter.
+    Sglang,
+    /// Any OpenAI-compatible server: `args` is the command line, with
+    /// `{model}`, `{host}` and `{port}` filled in; `[params]` declares
+    /// its settings.
+    Custom,
+}
+
+/// How Tunebook talks to a running engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Api {
+    #[default]
+    /// llama-server's own endpoints: `/completion` with timings, `/tokenize`, `/props`.
+    LlamaServer,
+    /// The OpenAI-compatible `/v1/completions`, timed on the client.
+    OpenAi,
 }
 
 impl EngineKind {
-    /// The parameter catalog of this engine kind.
-    pub fn catalog(self) -> Catalog {
+    pub fn name(self) -> &'static str {
         match self {
-            EngineKind::LlamaServer => Catalog::llama_server(),
+            EngineKind::LlamaServer => "llama-server",
+            EngineKind::LlamaCppPython => "llama-cpp-python",
+            EngineKind::Vllm => "vllm",
+            EngineKind::Sglang => "sglang",
+            EngineKind::Custom => "custom",
+        }
+    }
+
+    pub fn api(self) -> Api {
+        match self {
+            EngineKind::LlamaServer => Api::LlamaServer,
+            _ => Api::OpenAi,
         }
     }
 }
@@ -68,6 +98,12 @@ pub struct Profile {
     /// Environment set for the engine.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Custom engines: the path answering 200 once the engine is ready.
+    #[serde(default)]
+    pub health_path: Option<String>,
+    /// Custom engines: setting name to command-line flag.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
     pub models: Vec<ModelEntry>,
 }
 
@@ -135,6 +171,63 @@ impl Profile {
             }
         }
         Ok(profiles)
+    }
+
+    /// The parameter catalog of this profile's engine.
+    pub fn catalog(&self) -> Catalog {
+        match self.kind {
+            EngineKind::LlamaServer => Catalog::llama_server(),
+            EngineKind::LlamaCppPython => Catalog::llama_cpp_python(),
+            EngineKind::Vllm => Catalog::vllm(),
+            EngineKind::Sglang => Catalog::sglang(),
+            EngineKind::Custom => Catalog::custom(&self.params),
+        }
+    }
+
+    /// The path that answers 200 once the engine can serve.
+    pub fn health_path(&self) -> &str {
+        match self.kind {
+            EngineKind::LlamaServer | EngineKind::Vllm | EngineKind::Sglang => "/health",
+            // llama-cpp-python has no /health; its model list answers once loaded.
+            EngineKind::LlamaCppPython => "/v1/models",
+            EngineKind::Custom => self.health_path.as_deref().unwrap_or("/health"),
+        }
+    }
+
+    /// Arguments that name the model and the address, in this engine's words.
+    pub fn launch_args(&self, model: &Path, host: &str, port: u16) -> Vec<String> {
+        let (m, port) = (model.display().to_string(), port.to_string());
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        match self.kind {
+            EngineKind::LlamaServer => v(&["-m", &m, "--host", host, "--port", &port]),
+            EngineKind::LlamaCppPython => {
+                v(&["-m", "llama_cpp.server", "--model", &m, "--host", host, "--port", &port])
+            }
+            EngineKind::Vllm => v(&["serve", &m, "--host", host, "--port", &port]),
+            EngineKind::Sglang => v(&[
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                &m,
+                "--host",
+                host,
+                "--port",
+                &port,
+            ]),
+            EngineKind::Custom => vec![],
+        }
+    }
+
+    /// The profile's fixed arguments, with `{model}`, `{host}`, `{port}` filled in.
+    pub fn fixed_args(&self, model: &Path, host: &str, port: u16) -> Vec<String> {
+        self.args
+            .iter()
+            .map(|a| {
+                a.replace("{model}", &model.display().to_string())
+                    .replace("{host}", host)
+                    .replace("{port}", &port.to_string())
+            })
+            .collect()
     }
 
     /// Looks up a model by name.

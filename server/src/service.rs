@@ -64,7 +64,7 @@ impl Service {
             .iter()
             .map(|p| ProfileView {
                 name: p.name.clone(),
-                engine: p.kind.catalog().engine.to_string(),
+                engine: p.kind.name().to_string(),
                 description: p.description.clone(),
                 models: p.models.iter().map(|m| m.name.clone()).collect(),
                 cache_types: CACHE_TYPES.iter().map(|s| s.to_string()).collect(),

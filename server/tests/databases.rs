@@ -60,6 +60,7 @@ fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
             predicted_per_second: tps,
             draft_n: None,
             draft_n_accepted: None,
+            from_client: false,
         },
     }
 }

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::RunningEngine;
-use crate::failure::{Failure, FailureKind};
-use crate::llama_server::{self, CompletionRequest, Prompt};
+use crate::engine::{PromptInput, RunningEngine};
+use crate::failure::Failure;
+use crate::llama_server::CompletionRequest;
 
 const FILLER: &str = "The river bends twice before it reaches the old mill. Farmers bring \
     their grain in autumn, when the water runs high. The miller keeps a ledger of every sack, \
@@ -66,70 +66,91 @@ impl ContextProbe {
         engine: &RunningEngine,
         n_ctx: Option<u64>,
     ) -> Result<Vec<RecallPoint>, Failure> {
-        let tokenize = |text: String| async move {
-            llama_server::tokenize(&engine.client, &engine.base_url, &text).await.map_err(|e| {
-                Failure {
-                    kind: FailureKind::ProbeFailed,
-                    message: format!("tokenize: {}", llama_server::chain(&e)),
-                    log_tail: vec![],
-                }
-            })
+        const QUESTION: &str = "\n\nQuestion: What is the secret passphrase mentioned above? \
+             Answer with the passphrase only.\nAnswer:";
+        let count = |text: String| async move { engine.tokenize(&text).await };
+        let Some(question) = count(QUESTION.into()).await? else {
+            let why = "the engine offers no tokenizer to size prompts with".to_string();
+            return Ok(self
+                .points()
+                .map(|(size, depth)| skipped(size, depth, why.clone()))
+                .collect());
         };
-        let question = tokenize(
-            "\n\nQuestion: What is the secret passphrase mentioned above? \
-             Answer with the passphrase only.\nAnswer:"
-                .into(),
-        )
-        .await?;
         let largest = self.sizes.iter().copied().max().unwrap_or(0);
-        let per_copy = tokenize(FILLER.into()).await?.len().max(1);
-        let filler = tokenize(FILLER.repeat(largest / per_copy + 2)).await?;
+        let per_copy = count(FILLER.into()).await?.unwrap_or_default().len().max(1);
+        let filler_text = FILLER.repeat(largest / per_copy + 2);
+        let filler = count(filler_text.clone()).await?.unwrap_or_default();
+        // Text prompts (OpenAI-compatible servers) are sized by characters.
+        let chars_per_token = FILLER.chars().count() as f64 / per_copy as f64;
         let mut points = Vec::new();
-        for &size in &self.sizes {
-            for &depth in &self.depths {
-                let code = passphrase(size, depth);
-                let needle = tokenize(format!(" The secret passphrase is {code}. ")).await?;
-                let skip = |why: String| RecallPoint {
+        for (size, depth) in self.points() {
+            let code = passphrase(size, depth);
+            let needle_text = format!(" The secret passphrase is {code}. ");
+            let needle = count(needle_text.clone()).await?.unwrap_or_default();
+            let need = size as u64 + self.max_tokens as u64;
+            if let Some(ctx) = n_ctx.filter(|ctx| need > *ctx) {
+                points.push(skipped(
                     size,
                     depth,
-                    passed: false,
-                    prompt_tokens: 0,
-                    answer: String::new(),
-                    ms: 0.0,
-                    skipped: Some(why),
-                };
-                let need = size as u64 + self.max_tokens as u64;
-                if let Some(ctx) = n_ctx.filter(|ctx| need > *ctx) {
-                    points.push(skip(format!("{need} tokens do not fit a context of {ctx}")));
-                    continue;
-                }
-                let Some(fill) = size.checked_sub(needle.len() + question.len()) else {
-                    points.push(skip(format!("{size} tokens cannot hold the fact and question")));
-                    continue;
-                };
+                    format!("{need} tokens do not fit a context of {ctx}"),
+                ));
+                continue;
+            }
+            let Some(fill) = size.checked_sub(needle.len() + question.len()) else {
+                let why = format!("{size} tokens cannot hold the fact and question");
+                points.push(skipped(size, depth, why));
+                continue;
+            };
+            let input = if engine.takes_tokens() {
                 let at = (fill as f64 * depth.clamp(0.0, 1.0)).round() as usize;
                 let mut prompt = filler[..at].to_vec();
                 prompt.extend(&needle);
                 prompt.extend(&filler[at..fill]);
                 prompt.extend(&question);
-                let request = CompletionRequest {
-                    prompt: Prompt::Tokens(&prompt),
-                    n_predict: self.max_tokens,
-                    ignore_eos: false,
-                };
-                let done = engine.generate(&request, self.request_timeout).await?;
-                points.push(RecallPoint {
-                    size,
-                    depth,
-                    passed: done.text.contains(&code),
-                    prompt_tokens: done.sample.timings.prompt_n,
-                    answer: done.text,
-                    ms: done.sample.total_ms,
-                    skipped: None,
-                });
-            }
+                PromptInput::Tokens(prompt)
+            } else {
+                let chars: Vec<char> = filler_text.chars().collect();
+                let end = ((fill as f64 * chars_per_token) as usize).min(chars.len());
+                let at = (end as f64 * depth.clamp(0.0, 1.0)) as usize;
+                let text: String = chars[..at].iter().collect::<String>()
+                    + &needle_text
+                    + &chars[at..end].iter().collect::<String>()
+                    + QUESTION;
+                PromptInput::Text(text)
+            };
+            let request = CompletionRequest {
+                prompt: input.as_prompt(),
+                n_predict: self.max_tokens,
+                ignore_eos: false,
+            };
+            let done = engine.generate(&request, self.request_timeout).await?;
+            points.push(RecallPoint {
+                size,
+                depth,
+                passed: done.text.contains(&code),
+                prompt_tokens: done.sample.timings.prompt_n,
+                answer: done.text,
+                ms: done.sample.total_ms,
+                skipped: None,
+            });
         }
         Ok(points)
+    }
+
+    fn points(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
+        self.sizes.iter().flat_map(|&s| self.depths.iter().map(move |&d| (s, d)))
+    }
+}
+
+fn skipped(size: usize, depth: f64, why: String) -> RecallPoint {
+    RecallPoint {
+        size,
+        depth,
+        passed: false,
+        prompt_tokens: 0,
+        answer: String::new(),
+        ms: 0.0,
+        skipped: Some(why),
     }
 }
 
