@@ -102,6 +102,8 @@ pub struct TrialView {
     pub ceiling_tps: Option<f64>,
     /// Engine decode speed as a percentage of that ceiling.
     pub pct_of_ceiling: Option<f64>,
+    /// Perplexity on the reference text, where the plan measures it.
+    pub perplexity: Option<f64>,
     pub failure_kind: Option<String>,
     /// The failure in the engine's own words.
     pub error: Option<String>,

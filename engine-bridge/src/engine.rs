@@ -113,6 +113,26 @@ pub struct Outcome {
     pub memory: MemoryReport,
 }
 
+impl Outcome {
+    /// Runs the plan's perplexity probe (after the engine has stopped);
+    /// a failure is noted in the measurement, and nothing else is lost.
+    pub async fn add_perplexity(
+        &mut self,
+        plan: &ProbePlan,
+        profile: &Profile,
+        model: &str,
+        settings: &Settings,
+        scratch: &std::path::Path,
+    ) {
+        let Some(probe) = &plan.perplexity else { return };
+        let Some(entry) = profile.model(model) else { return };
+        match probe.run(profile, &entry.path, settings, scratch).await {
+            Ok(r) => self.measurement.perplexity = Some(r),
+            Err(f) => self.measurement.probe_errors.push(format!("perplexity: {f}")),
+        }
+    }
+}
+
 /// An engine that answered its health check.
 pub struct RunningEngine {
     pub process: EngineProcess,

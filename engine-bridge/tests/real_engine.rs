@@ -175,3 +175,33 @@ async fn renamed_flags_draft_model_and_environment_reach_the_engine() {
     assert!(probe.run(&engine).await.unwrap().summary.decode_tps > 0.0);
     engine.stop(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn perplexity_at_the_trial_settings() {
+    let profile = demo_profile();
+    let scratch = tempfile::tempdir().unwrap();
+    let model = &profile.models[0].path;
+    let probe =
+        engine_bridge::probes::PerplexityProbe { ctx: 128, chunks: 2, ..Default::default() };
+    let mut ppl = Vec::new();
+    for cache in ["f16", "q4_0"] {
+        let s = settings(&[
+            ("cache_type_k", cache),
+            ("cache_type_v", cache),
+            ("flash_attn", "on"),
+            ("threads", "2"),
+        ]);
+        let r =
+            probe.run(&profile, model, &s, scratch.path()).await.expect("llama-perplexity runs");
+        assert_eq!((r.ctx, r.chunks), (128, 2));
+        assert!(r.plus_minus.unwrap() > 0.0);
+        ppl.push(r.ppl);
+    }
+    // A random model over 260 tokens is about as unsure as uniform guessing.
+    assert!(ppl.iter().all(|p| *p > 50.0 && *p < 1000.0), "{ppl:?}");
+    assert_ne!(ppl[0], ppl[1], "a 4-bit cache changes the numbers");
+    // A setting llama-perplexity rejects is the engine's failure, in its words.
+    let bad = settings(&[("cache_type_k", "q3_bogus")]);
+    let f = probe.run(&profile, model, &bad, scratch.path()).await.unwrap_err();
+    assert!(f.message.contains("q3_bogus"), "{}", f.message);
+}

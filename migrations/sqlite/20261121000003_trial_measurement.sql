@@ -5,3 +5,5 @@ ALTER TABLE trials ADD COLUMN context_pass_rate REAL;
 -- The decode speed memory bandwidth allows, and how close the trial came.
 ALTER TABLE trials ADD COLUMN ceiling_tps REAL;
 ALTER TABLE trials ADD COLUMN pct_of_ceiling REAL;
+-- Perplexity on the reference text, where measured.
+ALTER TABLE trials ADD COLUMN perplexity REAL;

@@ -78,13 +78,15 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
         Ok(engine) => engine.measure_and_stop(&plan, Duration::from_secs(5)).await,
         Err(f) => Err(f),
     };
-    let outcome = match outcome {
+    let mut outcome = match outcome {
         Ok(o) => o,
         Err(f) => {
             let tail = f.log_tail.iter().rev().take(15).rev().cloned().collect::<Vec<_>>();
             bail!("{f}\n--- engine log (last lines) ---\n{}", tail.join("\n"));
         }
     };
+    let scratch = tempfile::tempdir()?;
+    outcome.add_perplexity(&plan, profile, &args.model, &settings, scratch.path()).await;
     let ceiling = model.as_ref().and_then(|m| {
         let speed = &outcome.measurement.speed.as_ref()?.summary;
         speed_ceiling(m, &settings, speed, bandwidth)
@@ -159,6 +161,13 @@ fn report(
                 ),
             );
         }
+    }
+    if let Some(p) = &o.measurement.perplexity {
+        let pm = p.plus_minus.map_or(String::new(), |x| format!(" ± {x:.4}"));
+        line("perplexity", format!("{:.4}{pm} ({} chunks of {} tokens)", p.ppl, p.chunks, p.ctx));
+    }
+    for e in &o.measurement.probe_errors {
+        line("failed", e.clone());
     }
     if let Some(q) = &o.measurement.quality {
         let passed = q.cases.iter().filter(|c| c.passed).count();

@@ -152,10 +152,12 @@ async fn measure(
         Err(failure) => return Ok(Err(failure)),
     };
     set_state(ctx, trial.id, TrialState::Probing).await?;
-    let outcome = match engine.measure_and_stop(&ctx.probes, STOP_GRACE).await {
+    let mut outcome = match engine.measure_and_stop(&ctx.probes, STOP_GRACE).await {
         Ok(o) => o,
         Err(failure) => return Ok(Err(failure)),
     };
+    let scratch = ctx.logs_dir.as_path();
+    outcome.add_perplexity(&ctx.probes, profile, &trial.model, &trial.settings, scratch).await;
     let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
         let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
         let speed = &outcome.measurement.speed.as_ref()?.summary;

@@ -254,6 +254,7 @@ fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
                         <th class="num">"tokens"</th>
                         <th class="num">"peak RSS MiB"</th>
                         <th class="num">"quality %"</th>
+                        <th class="num">"PPL"</th>
                         <th class="num" title="decode speed as a share of what memory bandwidth allows">"% of ceiling"</th>
                     </tr>
                 </thead>
@@ -290,12 +291,13 @@ fn TrialRow(t: TrialView) -> impl IntoView {
             <td class="num">{tokens}</td>
             <td class="num">{fmt(t.peak_rss_bytes.map(|b| b as f64 / 1048576.0), 0)}</td>
             <td class="num">{fmt(t.quality_score.map(|q| q * 100.0), 0)}</td>
+            <td class="num">{fmt(t.perplexity, 2)}</td>
             <td class="num">{fmt(t.pct_of_ceiling, 0)}</td>
         </tr>
         <Show when=move || failed>
             <tr class="failure" data-failure-for=t.id>
                 <td></td>
-                <td colspan="12">
+                <td colspan="13">
                     <strong>{cause.clone()}</strong>
                     <pre class="engine-error">{t.error.clone().unwrap_or_default()}</pre>
                 </td>
@@ -375,6 +377,7 @@ mod tests {
             context_pass_rate: None,
             ceiling_tps: None,
             pct_of_ceiling: None,
+            perplexity: None,
             failure_kind: None,
             error: None,
         }

@@ -5,6 +5,7 @@
 pub mod concurrency;
 pub mod context;
 pub mod depth;
+pub mod perplexity;
 pub mod quality;
 pub mod speed;
 pub mod stats;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use concurrency::{ConcurrencyPoint, ConcurrencyProbe};
 pub use context::{ContextProbe, RecallPoint};
 pub use depth::{DepthPoint, DepthProbe};
+pub use perplexity::{PerplexityProbe, PerplexityResult};
 pub use quality::{QualityProbe, QualityResult, Suite};
 pub use speed::{SpeedProbe, SpeedResult, SpeedSummary};
 pub use stats::Stats;
@@ -31,6 +33,8 @@ pub struct ProbePlan {
     pub concurrency: Option<ConcurrencyProbe>,
     pub quality: Option<QualityProbe>,
     pub context: Option<ContextProbe>,
+    /// Runs after the engine stops (see [`perplexity`]); llama-server only.
+    pub perplexity: Option<PerplexityProbe>,
 }
 
 impl ProbePlan {
@@ -52,6 +56,10 @@ pub struct Measurement {
     pub concurrency: Option<Vec<ConcurrencyPoint>>,
     pub quality: Option<QualityResult>,
     pub context: Option<Vec<RecallPoint>>,
+    pub perplexity: Option<PerplexityResult>,
+    /// Probes that failed without failing the trial (perplexity), and why.
+    #[serde(default)]
+    pub probe_errors: Vec<String>,
 }
 
 impl Measurement {

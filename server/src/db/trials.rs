@@ -47,6 +47,7 @@ struct Row {
     context_pass_rate: Option<f64>,
     ceiling_tps: Option<f64>,
     pct_of_ceiling: Option<f64>,
+    perplexity: Option<f64>,
     failure_kind: Option<String>,
     error: Option<String>,
 }
@@ -58,7 +59,7 @@ macro_rules! select_trials {
             "SELECT id, profile, model, settings, state, command, created_ms, load_ms, ttft_ms, ",
             "prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, ",
             "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
-            "quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, ",
+            "quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, ",
             "failure_kind, error FROM trials ",
             $rest
         )
@@ -95,6 +96,7 @@ impl Row {
             context_pass_rate: self.context_pass_rate,
             ceiling_tps: self.ceiling_tps,
             pct_of_ceiling: self.pct_of_ceiling,
+            perplexity: self.perplexity,
             failure_kind: self.failure_kind,
             error: self.error,
         }
@@ -173,7 +175,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
          tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
          mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
          quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
-         pct_of_ceiling = $19 WHERE id = $20",
+         pct_of_ceiling = $19, perplexity = $20 WHERE id = $21",
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
@@ -194,6 +196,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(o.measurement.context_pass_rate())
     .bind(m.ceiling_tps)
     .bind(m.ceiling_tps.zip(s.map(|s| s.decode_tps)).map(|(c, d)| 100.0 * d / c))
+    .bind(o.measurement.perplexity.as_ref().map(|p| p.ppl))
     .bind(id)
     .execute(&mut *tx)
     .await?;

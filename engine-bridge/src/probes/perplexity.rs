@@ -1,0 +1,167 @@
+//! Perplexity on a reference text, with llama.cpp's own `llama-perplexity`
+//! at the trial's settings (threads, K/V cache types, flash attention,
+//! offload): how much a setting such as a quantized cache costs in quality,
+//! in the number the llama.cpp community reports. It runs after the server
+//! has stopped, so the two never share memory.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::Settings;
+use crate::failure::{Failure, FailureKind, classify_exit};
+use crate::process::{EngineProcess, LaunchSpec};
+use crate::profile::{EngineKind, Profile};
+
+/// The built-in reference text (`suites/reference.txt`).
+pub const REFERENCE_TEXT: &str = include_str!("../../suites/reference.txt");
+
+/// Settings that mean the same to `llama-perplexity` as to the server.
+const SHARED_SETTINGS: &[&str] = &[
+    "threads",
+    "threads_batch",
+    "cache_type_k",
+    "cache_type_v",
+    "flash_attn",
+    "n_gpu_layers",
+    "batch_size",
+    "ubatch_size",
+    "mlock",
+    "no_mmap",
+    "numa",
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PerplexityProbe {
+    /// Tokens per chunk.
+    pub ctx: u32,
+    /// Chunks scored (the text must hold `ctx × chunks` tokens).
+    pub chunks: u32,
+    /// A text file to score instead of the built-in one.
+    pub text: Option<PathBuf>,
+    #[serde(with = "super::secs")]
+    pub timeout: Duration,
+}
+
+impl Default for PerplexityProbe {
+    fn default() -> Self {
+        Self { ctx: 512, chunks: 3, text: None, timeout: Duration::from_secs(1800) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PerplexityResult {
+    pub ppl: f64,
+    /// The estimate's uncertainty, as llama-perplexity reports it.
+    pub plus_minus: Option<f64>,
+    pub ctx: u32,
+    pub chunks: u32,
+    pub ms: f64,
+}
+
+/// The final estimate from llama-perplexity's output.
+pub fn parse_estimate(output: &str) -> Option<(f64, Option<f64>)> {
+    let re = Regex::new(r"Final estimate: PPL = ([0-9.]+)(?: \+/- ([0-9.]+))?").expect("regex");
+    let caps = re.captures_iter(output).last()?;
+    Some((caps[1].parse().ok()?, caps.get(2).and_then(|m| m.as_str().parse().ok())))
+}
+
+impl PerplexityProbe {
+    /// `llama-perplexity` beside the profile's `llama-server`, if there is one.
+    pub fn binary_for(profile: &Profile) -> Option<PathBuf> {
+        let candidate = profile.binary.with_file_name("llama-perplexity");
+        (profile.kind == EngineKind::LlamaServer && candidate.is_file()).then_some(candidate)
+    }
+
+    /// Scores the text with the configuration's shared settings.
+    pub async fn run(
+        &self,
+        profile: &Profile,
+        model: &Path,
+        settings: &Settings,
+        scratch: &Path,
+    ) -> Result<PerplexityResult, Failure> {
+        let fail =
+            |message: String| Failure { kind: FailureKind::ProbeFailed, message, log_tail: vec![] };
+        let binary = Self::binary_for(profile)
+            .ok_or_else(|| fail("no llama-perplexity beside this profile's llama-server".into()))?;
+        let text_path = match &self.text {
+            Some(p) => p.clone(),
+            None => {
+                let p = scratch.join("tunebook-reference.txt");
+                std::fs::write(&p, REFERENCE_TEXT)
+                    .map_err(|e| fail(format!("writing the text: {e}")))?;
+                p
+            }
+        };
+        let shared: Settings = settings
+            .iter()
+            .filter(|(k, _)| SHARED_SETTINGS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let rendered = profile.catalog().render(&shared).map_err(|e| fail(e.to_string()))?;
+        let mut args = vec![
+            "-m".to_string(),
+            model.display().to_string(),
+            "-f".into(),
+            text_path.display().to_string(),
+            "-c".into(),
+            self.ctx.to_string(),
+            "--chunks".into(),
+            self.chunks.to_string(),
+        ];
+        args.extend(rendered.args);
+        let mut spec = LaunchSpec::new(binary, args);
+        spec.env = profile.env.clone();
+        spec.env.extend(rendered.env);
+        let spec = crate::flags::adapt(spec).await?;
+        let started = Instant::now();
+        let process =
+            EngineProcess::spawn(&spec).map_err(|e| fail(format!("{e}: {}", e.source)))?;
+        let exit = match tokio::time::timeout(self.timeout, process.wait()).await {
+            Ok(exit) => exit,
+            Err(_) => {
+                process.stop(Duration::from_secs(2)).await;
+                return Err(Failure {
+                    kind: FailureKind::ProbeTimeout,
+                    message: format!("llama-perplexity took longer than {:?}", self.timeout),
+                    log_tail: process.tail(40),
+                });
+            }
+        };
+        let output = process.tail(400).join("\n");
+        match parse_estimate(&output) {
+            Some((ppl, plus_minus)) if exit.code == Some(0) => Ok(PerplexityResult {
+                ppl,
+                plus_minus,
+                ctx: self.ctx,
+                chunks: self.chunks,
+                ms: started.elapsed().as_secs_f64() * 1e3,
+            }),
+            _ => Err(classify_exit(exit, process.tail(60))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_final_estimate() {
+        let out = "[1]260.1,[2]258.9,\nFinal estimate: PPL = 259.4312 +/- 4.12345\n";
+        assert_eq!(parse_estimate(out), Some((259.4312, Some(4.12345))));
+        assert_eq!(parse_estimate("Final estimate: PPL = 7.5\n"), Some((7.5, None)));
+        assert_eq!(parse_estimate("nothing"), None);
+    }
+
+    #[test]
+    fn the_reference_text_is_long_enough_for_the_default_chunks() {
+        // About four characters a token for real tokenizers.
+        let p = PerplexityProbe::default();
+        assert!(REFERENCE_TEXT.len() / 4 >= (p.ctx * p.chunks) as usize);
+    }
+}
