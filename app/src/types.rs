@@ -104,6 +104,12 @@ pub struct TrialView {
     pub pct_of_ceiling: Option<f64>,
     /// Perplexity on the reference text, where the plan measures it.
     pub perplexity: Option<f64>,
+    /// When the trial left the queue (ms since the epoch).
+    pub started_ms: Option<i64>,
+    /// Mean load time of earlier trials of the same model.
+    pub expected_load_ms: Option<f64>,
+    /// While loading: `not_listening` (starting) or `loading` (the model).
+    pub load_state: Option<String>,
     pub failure_kind: Option<String>,
     /// The failure in the engine's own words.
     pub error: Option<String>,

@@ -172,6 +172,17 @@ impl RunningEngine {
         port: u16,
         load_timeout: Duration,
     ) -> Result<Self, Failure> {
+        Self::launch_watched(spec, port, load_timeout, None).await
+    }
+
+    /// As [`RunningEngine::launch`], sending each change of readiness (not
+    /// listening yet, loading, ready) on `progress`.
+    pub async fn launch_watched(
+        spec: LaunchSpec,
+        port: u16,
+        load_timeout: Duration,
+        progress: Option<&tokio::sync::watch::Sender<llama_server::Health>>,
+    ) -> Result<Self, Failure> {
         let base_url = format!("http://{}:{port}", Ipv4Addr::LOCALHOST);
         // A fresh connection per request: llama-server (cpp-httplib) closes a
         // keep-alive connection after a few requests, and a request sent on
@@ -195,9 +206,15 @@ impl RunningEngine {
             log_tail: vec![],
         })?;
         let memory = MemorySampler::start(process.pid(), MEMORY_SAMPLE, available_before);
-        let ready =
-            llama_server::wait_ready(&client, &base_url, &spec.health_path, &process, load_timeout)
-                .await;
+        let ready = llama_server::wait_ready(
+            &client,
+            &base_url,
+            &spec.health_path,
+            &process,
+            load_timeout,
+            progress,
+        )
+        .await;
         match ready {
             Ok(load_time) => {
                 let (model_id, served_ctx) = match spec.api {

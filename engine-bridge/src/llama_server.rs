@@ -15,7 +15,8 @@ use crate::process::EngineProcess;
 const HEALTH_POLL: Duration = Duration::from_millis(25);
 
 /// Readiness as `/health` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Health {
     /// Nothing answers on the port yet.
     NotListening,
@@ -34,13 +35,15 @@ pub async fn health(client: &reqwest::Client, base_url: &str, path: &str) -> Hea
 }
 
 /// Polls the health path until the engine is ready, it exits, or `timeout`
-/// passes. Returns how long the load took.
+/// passes; each change of readiness is sent on `progress`. Returns how long
+/// the load took.
 pub async fn wait_ready(
     client: &reqwest::Client,
     base_url: &str,
     health_path: &str,
     process: &EngineProcess,
     timeout: Duration,
+    progress: Option<&tokio::sync::watch::Sender<Health>>,
 ) -> Result<Duration, Failure> {
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout;
@@ -50,6 +53,9 @@ pub async fn wait_ready(
                 return Err(crate::failure::classify_exit(exit, process.tail(60)));
             }
             state = health(client, base_url, health_path) => {
+                if let Some(tx) = progress {
+                    tx.send_if_modified(|s| std::mem::replace(s, state) != state);
+                }
                 if state == Health::Ready {
                     return Ok(start.elapsed());
                 }

@@ -253,6 +253,9 @@ async fn supervise(
             break;
         }
         let line = tokio::select! {
+            // Output already there is read before anything else, so a slow
+            // poll after the exit never drops the last lines.
+            biased;
             l = next_line(&mut out) => l,
             l = next_line(&mut err) => l,
             s = child.wait(), if status.is_none() => {

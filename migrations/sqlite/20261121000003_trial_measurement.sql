@@ -7,3 +7,6 @@ ALTER TABLE trials ADD COLUMN ceiling_tps REAL;
 ALTER TABLE trials ADD COLUMN pct_of_ceiling REAL;
 -- Perplexity on the reference text, where measured.
 ALTER TABLE trials ADD COLUMN perplexity REAL;
+-- Load progress: how long earlier loads of the model took, and what the engine says now.
+ALTER TABLE trials ADD COLUMN expected_load_ms REAL;
+ALTER TABLE trials ADD COLUMN load_state TEXT;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine_bridge::engine::PlanError;
+use engine_bridge::llama_server::Health;
 use engine_bridge::planner::{ModelInfo, speed_ceiling};
 use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
 use serde_json::json;
@@ -146,8 +147,31 @@ async fn measure(
         "display": spec.display(),
     });
     trials::set_command(&ctx.db, trial.id, &command).await?;
+    let expected = trials::mean_load_ms(&ctx.db, &trial.profile, &trial.model).await?;
+    trials::set_expected_load(&ctx.db, trial.id, expected).await?;
     set_state(ctx, trial.id, TrialState::Loading).await?;
-    let engine = match RunningEngine::launch(spec, port, ctx.load_timeout).await {
+    // Readiness changes (listening, model loading) go to the trial as they come.
+    let (progress, mut watch) = tokio::sync::watch::channel(Health::NotListening);
+    let forward = {
+        let (ctx, id) = (ctx.clone(), trial.id);
+        tokio::spawn(async move {
+            while watch.changed().await.is_ok() {
+                let state = match *watch.borrow_and_update() {
+                    Health::NotListening => "not_listening",
+                    Health::Loading => "loading",
+                    Health::Ready => "ready",
+                };
+                if trials::set_load_state(&ctx.db, id, state).await.is_ok() {
+                    let _ = publish(&ctx, id).await;
+                }
+            }
+        })
+    };
+    let launched =
+        RunningEngine::launch_watched(spec, port, ctx.load_timeout, Some(&progress)).await;
+    drop(progress);
+    let _ = forward.await;
+    let engine = match launched {
         Ok(engine) => engine,
         Err(failure) => return Ok(Err(failure)),
     };

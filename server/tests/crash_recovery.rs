@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -12,25 +12,6 @@ use engine_bridge::registry::start_ticks;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tunebook_app::types::{TrialState, TrialView};
-
-fn fake_engine() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_tunebook")).with_file_name("tunebook-fake-engine");
-    assert!(path.is_file(), "{} is missing: run `cargo test --workspace`", path.display());
-    path
-}
-
-/// A profile whose engine never finishes loading.
-fn write_profile(dir: &Path) {
-    let model = dir.join("model.gguf");
-    std::fs::write(&model, b"placeholder").unwrap();
-    let profile = format!(
-        "name = \"stuck\"\nkind = \"llama-server\"\nbinary = {:?}\nargs = [\"--fake\", \"never-ready\"]\n\
-         [[models]]\nname = \"m\"\npath = {:?}\n",
-        fake_engine().display().to_string(),
-        model.display().to_string()
-    );
-    std::fs::write(dir.join("stuck.toml"), profile).unwrap();
-}
 
 fn serve(data: &Path, profiles: &Path, port: u16) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_tunebook"))
@@ -66,7 +47,7 @@ impl Drop for KillOnDrop {
 async fn a_killed_server_leaves_no_engine_and_no_lost_trial() {
     let data = tempfile::tempdir().unwrap();
     let profiles = tempfile::tempdir().unwrap();
-    write_profile(profiles.path());
+    common::write_fake_profile(profiles.path(), "stuck", &["--fake", "never-ready"]);
     let port = engine_bridge::free_port().unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let limit = Duration::from_secs(30);

@@ -276,11 +276,23 @@ fn TrialRow(t: TrialView) -> impl IntoView {
         _ => String::new(),
     };
     let failed = t.state == TrialState::Failed;
+    let expected = (t.state == TrialState::Loading).then(|| {
+        let what = match t.load_state.as_deref() {
+            Some("loading") => "loading the model",
+            _ => "starting",
+        };
+        let eta =
+            t.expected_load_ms.map_or(String::new(), |ms| format!(", ~{:.1} s expected", ms / 1e3));
+        view! { <span class="muted load-state">{format!(" {what}{eta}")}</span> }
+    });
     let cause = t.failure_kind.clone().unwrap_or_default();
     view! {
         <tr data-trial-id=t.id data-state=t.state.as_str() title=t.command.clone().unwrap_or_default()>
             <td>{t.id}</td>
-            <td><span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span></td>
+            <td>
+                <span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span>
+                {expected}
+            </td>
             <td>{t.model.clone()}</td>
             <td class="settings">{settings}</td>
             <td class="num">{fmt(t.load_ms.map(|ms| ms / 1e3), 2)}</td>
@@ -378,6 +390,9 @@ mod tests {
             ceiling_tps: None,
             pct_of_ceiling: None,
             perplexity: None,
+            started_ms: None,
+            expected_load_ms: None,
+            load_state: None,
             failure_kind: None,
             error: None,
         }

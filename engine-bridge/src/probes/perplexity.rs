@@ -12,11 +12,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::Settings;
 use crate::failure::{Failure, FailureKind, classify_exit};
-use crate::process::{EngineProcess, LaunchSpec};
+use std::os::unix::process::ExitStatusExt;
+
+use crate::process::{ExitInfo, LaunchSpec};
 use crate::profile::{EngineKind, Profile};
 
 /// The built-in reference text (`suites/reference.txt`).
 pub const REFERENCE_TEXT: &str = include_str!("../../suites/reference.txt");
+
+/// Runs of llama-perplexity that may lose their output before one counts as failed.
+const LOST_OUTPUT_RETRIES: u32 = 6;
 
 /// Settings that mean the same to `llama-perplexity` as to the server.
 const SHARED_SETTINGS: &[&str] = &[
@@ -26,7 +31,6 @@ const SHARED_SETTINGS: &[&str] = &[
     "cache_type_v",
     "flash_attn",
     "n_gpu_layers",
-    "batch_size",
     "ubatch_size",
     "mlock",
     "no_mmap",
@@ -112,6 +116,10 @@ impl PerplexityProbe {
             self.ctx.to_string(),
             "--chunks".into(),
             self.chunks.to_string(),
+            // One chunk per batch: the same estimate, with the compute buffers
+            // of one context rather than of many side by side.
+            "-b".into(),
+            self.ctx.to_string(),
         ];
         args.extend(rendered.args);
         let mut spec = LaunchSpec::new(binary, args);
@@ -119,29 +127,67 @@ impl PerplexityProbe {
         spec.env.extend(rendered.env);
         let spec = crate::flags::adapt(spec).await?;
         let started = Instant::now();
-        let process =
-            EngineProcess::spawn(&spec).map_err(|e| fail(format!("{e}: {}", e.source)))?;
-        let exit = match tokio::time::timeout(self.timeout, process.wait()).await {
-            Ok(exit) => exit,
-            Err(_) => {
-                process.stop(Duration::from_secs(2)).await;
-                return Err(Failure {
-                    kind: FailureKind::ProbeTimeout,
-                    message: format!("llama-perplexity took longer than {:?}", self.timeout),
-                    log_tail: process.tail(40),
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (status, text) = self.run_once(&spec).await?;
+            if let (true, Some((ppl, plus_minus))) = (status.success(), parse_estimate(&text)) {
+                return Ok(PerplexityResult {
+                    ppl,
+                    plus_minus,
+                    ctx: self.ctx,
+                    chunks: self.chunks,
+                    ms: started.elapsed().as_secs_f64() * 1e3,
                 });
             }
-        };
-        let output = process.tail(400).join("\n");
-        match parse_estimate(&output) {
-            Some((ppl, plus_minus)) if exit.code == Some(0) => Ok(PerplexityResult {
-                ppl,
-                plus_minus,
-                ctx: self.ctx,
-                chunks: self.chunks,
-                ms: started.elapsed().as_secs_f64() * 1e3,
+            // This llama.cpp logs from a background thread and, on a busy
+            // machine, sometimes exits (successfully) before its last lines
+            // are written: the estimate is lost, not wrong. Run it again.
+            if status.success() && attempt < LOST_OUTPUT_RETRIES {
+                continue;
+            }
+            let tail: Vec<String> = text.lines().rev().take(60).map(str::to_string).collect();
+            let exit = ExitInfo { code: status.code(), signal: status.signal() };
+            let mut failure = classify_exit(exit, tail.into_iter().rev().collect());
+            if status.success() {
+                failure.kind = FailureKind::ProbeFailed;
+                failure.message = format!("llama-perplexity printed no estimate in {attempt} runs");
+            }
+            return Err(failure);
+        }
+    }
+
+    /// Runs the tool to the end; its exit status and everything it printed.
+    async fn run_once(
+        &self,
+        spec: &LaunchSpec,
+    ) -> Result<(std::process::ExitStatus, String), Failure> {
+        let run = tokio::process::Command::new(&spec.program)
+            .args(&spec.args)
+            .envs(&spec.env)
+            .stdin(std::process::Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true)
+            .output();
+        match tokio::time::timeout(self.timeout, run).await {
+            Ok(Ok(out)) => {
+                let text = format!(
+                    "{}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                Ok((out.status, text))
+            }
+            Ok(Err(e)) => Err(Failure {
+                kind: FailureKind::ProbeFailed,
+                message: format!("cannot run {}: {e}", spec.program.display()),
+                log_tail: vec![],
             }),
-            _ => Err(classify_exit(exit, process.tail(60))),
+            Err(_) => Err(Failure {
+                kind: FailureKind::ProbeTimeout,
+                message: format!("llama-perplexity took longer than {:?}", self.timeout),
+                log_tail: vec![],
+            }),
         }
     }
 }

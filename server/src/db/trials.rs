@@ -48,6 +48,9 @@ struct Row {
     ceiling_tps: Option<f64>,
     pct_of_ceiling: Option<f64>,
     perplexity: Option<f64>,
+    started_ms: Option<i64>,
+    expected_load_ms: Option<f64>,
+    load_state: Option<String>,
     failure_kind: Option<String>,
     error: Option<String>,
 }
@@ -60,6 +63,7 @@ macro_rules! select_trials {
             "prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, ",
             "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
             "quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, ",
+            "started_ms, expected_load_ms, load_state, ",
             "failure_kind, error FROM trials ",
             $rest
         )
@@ -97,6 +101,9 @@ impl Row {
             ceiling_tps: self.ceiling_tps,
             pct_of_ceiling: self.pct_of_ceiling,
             perplexity: self.perplexity,
+            started_ms: self.started_ms,
+            expected_load_ms: self.expected_load_ms,
+            load_state: self.load_state,
             failure_kind: self.failure_kind,
             error: self.error,
         }
@@ -130,6 +137,39 @@ pub async fn set_state(db: &Db, id: i64, state: TrialState) -> Result<(), sqlx::
     .bind(id)
     .execute(&db.pool)
     .await?;
+    Ok(())
+}
+
+/// The mean load time of finished trials of this profile and model.
+pub async fn mean_load_ms(db: &Db, profile: &str, model: &str) -> Result<Option<f64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT AVG(load_ms) FROM trials WHERE profile = $1 AND model = $2 AND state = $3 \
+         AND load_ms IS NOT NULL",
+    )
+    .bind(profile)
+    .bind(model)
+    .bind(TrialState::Done.as_str())
+    .fetch_one(&db.pool)
+    .await
+}
+
+/// Notes how long the load is expected to take.
+pub async fn set_expected_load(db: &Db, id: i64, ms: Option<f64>) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET expected_load_ms = $1 WHERE id = $2")
+        .bind(ms)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Notes what the engine's health check says while it loads.
+pub async fn set_load_state(db: &Db, id: i64, state: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET load_state = $1 WHERE id = $2")
+        .bind(state)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
     Ok(())
 }
 

@@ -18,6 +18,28 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// The fake engine binary (built with the workspace's tests).
+pub fn fake_engine() -> PathBuf {
+    let path =
+        std::path::Path::new(env!("CARGO_BIN_EXE_tunebook")).with_file_name("tunebook-fake-engine");
+    assert!(path.is_file(), "{} is missing: run `cargo test --workspace`", path.display());
+    path
+}
+
+/// Writes a profile `name` running the fake engine with `args`, and a
+/// placeholder model `m`, into `dir`.
+pub fn write_fake_profile(dir: &std::path::Path, name: &str, args: &[&str]) {
+    let model = dir.join("model.gguf");
+    std::fs::write(&model, b"placeholder").unwrap();
+    let profile = format!(
+        "name = {name:?}\nkind = \"llama-server\"\nbinary = {:?}\nargs = {args:?}\n\
+         [[models]]\nname = \"m\"\npath = {:?}\n",
+        fake_engine().display().to_string(),
+        model.display().to_string()
+    );
+    std::fs::write(dir.join(format!("{name}.toml")), profile).unwrap();
+}
+
 /// Fails with a clear message when the demo engine has not been set up.
 pub fn require_demo_engine() {
     let root = repo_root();

@@ -1,0 +1,55 @@
+//! While an engine loads, the trial says so (starting, then loading the
+//! model) and how long earlier loads of the same model took.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, eventually, http, wait_final, write_fake_profile};
+use tunebook_app::types::{TrialState, TrialView};
+
+async fn submit(server: &TestServer) -> TrialView {
+    let body = serde_json::json!({"profile": "slow", "model": "m", "settings": {}});
+    http().post(server.url("/api/trials")).json(&body).send().await.unwrap().json().await.unwrap()
+}
+
+async fn seen_loading(server: &TestServer, id: i64) -> TrialView {
+    eventually(Duration::from_secs(30), "the trial loading its model", || async move {
+        let t: TrialView = http()
+            .get(server.url(&format!("/api/trials/{id}")))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (t.state == TrialState::Loading && t.load_state.as_deref() == Some("loading")).then_some(t)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn loading_state_and_expected_time() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    // The fake engine answers 503 for 1.5 s, like llama-server loading a model.
+    write_fake_profile(profiles.path(), "slow", &["--fake", "slow-load", "--fake-ms", "1500"]);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+
+    let first = submit(&server).await;
+    let loading = seen_loading(&server, first.id).await;
+    assert_eq!(loading.expected_load_ms, None, "nothing to expect before the first load");
+    assert!(loading.started_ms.is_some());
+    let done = wait_final(&server, first.id).await;
+    assert_eq!(done.state, TrialState::Done, "{:?}", done.error);
+    let took = done.load_ms.unwrap();
+    assert!(took >= 1500.0, "{took}");
+
+    let second = submit(&server).await;
+    let loading = seen_loading(&server, second.id).await;
+    assert_eq!(loading.expected_load_ms, Some(took), "expected from the earlier load");
+    assert_eq!(wait_final(&server, second.id).await.state, TrialState::Done);
+    server.stop().await;
+}
