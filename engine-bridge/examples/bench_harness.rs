@@ -117,14 +117,14 @@ async fn main() {
     engine.stop(Duration::from_secs(5)).await;
 
     let bench_out = Command::new(bench)
-        .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "5", "-o", "json"])
+        .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "10", "-o", "json"])
         .args(["-p", &PROMPT.to_string(), "-n", "0", "-d", "0"])
         .output()
         .expect("llama-bench runs");
     let pp: serde_json::Value =
         serde_json::from_slice(&bench_out.stdout).expect("llama-bench JSON");
     let bench_out = Command::new(bench)
-        .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "5", "-o", "json"])
+        .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "10", "-o", "json"])
         .args(["-p", "0", "-n", &GEN.to_string(), "-d", &PROMPT.to_string()])
         .output()
         .expect("llama-bench runs");
@@ -138,6 +138,11 @@ async fn main() {
     let engine_tg = speed.decode_tps.median;
     let engine_pp = speed.prefill_tps.median;
     let client_tg = speed.client_decode_tps.map(|s| s.median).unwrap_or(f64::NAN);
+    // The client's prefill: prompt tokens over the time to the first token.
+    let client_pp =
+        Stats::of(speed.samples.iter().map(|s| s.timings.prompt_n as f64 / (s.ttft_ms / 1e3)))
+            .unwrap()
+            .median;
 
     println!("# Harness benchmark ({threads} threads, model {model})\n");
     println!("| what | value |\n| --- | --- |");

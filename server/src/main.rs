@@ -38,6 +38,9 @@ enum Command {
         /// Seconds an engine may take to load before the trial fails.
         #[arg(long, default_value_t = 600)]
         load_timeout: u64,
+        /// Probe plan TOML file for every trial (default: speed and the quality suite).
+        #[arg(long, env = "TUNEBOOK_PROBES")]
+        probes: Option<PathBuf>,
     },
     /// Run one configuration and print what it measured (nothing is stored).
     ///
@@ -96,7 +99,15 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve { addr, database_url, profiles, site_root, data_dir, load_timeout } => {
+        Command::Serve {
+            addr,
+            database_url,
+            profiles,
+            site_root,
+            data_dir,
+            load_timeout,
+            probes,
+        } => {
             let mut settings = Settings::with_data_dir(data_dir);
             if let Some(url) = database_url {
                 settings.database_url = url;
@@ -104,6 +115,9 @@ async fn main() -> anyhow::Result<()> {
             settings.profiles_dir = profiles;
             settings.site_root = site_root;
             settings.load_timeout = Duration::from_secs(load_timeout);
+            if let Some(path) = probes {
+                settings.probes = tunebook::probe_cli::load_plan(&path)?;
+            }
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;

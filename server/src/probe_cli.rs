@@ -25,6 +25,14 @@ pub struct ProbeArgs {
     pub json: bool,
 }
 
+/// Reads a probe plan TOML file.
+pub fn load_plan(path: &std::path::Path) -> anyhow::Result<ProbePlan> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read probe plan {}", path.display()))?;
+    toml::from_str::<ProbePlan>(&text)
+        .with_context(|| format!("probe plan {} is not valid", path.display()))
+}
+
 /// Parses `name=value` pairs.
 pub fn parse_settings(pairs: &[String]) -> anyhow::Result<Settings> {
     pairs
@@ -47,12 +55,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
         bail!("no engine profile `{}` (have: {})", args.profile, names.join(", "));
     };
     let plan = match &args.plan {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read probe plan {}", path.display()))?;
-            toml::from_str::<ProbePlan>(&text)
-                .with_context(|| format!("probe plan {} is not valid", path.display()))?
-        }
+        Some(path) => load_plan(path)?,
         None => ProbePlan::standard(),
     };
     let port = engine_bridge::free_port()?;
