@@ -171,6 +171,10 @@ async fn main() {
         speed.prefill_tps.cv * 100.0
     );
     println!(
+        "| prefill: client (prompt ÷ TTFT) | {client_pp:.1} tok/s ({:+.2} % vs engine) |",
+        diff(client_pp, engine_pp)
+    );
+    println!(
         "| prefill: llama-bench pp{PROMPT} | {bench_pp:.1} ± {bench_pp_sd:.1} tok/s (engine {:+.2} %) |",
         diff(engine_pp, bench_pp)
     );
