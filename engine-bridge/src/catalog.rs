@@ -106,6 +106,28 @@ pub struct Rendered {
     pub env: BTreeMap<String, String>,
 }
 
+/// A setting read when the engine starts (every catalog's settings are).
+fn param(
+    name: &'static str,
+    flag: &'static str,
+    domain: Domain,
+    default: &'static str,
+    help: &'static str,
+) -> Param {
+    Param {
+        name: Cow::Borrowed(name),
+        flag: Cow::Borrowed(flag),
+        domain,
+        default,
+        phase: Phase::LoadTime,
+        help,
+    }
+}
+
+fn int(min: i64, max: i64) -> Domain {
+    Domain::Int { min, max }
+}
+
 /// Settings named `env.NAME` set the environment variable NAME.
 pub const ENV_PREFIX: &str = "env.";
 
@@ -130,106 +152,68 @@ impl Catalog {
     /// llama.cpp's `llama-server`.
     pub fn llama_server() -> Self {
         use Domain::*;
-        use Phase::*;
-        let int = |min, max| Int { min, max };
         let cache = Choice { choices: CACHE_TYPES, open: true };
-        let p = |name, flag, domain, default, phase, help| Param {
-            name: Cow::Borrowed(name),
-            flag: Cow::Borrowed(flag),
-            domain,
-            default,
-            phase,
-            help,
-        };
         Self {
             engine: "llama-server",
             params: vec![
-                p(
+                param(
                     "ctx_size",
                     "-c",
                     int(0, 1 << 24),
                     "model's own",
-                    LoadTime,
                     "Context size in tokens (0: the model's trained context).",
                 ),
-                p(
-                    "threads",
-                    "-t",
-                    int(1, 1024),
-                    "all cores",
-                    LoadTime,
-                    "CPU threads for generation.",
-                ),
-                p(
+                param("threads", "-t", int(1, 1024), "all cores", "CPU threads for generation."),
+                param(
                     "threads_batch",
                     "-tb",
                     int(1, 1024),
                     "= threads",
-                    LoadTime,
                     "CPU threads for prompt processing.",
                 ),
-                p("cache_type_k", "-ctk", cache.clone(), "f16", LoadTime, "K cache data type."),
-                p(
+                param("cache_type_k", "-ctk", cache.clone(), "f16", "K cache data type."),
+                param(
                     "cache_type_v",
                     "-ctv",
                     cache,
                     "f16",
-                    LoadTime,
                     "V cache data type (quantized V needs flash attention).",
                 ),
-                p(
+                param(
                     "flash_attn",
                     "-fa",
                     Choice { choices: &["on", "off", "auto"], open: false },
                     "auto",
-                    LoadTime,
                     "Flash attention.",
                 ),
-                p(
-                    "n_gpu_layers",
-                    "-ngl",
-                    int(0, 999),
-                    "auto",
-                    LoadTime,
-                    "Layers offloaded to the GPU.",
-                ),
-                p("batch_size", "-b", int(1, 1 << 20), "2048", LoadTime, "Logical batch size."),
-                p("ubatch_size", "-ub", int(1, 1 << 20), "512", LoadTime, "Physical batch size."),
-                p(
-                    "parallel",
-                    "-np",
-                    int(1, 256),
-                    "auto",
-                    LoadTime,
-                    "Server slots (parallel sequences).",
-                ),
-                p("mlock", "--mlock", Bool, "false", LoadTime, "Lock the model in RAM."),
-                p(
+                param("n_gpu_layers", "-ngl", int(0, 999), "auto", "Layers offloaded to the GPU."),
+                param("batch_size", "-b", int(1, 1 << 20), "2048", "Logical batch size."),
+                param("ubatch_size", "-ub", int(1, 1 << 20), "512", "Physical batch size."),
+                param("parallel", "-np", int(1, 256), "auto", "Server slots (parallel sequences)."),
+                param("mlock", "--mlock", Bool, "false", "Lock the model in RAM."),
+                param(
                     "no_mmap",
                     "--no-mmap",
                     Bool,
                     "false",
-                    LoadTime,
                     "Read the model into memory instead of mapping it.",
                 ),
-                p(
+                param(
                     "numa",
                     "--numa",
                     Choice { choices: &["distribute", "isolate", "numactl"], open: false },
                     "off",
-                    LoadTime,
                     "NUMA placement.",
                 ),
-                p(
+                param(
                     "draft_model",
                     "-md",
                     Model,
                     "none",
-                    LoadTime,
                     "Draft model for speculative decoding (a model of this profile).",
                 ),
-                p("draft_max", "--draft-max", int(0, 256), "16", LoadTime, "Most tokens drafted."),
-                p("draft_min", "--draft-min", int(0, 256), "0", LoadTime, "Fewest tokens drafted."),
+                param("draft_max", "--draft-max", int(0, 256), "16", "Most tokens drafted."),
+                param("draft_min", "--draft-min", int(0, 256), "0", "Fewest tokens drafted."),
             ],
             env_prefixes: &["CUDA_", "GGML_", "HIP_", "ROCR_", "OMP_", "LLAMA_"],
         }
@@ -240,49 +224,39 @@ impl Catalog {
     /// type numbers.
     pub fn llama_cpp_python() -> Self {
         use Domain::*;
-        use Phase::LoadTime;
-        let int = |min, max| Int { min, max };
         let cache = Mapped { map: GGML_TYPE_NUMBERS };
-        let p = |name, flag, domain, default, help| Param {
-            name: Cow::Borrowed(name),
-            flag: Cow::Borrowed(flag),
-            domain,
-            default,
-            phase: LoadTime,
-            help,
-        };
         Self {
             engine: "llama-cpp-python",
             params: vec![
-                p("ctx_size", "--n_ctx", int(0, 1 << 24), "2048", "Context size in tokens."),
-                p(
+                param("ctx_size", "--n_ctx", int(0, 1 << 24), "2048", "Context size in tokens."),
+                param(
                     "threads",
                     "--n_threads",
                     int(1, 1024),
                     "half the cores",
                     "CPU threads for generation.",
                 ),
-                p(
+                param(
                     "threads_batch",
                     "--n_threads_batch",
                     int(1, 1024),
                     "all cores",
                     "CPU threads for prompts.",
                 ),
-                p("cache_type_k", "--type_k", cache.clone(), "f16", "K cache data type."),
-                p("cache_type_v", "--type_v", cache, "f16", "V cache data type."),
-                p("flash_attn", "--flash_attn", BoolValue, "false", "Flash attention."),
-                p(
+                param("cache_type_k", "--type_k", cache.clone(), "f16", "K cache data type."),
+                param("cache_type_v", "--type_v", cache, "f16", "V cache data type."),
+                param("flash_attn", "--flash_attn", BoolValue, "false", "Flash attention."),
+                param(
                     "n_gpu_layers",
                     "--n_gpu_layers",
                     int(-1, 999),
                     "0",
                     "Layers offloaded to the GPU (-1: all).",
                 ),
-                p("batch_size", "--n_batch", int(1, 1 << 20), "512", "Logical batch size."),
-                p("ubatch_size", "--n_ubatch", int(1, 1 << 20), "512", "Physical batch size."),
-                p("mmap", "--use_mmap", BoolValue, "true", "Map the model file."),
-                p("mlock", "--use_mlock", BoolValue, "false", "Lock the model in RAM."),
+                param("batch_size", "--n_batch", int(1, 1 << 20), "512", "Logical batch size."),
+                param("ubatch_size", "--n_ubatch", int(1, 1 << 20), "512", "Physical batch size."),
+                param("mmap", "--use_mmap", BoolValue, "true", "Map the model file."),
+                param("mlock", "--use_mlock", BoolValue, "false", "Lock the model in RAM."),
             ],
             env_prefixes: &["CUDA_", "GGML_", "LLAMA_", "OMP_"],
         }
@@ -291,57 +265,59 @@ impl Catalog {
     /// vLLM (`vllm serve`).
     pub fn vllm() -> Self {
         use Domain::*;
-        use Phase::LoadTime;
-        let int = |min, max| Int { min, max };
-        let p = |name, flag, domain, default, help| Param {
-            name: Cow::Borrowed(name),
-            flag: Cow::Borrowed(flag),
-            domain,
-            default,
-            phase: LoadTime,
-            help,
-        };
         Self {
             engine: "vllm",
             params: vec![
-                p("ctx_size", "--max-model-len", int(1, 1 << 24), "model's own", "Context length."),
-                p(
+                param(
+                    "ctx_size",
+                    "--max-model-len",
+                    int(1, 1 << 24),
+                    "model's own",
+                    "Context length.",
+                ),
+                param(
                     "gpu_memory_utilization",
                     "--gpu-memory-utilization",
                     Float { min: 0.05, max: 1.0 },
                     "0.9",
                     "Share of GPU memory vLLM may take.",
                 ),
-                p(
+                param(
                     "max_num_seqs",
                     "--max-num-seqs",
                     int(1, 4096),
                     "256",
                     "Sequences batched at once.",
                 ),
-                p(
+                param(
                     "max_num_batched_tokens",
                     "--max-num-batched-tokens",
                     int(1, 1 << 22),
                     "auto",
                     "Tokens per scheduler step.",
                 ),
-                p(
+                param(
                     "kv_cache_dtype",
                     "--kv-cache-dtype",
                     Choice { choices: &["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], open: true },
                     "auto",
                     "K/V cache data type.",
                 ),
-                p(
+                param(
                     "enable_prefix_caching",
                     "--enable-prefix-caching",
                     Negatable { off_flag: "--no-enable-prefix-caching" },
                     "on",
                     "Reuse cached prompt prefixes.",
                 ),
-                p("tensor_parallel_size", "-tp", int(1, 64), "1", "GPUs to split each layer over."),
-                p(
+                param(
+                    "tensor_parallel_size",
+                    "-tp",
+                    int(1, 64),
+                    "1",
+                    "GPUs to split each layer over.",
+                ),
+                param(
                     "dtype",
                     "--dtype",
                     Choice {
@@ -351,15 +327,15 @@ impl Catalog {
                     "auto",
                     "Weight and activation type.",
                 ),
-                p(
+                param(
                     "quantization",
                     "--quantization",
                     Choice { choices: &["awq", "gptq", "fp8", "bitsandbytes"], open: true },
                     "none",
                     "Weight quantization method.",
                 ),
-                p("enforce_eager", "--enforce-eager", Bool, "false", "Disable CUDA graphs."),
-                p(
+                param("enforce_eager", "--enforce-eager", Bool, "false", "Disable CUDA graphs."),
+                param(
                     "speculative_config",
                     "--speculative-config",
                     Text,
@@ -374,62 +350,52 @@ impl Catalog {
     /// SGLang (`python -m sglang.launch_server`).
     pub fn sglang() -> Self {
         use Domain::*;
-        use Phase::LoadTime;
-        let int = |min, max| Int { min, max };
-        let p = |name, flag, domain, default, help| Param {
-            name: Cow::Borrowed(name),
-            flag: Cow::Borrowed(flag),
-            domain,
-            default,
-            phase: LoadTime,
-            help,
-        };
         Self {
             engine: "sglang",
             params: vec![
-                p(
+                param(
                     "ctx_size",
                     "--context-length",
                     int(1, 1 << 24),
                     "model's own",
                     "Context length.",
                 ),
-                p(
+                param(
                     "mem_fraction_static",
                     "--mem-fraction-static",
                     Float { min: 0.05, max: 1.0 },
                     "auto",
                     "Share of GPU memory for weights and K/V.",
                 ),
-                p(
+                param(
                     "max_running_requests",
                     "--max-running-requests",
                     int(1, 4096),
                     "auto",
                     "Requests run at once.",
                 ),
-                p(
+                param(
                     "chunked_prefill_size",
                     "--chunked-prefill-size",
                     int(-1, 1 << 22),
                     "auto",
                     "Prefill chunk in tokens (-1: off).",
                 ),
-                p(
+                param(
                     "tensor_parallel_size",
                     "--tp-size",
                     int(1, 64),
                     "1",
                     "GPUs to split each layer over.",
                 ),
-                p(
+                param(
                     "kv_cache_dtype",
                     "--kv-cache-dtype",
                     Choice { choices: &["auto", "fp8_e5m2", "fp8_e4m3"], open: true },
                     "auto",
                     "K/V cache data type.",
                 ),
-                p(
+                param(
                     "attention_backend",
                     "--attention-backend",
                     Choice {
@@ -439,14 +405,14 @@ impl Catalog {
                     "auto",
                     "Attention kernels.",
                 ),
-                p(
+                param(
                     "disable_radix_cache",
                     "--disable-radix-cache",
                     Bool,
                     "false",
                     "Turn prefix caching off.",
                 ),
-                p(
+                param(
                     "speculative_algorithm",
                     "--speculative-algorithm",
                     Choice { choices: &["EAGLE", "EAGLE3", "NEXTN"], open: true },

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{TestServer, http, require_demo_engine, wait_final};
+use common::{TestServer, get_json, http, require_demo_engine, wait_final};
 use tunebook::db::trials::SampleRow;
 use tunebook_app::types::{RunRequest, TrialState, TrialView};
 
@@ -48,14 +48,8 @@ async fn a_real_trial_stores_consistent_measurements() {
     assert!((share - 100.0 * t.decode_tps.unwrap() / ceiling).abs() < 1e-6);
     let quality = t.quality_score.expect("the standard plan scores quality");
     assert!((0.0..=1.0).contains(&quality), "{quality}");
-    let measurement: serde_json::Value = http()
-        .get(server.url(&format!("/api/trials/{}/measurement", t.id)))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let measurement: serde_json::Value =
+        get_json(&server, &format!("/api/trials/{}/measurement", t.id)).await;
     let cases = measurement["quality"]["cases"].as_array().unwrap();
     assert_eq!(cases.len(), engine_bridge::probes::Suite::default_suite().cases.len());
 
@@ -87,14 +81,7 @@ async fn a_real_trial_stores_consistent_measurements() {
     let rss = t.peak_rss_bytes.expect("peak RSS recorded");
     assert!(rss > weights * 9 / 10 && rss < 4 << 30, "peak RSS {rss} B for {weights} B of weights");
 
-    let samples: Vec<SampleRow> = http()
-        .get(server.url(&format!("/api/trials/{}/samples", t.id)))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let samples: Vec<SampleRow> = get_json(&server, &format!("/api/trials/{}/samples", t.id)).await;
     assert_eq!(samples.len(), probe.repeats as usize, "warm-up is not recorded");
     for s in &samples {
         assert_eq!(s.predicted_n, probe.n_predict as i64);
@@ -141,8 +128,7 @@ async fn invalid_requests_are_refused_and_nothing_is_stored() {
         let message = body["error"].as_str().unwrap();
         assert!(message.contains(expected), "{message:?} should contain {expected:?}");
     }
-    let all: Vec<TrialView> =
-        http().get(server.url("/api/trials")).send().await.unwrap().json().await.unwrap();
+    let all: Vec<TrialView> = get_json(&server, "/api/trials").await;
     assert!(all.is_empty(), "nothing half-saved: {all:?}");
     server.stop().await;
 }

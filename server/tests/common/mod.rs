@@ -107,6 +107,11 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// GETs `path` from the server and decodes its JSON.
+pub async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
+    http().get(server.url(path)).send().await.unwrap().json().await.unwrap()
+}
+
 /// Polls `check` until it returns `Some`, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
