@@ -1,135 +1,11 @@
-//! Parameter catalogs: which settings an engine accepts, their domains, and
-//! how each renders on the engine's command line.
-//!
-//! Users name settings (`ctx_size`, `cache_type_k`) and give values as text;
-//! the catalog checks them and turns them into arguments. Nothing a user
-//! types ever becomes a flag of its own: values are checked against the
-//! domain and may not start with `-`.
+//! The catalogs of each engine kind. The same setting names (`ctx_size`,
+//! `threads`, `cache_type_k`) mean the same on every engine; each catalog
+//! spells them with its engine's own flags.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-/// Settings chosen for one configuration: setting name to value, as text.
-pub type Settings = BTreeMap<String, String>;
-
-/// The values a parameter accepts.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Domain {
-    /// An integer in `min..=max`.
-    Int { min: i64, max: i64 },
-    /// One of `choices`; with `open`, any other plain word too (new cache
-    /// types appear in engine builds faster than catalogs change).
-    Choice { choices: &'static [&'static str], open: bool },
-    /// A switch: `true` renders the flag alone, `false` renders nothing.
-    Bool,
-    /// The name of another model of the same profile (a draft model); it
-    /// renders as that model's path.
-    Model,
-    /// A number in `min..=max`.
-    Float { min: f64, max: f64 },
-    /// A switch written as a value: `--flag true` / `--flag false`.
-    BoolValue,
-    /// A switch with a flag for each side: `--x` / `--no-x`.
-    Negatable { off_flag: &'static str },
-    /// One of the names in `map`, written as its mapped value (cache type
-    /// names to ggml type numbers, say).
-    Mapped { map: &'static [(&'static str, &'static str)] },
-    /// Free text on one argument (JSON, say); never a flag.
-    Text,
-}
-
-/// Whether changing the parameter needs the engine restarted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Read when the engine starts; changing it means a new launch.
-    LoadTime,
-    /// Sent with each request; the running engine can be reused.
-    RequestTime,
-}
-
-/// One setting of an engine.
-#[derive(Debug, Clone, Serialize)]
-pub struct Param {
-    /// The name users and studies refer to.
-    pub name: Cow<'static, str>,
-    /// The command-line flag.
-    pub flag: Cow<'static, str>,
-    pub domain: Domain,
-    /// The engine's own default, for display.
-    pub default: &'static str,
-    pub phase: Phase,
-    /// One line for the user.
-    pub help: &'static str,
-}
-
-/// A setting the catalog refused, with what was wrong.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SettingError {
-    #[error("unknown setting `{name}` for {engine}")]
-    Unknown { engine: &'static str, name: String },
-    #[error("setting `{name}`: `{value}` is not a whole number")]
-    NotAnInteger { name: String, value: String },
-    #[error("setting `{name}`: {value} is outside {min}..={max}")]
-    OutOfRange { name: String, value: i64, min: i64, max: i64 },
-    #[error("setting `{name}`: `{value}` is not one of {choices}")]
-    NotAChoice { name: String, value: String, choices: String },
-    #[error("setting `{name}`: `{value}` must be true or false")]
-    NotABool { name: String, value: String },
-    #[error("setting `{name}`: `{value}` is not a number")]
-    NotANumber { name: String, value: String },
-    #[error("setting `{name}`: {value} is outside {min}..={max}")]
-    FloatOutOfRange { name: String, value: f64, min: f64, max: f64 },
-    #[error(
-        "environment variable `{name}` may not be set: allowed are names starting with {prefixes}"
-    )]
-    EnvNotAllowed { name: String, prefixes: String },
-}
-
-/// The parameters of one engine kind.
-#[derive(Debug, Clone, Serialize)]
-pub struct Catalog {
-    pub engine: &'static str,
-    pub params: Vec<Param>,
-    /// Environment variables a setting `env.NAME` may set: names starting
-    /// with one of these.
-    pub env_prefixes: &'static [&'static str],
-}
-
-/// Settings turned into what the engine is given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Rendered {
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
-}
-
-/// A setting read when the engine starts (every catalog's settings are).
-fn param(
-    name: &'static str,
-    flag: &'static str,
-    domain: Domain,
-    default: &'static str,
-    help: &'static str,
-) -> Param {
-    Param {
-        name: Cow::Borrowed(name),
-        flag: Cow::Borrowed(flag),
-        domain,
-        default,
-        phase: Phase::LoadTime,
-        help,
-    }
-}
-
-fn int(min: i64, max: i64) -> Domain {
-    Domain::Int { min, max }
-}
-
-/// Settings named `env.NAME` set the environment variable NAME.
-pub const ENV_PREFIX: &str = "env.";
+use super::{CACHE_TYPES, Catalog, Domain, Param, Phase, int, param};
 
 /// ggml type numbers for cache type names, as llama-cpp-python takes them.
 pub const GGML_TYPE_NUMBERS: &[(&str, &str)] = &[
@@ -143,10 +19,6 @@ pub const GGML_TYPE_NUMBERS: &[(&str, &str)] = &[
     ("iq4_nl", "20"),
     ("bf16", "30"),
 ];
-
-/// K/V cache types llama.cpp accepts (`-ctk`, `-ctv`).
-pub const CACHE_TYPES: &[&str] =
-    &["f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"];
 
 impl Catalog {
     /// llama.cpp's `llama-server`.
@@ -443,175 +315,15 @@ impl Catalog {
             env_prefixes: &["CUDA_"],
         }
     }
-
-    /// Looks up a parameter by name.
-    pub fn get(&self, name: &str) -> Option<&Param> {
-        self.params.iter().find(|p| p.name == name)
-    }
-
-    /// Checks every setting and renders them: flags in catalog order, and
-    /// `env.NAME` settings as environment variables.
-    pub fn render(&self, settings: &Settings) -> Result<Rendered, SettingError> {
-        let mut out = Rendered::default();
-        for (name, value) in settings {
-            if let Some(var) = name.strip_prefix(ENV_PREFIX) {
-                let allowed = self.env_prefixes.iter().any(|p| var.starts_with(p))
-                    && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !allowed {
-                    return Err(SettingError::EnvNotAllowed {
-                        name: var.into(),
-                        prefixes: self.env_prefixes.join(", "),
-                    });
-                }
-                if value.contains('\0') {
-                    return Err(SettingError::NotAChoice {
-                        name: name.clone(),
-                        value: value.escape_debug().to_string(),
-                        choices: "text without NUL".into(),
-                    });
-                }
-                out.env.insert(var.to_string(), value.clone());
-            } else if self.get(name).is_none() {
-                return Err(SettingError::Unknown { engine: self.engine, name: name.clone() });
-            }
-        }
-        for param in &self.params {
-            if let Some(value) = settings.get(param.name.as_ref()) {
-                out.args.extend(param.render(value.trim())?);
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl Param {
-    /// Checks one value and renders it as arguments.
-    pub fn render(&self, value: &str) -> Result<Vec<String>, SettingError> {
-        let name = self.name.to_string();
-        let flag = || self.flag.to_string();
-        match &self.domain {
-            Domain::Int { min, max } => {
-                let v: i64 = value.parse().map_err(|_| SettingError::NotAnInteger {
-                    name: name.clone(),
-                    value: value.into(),
-                })?;
-                if v < *min || v > *max {
-                    return Err(SettingError::OutOfRange { name, value: v, min: *min, max: *max });
-                }
-                Ok(vec![flag(), v.to_string()])
-            }
-            Domain::Choice { choices, open } => {
-                let plain_word = !value.is_empty()
-                    && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if choices.contains(&value) || (*open && plain_word) {
-                    Ok(vec![flag(), value.into()])
-                } else {
-                    let what = if *open { " or a plain word" } else { "" };
-                    Err(SettingError::NotAChoice {
-                        name,
-                        value: value.into(),
-                        choices: format!("{}{what}", choices.join(", ")),
-                    })
-                }
-            }
-            Domain::Model => {
-                if value.is_empty() || value.starts_with('-') {
-                    return Err(SettingError::NotAChoice {
-                        name,
-                        value: value.into(),
-                        choices: "the name of a model of this profile".into(),
-                    });
-                }
-                Ok(vec![flag(), value.into()])
-            }
-            Domain::Float { min, max } => {
-                let v: f64 =
-                    value.parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
-                        SettingError::NotANumber { name: name.clone(), value: value.into() }
-                    })?;
-                if v < *min || v > *max {
-                    return Err(SettingError::FloatOutOfRange {
-                        name,
-                        value: v,
-                        min: *min,
-                        max: *max,
-                    });
-                }
-                Ok(vec![flag(), value.into()])
-            }
-            Domain::BoolValue => match value {
-                "true" | "on" | "1" => Ok(vec![flag(), "true".into()]),
-                "false" | "off" | "0" => Ok(vec![flag(), "false".into()]),
-                _ => Err(SettingError::NotABool { name, value: value.into() }),
-            },
-            Domain::Negatable { off_flag } => match value {
-                "true" | "on" | "1" => Ok(vec![flag()]),
-                "false" | "off" | "0" => Ok(vec![off_flag.to_string()]),
-                _ => Err(SettingError::NotABool { name, value: value.into() }),
-            },
-            Domain::Mapped { map } => match map.iter().find(|(k, _)| *k == value) {
-                Some((_, v)) => Ok(vec![flag(), v.to_string()]),
-                None => Err(SettingError::NotAChoice {
-                    name,
-                    value: value.into(),
-                    choices: map.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "),
-                }),
-            },
-            Domain::Text => {
-                if value.is_empty() || value.starts_with('-') || value.contains('\0') {
-                    return Err(SettingError::NotAChoice {
-                        name,
-                        value: value.escape_debug().to_string(),
-                        choices: "text that does not start with `-`".into(),
-                    });
-                }
-                Ok(vec![flag(), value.into()])
-            }
-            Domain::Bool => match value {
-                "true" | "on" | "1" => Ok(vec![flag()]),
-                "false" | "off" | "0" => Ok(vec![]),
-                _ => Err(SettingError::NotABool { name, value: value.into() }),
-            },
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::{SettingError, Settings};
 
     fn settings(pairs: &[(&str, &str)]) -> Settings {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn renders_in_catalog_order() {
-        let cat = Catalog::llama_server();
-        let args = cat
-            .render(&settings(&[
-                ("flash_attn", "on"),
-                ("cache_type_v", "q4_0"),
-                ("ctx_size", "2048"),
-                ("cache_type_k", "q4_0"),
-                ("mlock", "true"),
-                ("no_mmap", "false"),
-            ]))
-            .unwrap()
-            .args;
-        assert_eq!(args, ["-c", "2048", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on", "--mlock"]);
-    }
-
-    #[test]
-    fn rejects_unknown_settings_and_bad_values() {
-        let cat = Catalog::llama_server();
-        let err = cat.render(&settings(&[("model", "/etc/passwd")])).unwrap_err();
-        assert!(matches!(err, SettingError::Unknown { .. }), "{err}");
-        let err = cat.render(&settings(&[("threads", "two")])).unwrap_err();
-        assert_eq!(err.to_string(), "setting `threads`: `two` is not a whole number");
-        let err = cat.render(&settings(&[("threads", "0")])).unwrap_err();
-        assert!(matches!(err, SettingError::OutOfRange { value: 0, .. }), "{err}");
-        let err = cat.render(&settings(&[("flash_attn", "maybe")])).unwrap_err();
-        assert!(err.to_string().contains("on, off, auto"), "{err}");
     }
 
     #[test]
@@ -652,34 +364,5 @@ mod tests {
             [("batch".to_string(), "--max-batch".to_string())].into();
         let args = Catalog::custom(&custom).render(&settings(&[("batch", "64")])).unwrap().args;
         assert_eq!(args, ["--max-batch", "64"]);
-    }
-
-    #[test]
-    fn environment_variables_within_the_allowed_families() {
-        let cat = Catalog::llama_server();
-        let r = cat
-            .render(&settings(&[
-                ("env.CUDA_VISIBLE_DEVICES", "0,1"),
-                ("env.GGML_SCHED_MAX_COPIES", "1"),
-            ]))
-            .unwrap();
-        assert_eq!(r.env.get("CUDA_VISIBLE_DEVICES").map(String::as_str), Some("0,1"));
-        assert_eq!(r.env.len(), 2);
-        assert!(r.args.is_empty());
-        for bad in ["env.LD_PRELOAD", "env.PATH", "env.GGML_X=Y"] {
-            let err = cat.render(&settings(&[(bad, "x")])).unwrap_err();
-            assert!(matches!(err, SettingError::EnvNotAllowed { .. }), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn open_choices_accept_new_words_but_never_flags() {
-        let cat = Catalog::llama_server();
-        let args = cat.render(&settings(&[("cache_type_k", "turbo3")])).unwrap().args;
-        assert_eq!(args, ["-ctk", "turbo3"]);
-        for bad in ["--rpc", "q4_0 -m x", ""] {
-            let err = cat.render(&settings(&[("cache_type_k", bad)])).unwrap_err();
-            assert!(matches!(err, SettingError::NotAChoice { .. }), "{bad}: {err}");
-        }
     }
 }
