@@ -130,7 +130,6 @@ pub(crate) fn int(min: i64, max: i64) -> Domain {
     Domain::Int { min, max }
 }
 
-/// Settings named `env.NAME` set the environment variable NAME.
 pub use engines::GGML_TYPE_NUMBERS;
 
 /// Settings named `env.NAME` set the environment variable NAME.
