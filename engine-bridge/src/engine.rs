@@ -57,6 +57,13 @@ pub fn plan(
         let at = rendered.args.iter().position(|a| *a == param.flag).expect("rendered flag");
         rendered.args[at + 1] = draft.path.display().to_string();
     }
+    if profile.kind == EngineKind::External {
+        // Nothing to launch: the spec only says how to talk to it.
+        let mut spec = LaunchSpec::new(PathBuf::new(), vec![]);
+        spec.api = Api::OpenAi;
+        spec.health_path = profile.health_path().to_string();
+        return Ok(spec);
+    }
     if !profile.binary.is_file() {
         return Err(PlanError::MissingBinary(profile.binary.clone()));
     }
@@ -135,8 +142,9 @@ impl Outcome {
 
 /// An engine that answered its health check.
 pub struct RunningEngine {
-    pub process: EngineProcess,
-    memory: MemorySampler,
+    /// `None` for an external endpoint, which Tunebook does not run.
+    process: Option<EngineProcess>,
+    memory: Option<MemorySampler>,
     pub base_url: String,
     pub spec: LaunchSpec,
     /// Spawn to first healthy answer.
@@ -224,8 +232,8 @@ impl RunningEngine {
                     }
                 };
                 Ok(Self {
-                    process,
-                    memory,
+                    process: Some(process),
+                    memory: Some(memory),
                     base_url,
                     spec,
                     load_time,
@@ -241,9 +249,61 @@ impl RunningEngine {
         }
     }
 
-    /// Memory peaks from launch until now.
+    /// Measures a server Tunebook does not run: waits (at most `timeout`)
+    /// until `{base_url}/v1/models` answers, then talks to it as an
+    /// OpenAI-compatible server about `model_id`.
+    pub async fn attach(
+        base_url: &str,
+        model_id: &str,
+        timeout: Duration,
+    ) -> Result<Self, Failure> {
+        let client =
+            reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().map_err(
+                |e| Failure { kind: FailureKind::Spawn, message: e.to_string(), log_tail: vec![] },
+            )?;
+        let started = std::time::Instant::now();
+        let deadline = tokio::time::Instant::now() + timeout;
+        while llama_server::health(&client, base_url, "/v1/models").await
+            != llama_server::Health::Ready
+        {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Failure {
+                    kind: FailureKind::LoadTimeout,
+                    message: format!("{base_url}/v1/models did not answer within {timeout:?}"),
+                    log_tail: vec![],
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut spec = LaunchSpec::new(PathBuf::new(), vec![]);
+        spec.api = Api::OpenAi;
+        spec.health_path = "/v1/models".into();
+        let served_ctx = openai::first_model(&client, base_url).await.and_then(|(_, ctx)| ctx);
+        Ok(Self {
+            process: None,
+            memory: None,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            spec,
+            load_time: started.elapsed(),
+            client,
+            model_id: model_id.to_string(),
+            served_ctx,
+        })
+    }
+
+    /// The engine's process id (none for an external endpoint).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(EngineProcess::pid)
+    }
+
+    /// The last `n` lines the engine printed (none for an external endpoint).
+    pub fn log_tail(&self, n: usize) -> Vec<String> {
+        self.process.as_ref().map(|p| p.tail(n)).unwrap_or_default()
+    }
+
+    /// Memory peaks from launch until now (nothing for an external endpoint).
     pub fn memory(&self) -> MemoryReport {
-        self.memory.report()
+        self.memory.as_ref().map(MemorySampler::report).unwrap_or_default()
     }
 
     /// What the engine says it runs.
@@ -364,17 +424,21 @@ impl RunningEngine {
 
     /// Stops the engine (SIGTERM, `grace`, SIGKILL).
     pub async fn stop(self, grace: Duration) -> ExitInfo {
-        self.process.stop(grace).await
+        match &self.process {
+            Some(p) => p.stop(grace).await,
+            None => ExitInfo { code: Some(0), signal: None },
+        }
     }
 
     /// Turns a probe error into the engine's own failure when the engine
     /// died under the probe. A dropped connection often arrives a moment
     /// before the exit is seen, so the exit is given a moment.
     pub(crate) async fn explain(&self, mut failure: Failure) -> Failure {
-        match tokio::time::timeout(EXIT_SETTLE, self.process.wait()).await {
-            Ok(exit) => classify_exit(exit, self.process.tail(60)),
+        let Some(process) = &self.process else { return failure };
+        match tokio::time::timeout(EXIT_SETTLE, process.wait()).await {
+            Ok(exit) => classify_exit(exit, process.tail(60)),
             Err(_) => {
-                failure.log_tail = self.process.tail(60);
+                failure.log_tail = process.tail(60);
                 failure
             }
         }

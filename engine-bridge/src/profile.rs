@@ -40,6 +40,9 @@ pub enum EngineKind {
     /// `{model}`, `{host}` and `{port}` filled in; `[params]` declares
     /// its settings.
     Custom,
+    /// A server Tunebook does not launch, only measures: `url` is its
+    /// OpenAI-compatible address and each model's `name` its model id.
+    External,
 }
 
 /// How Tunebook talks to a running engine.
@@ -60,6 +63,7 @@ impl EngineKind {
             EngineKind::Vllm => "vllm",
             EngineKind::Sglang => "sglang",
             EngineKind::Custom => "custom",
+            EngineKind::External => "external",
         }
     }
 
@@ -76,6 +80,8 @@ impl EngineKind {
 #[serde(deny_unknown_fields)]
 pub struct ModelEntry {
     pub name: String,
+    /// The model file or folder (not for external endpoints).
+    #[serde(default)]
     pub path: PathBuf,
 }
 
@@ -87,7 +93,12 @@ pub struct Profile {
     pub kind: EngineKind,
     #[serde(default)]
     pub description: String,
+    /// The program to run (not for external endpoints).
+    #[serde(default)]
     pub binary: PathBuf,
+    /// External endpoints: where the server answers, `http://host:port`.
+    #[serde(default)]
+    pub url: Option<String>,
     /// Folders prepended to `LD_LIBRARY_PATH` (engines built with shared
     /// libraries beside the binary).
     #[serde(default)]
@@ -135,8 +146,24 @@ impl Profile {
             .map_err(|source| ProfileError::Read { path: shown.clone(), source })?;
         let mut profile: Profile = toml::from_str(&text)
             .map_err(|source| ProfileError::Parse { path: shown.clone(), source })?;
+        let invalid =
+            |message: &str| ProfileError::Invalid { path: shown.clone(), message: message.into() };
         if profile.models.is_empty() {
-            return Err(ProfileError::Invalid { path: shown, message: "no [[models]]".into() });
+            return Err(invalid("no [[models]]"));
+        }
+        if profile.kind == EngineKind::External {
+            match profile.url.as_deref() {
+                Some(u) if u.starts_with("http://") => {}
+                Some(_) => return Err(invalid("`url` must start with http://")),
+                None => return Err(invalid("an external profile needs `url`")),
+            }
+            return Ok(profile);
+        }
+        if profile.binary.as_os_str().is_empty() {
+            return Err(invalid("`binary` is missing"));
+        }
+        if profile.models.iter().any(|m| m.path.as_os_str().is_empty()) {
+            return Err(invalid("every [[models]] needs a `path`"));
         }
         let base = path.parent().unwrap_or(Path::new("."));
         let resolve = |p: &Path| {
@@ -181,6 +208,7 @@ impl Profile {
             EngineKind::Vllm => Catalog::vllm(),
             EngineKind::Sglang => Catalog::sglang(),
             EngineKind::Custom => Catalog::custom(&self.params),
+            EngineKind::External => Catalog::custom(&BTreeMap::new()),
         }
     }
 
@@ -191,6 +219,7 @@ impl Profile {
             // llama-cpp-python has no /health; its model list answers once loaded.
             EngineKind::LlamaCppPython => "/v1/models",
             EngineKind::Custom => self.health_path.as_deref().unwrap_or("/health"),
+            EngineKind::External => "/v1/models",
         }
     }
 
@@ -214,7 +243,7 @@ impl Profile {
                 "--port",
                 &port,
             ]),
-            EngineKind::Custom => vec![],
+            EngineKind::Custom | EngineKind::External => vec![],
         }
     }
 
@@ -254,6 +283,24 @@ mod tests {
         assert_eq!(p.binary, dir.path().join("bin/llama-server"));
         assert_eq!(p.model("m").unwrap().path, PathBuf::from("/abs/m.gguf"));
         assert!(p.model("other").is_none());
+    }
+
+    #[test]
+    fn external_endpoints_need_a_url_and_nothing_to_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        let write = |text: &str| std::fs::write(&path, text).unwrap();
+        write(
+            "name = \"e\"\nkind = \"external\"\nurl = \"http://127.0.0.1:8000\"\n[[models]]\nname = \"qwen\"\n",
+        );
+        let p = Profile::load(&path).unwrap();
+        assert_eq!(p.url.as_deref(), Some("http://127.0.0.1:8000"));
+        write("name = \"e\"\nkind = \"external\"\n[[models]]\nname = \"qwen\"\n");
+        assert!(Profile::load(&path).unwrap_err().to_string().contains("needs `url`"));
+        write(
+            "name = \"e\"\nkind = \"llama-server\"\n[[models]]\nname = \"m\"\npath = \"m.gguf\"\n",
+        );
+        assert!(Profile::load(&path).unwrap_err().to_string().contains("`binary` is missing"));
     }
 
     #[test]

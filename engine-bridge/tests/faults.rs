@@ -138,7 +138,7 @@ async fn the_fake_engine_answers_like_llama_server() {
 #[tokio::test]
 async fn sigterm_ignored_means_sigkill_after_the_grace() {
     let engine = launch("ignore-sigterm", &[], Duration::from_secs(20)).await.unwrap();
-    let pid = engine.process.pid();
+    let pid = engine.pid().unwrap();
     let started = Instant::now();
     let exit = engine.stop(Duration::from_millis(500)).await;
     assert!(started.elapsed() >= Duration::from_millis(500));
@@ -150,8 +150,7 @@ async fn sigterm_ignored_means_sigkill_after_the_grace() {
 async fn stop_kills_the_whole_process_group() {
     let engine = launch("spawn-child", &[], Duration::from_secs(20)).await.unwrap();
     let child: u32 = engine
-        .process
-        .tail(50)
+        .log_tail(50)
         .iter()
         .find_map(|l| l.strip_prefix("child pid ").and_then(|p| p.trim().parse().ok()))
         .expect("the fake engine reports its child before it is ready");

@@ -99,3 +99,38 @@ async fn custom_command_template() {
     assert!(result.summary.decode_tps > 0.0);
     engine.stop(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn an_external_endpoint_is_measured_not_launched() {
+    let r = root();
+    // Something Tunebook did not start: a llama-server launched here by hand.
+    let server = profile(&format!(
+        "name = \"s\"\nkind = \"llama-server\"\nbinary = {:?}\n[[models]]\nname = \"tiny\"\npath = {:?}\n",
+        r.join(".tools/engine-bin/llama-server").display().to_string(),
+        r.join(".tools/models/tiny-llama.gguf").display().to_string(),
+    ));
+    let running = launch(&server, &settings(&[("ctx_size", "1024")])).await;
+
+    let attached =
+        RunningEngine::attach(&running.base_url, "tiny", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(attached.pid(), None, "nothing was launched");
+    let speed = SpeedProbe { prompt_tokens: 32, n_predict: 8, repeats: 1, ..Default::default() };
+    let result = speed.run(&attached).await.unwrap();
+    assert!(result.samples[0].timings.from_client);
+    assert!(result.summary.decode_tps > 0.0);
+    assert_eq!(attached.memory().samples, 0, "an external engine's memory is not ours to sample");
+    attached.stop(Duration::from_secs(1)).await;
+    assert!(running.props().await.is_some(), "stopping an attachment leaves the server running");
+    running.stop(Duration::from_secs(5)).await;
+
+    let port = free_port().unwrap();
+    let err = RunningEngine::attach(
+        &format!("http://127.0.0.1:{port}"),
+        "tiny",
+        Duration::from_millis(300),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(err.message.contains("did not answer"), "{}", err.message);
+}

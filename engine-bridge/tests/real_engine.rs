@@ -50,7 +50,7 @@ async fn kv_cache_prediction_matches_the_engine_within_5_percent() {
         ]);
         let engine = launch(&profile, &s).await;
         let logged =
-            logged_kv_bytes(&engine.process.tail(400)).expect("the engine logs its K/V cache size");
+            logged_kv_bytes(&engine.log_tail(400)).expect("the engine logs its K/V cache size");
         let predicted = model.kv_bytes(ctx.parse().unwrap(), k, v).unwrap();
         let error = (predicted as f64 / logged as f64 - 1.0).abs();
         assert!(error < 0.05, "ctx {ctx} {k}/{v}: predicted {predicted} B, engine {logged} B");
@@ -86,7 +86,7 @@ async fn launch_probe_and_stop_free_the_port() {
     assert_eq!(summary.prompt_tokens, 64);
     assert!(summary.decode_tps > 0.0 && summary.prefill_tps > 0.0 && summary.ttft_ms > 0.0);
 
-    let pid = engine.process.pid();
+    let pid = engine.pid().unwrap();
     let exit = engine.stop(Duration::from_secs(5)).await;
     assert!(exit.code.is_some() || exit.signal.is_some());
     assert!(!PathBuf::from(format!("/proc/{pid}")).exists(), "the engine process is gone");

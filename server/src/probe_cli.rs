@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use engine_bridge::planner::{ModelInfo, speed_ceiling};
 use engine_bridge::probes::Stats;
+use engine_bridge::profile::EngineKind;
 use engine_bridge::{Outcome, ProbePlan, Profile, RunningEngine, Settings};
 use serde_json::json;
 
@@ -61,7 +62,11 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let port = engine_bridge::free_port()?;
     let spec = engine_bridge::plan(profile, &args.model, &settings, port)?;
     let spec = engine_bridge::flags::adapt(spec).await?;
-    let command = spec.display();
+    let external = profile.url.clone().filter(|_| profile.kind == EngineKind::External);
+    let command = match &external {
+        Some(url) => format!("external endpoint {url}"),
+        None => spec.display(),
+    };
     let model_path = profile.model(&args.model).expect("plan checked the model").path.clone();
     let model = ModelInfo::read(&model_path).ok();
     let bandwidth = match args.bandwidth {
@@ -77,7 +82,11 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     if !args.json {
         eprintln!("launching: {command}");
     }
-    let outcome = match RunningEngine::launch(spec, port, args.load_timeout).await {
+    let started = match &external {
+        Some(url) => RunningEngine::attach(url, &args.model, args.load_timeout).await,
+        None => RunningEngine::launch(spec, port, args.load_timeout).await,
+    };
+    let outcome = match started {
         Ok(engine) => engine.measure_and_stop(&plan, Duration::from_secs(5)).await,
         Err(f) => Err(f),
     };

@@ -9,6 +9,7 @@ use std::time::Duration;
 use engine_bridge::engine::PlanError;
 use engine_bridge::llama_server::Health;
 use engine_bridge::planner::{ModelInfo, speed_ceiling};
+use engine_bridge::profile::EngineKind;
 use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
@@ -123,6 +124,45 @@ async fn measure(
             format!("engine profile `{}` no longer exists", trial.profile),
         );
     };
+    let engine = match start_engine(ctx, profile, trial).await? {
+        Ok(engine) => engine,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    set_state(ctx, trial.id, TrialState::Probing).await?;
+    let mut outcome = match engine.measure_and_stop(&ctx.probes, STOP_GRACE).await {
+        Ok(o) => o,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    let scratch = ctx.logs_dir.as_path();
+    outcome.add_perplexity(&ctx.probes, profile, &trial.model, &trial.settings, scratch).await;
+    let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
+        let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
+        let speed = &outcome.measurement.speed.as_ref()?.summary;
+        speed_ceiling(&model, &trial.settings, speed, bandwidth)
+    });
+    let measured = Measured { outcome: &outcome, ceiling_tps };
+    trials::finish_done(&ctx.db, trial.id, &measured).await?;
+    Ok(Ok(()))
+}
+
+/// Launches the trial's engine and waits until it is ready (or, for an
+/// external endpoint, waits until it answers), recording the command line,
+/// the expected load time and readiness changes as it goes.
+async fn start_engine(
+    ctx: &RunnerContext,
+    profile: &Profile,
+    trial: &TrialView,
+) -> Result<Result<RunningEngine, Failure>, sqlx::Error> {
+    let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
+    if let (EngineKind::External, Some(url)) = (profile.kind, &profile.url) {
+        if let Err(e) = engine_bridge::plan(profile, &trial.model, &trial.settings, 0) {
+            return fail(FailureKind::Rejected, e.to_string());
+        }
+        let command = json!({ "url": url, "display": format!("external endpoint {url}") });
+        trials::set_command(&ctx.db, trial.id, &command).await?;
+        set_state(ctx, trial.id, TrialState::Loading).await?;
+        return Ok(RunningEngine::attach(url, &trial.model, ctx.load_timeout).await);
+    }
     let port = match engine_bridge::free_port() {
         Ok(p) => p,
         Err(e) => return fail(FailureKind::PortConflict, format!("no free port: {e}")),
@@ -171,25 +211,7 @@ async fn measure(
         RunningEngine::launch_watched(spec, port, ctx.load_timeout, Some(&progress)).await;
     drop(progress);
     let _ = forward.await;
-    let engine = match launched {
-        Ok(engine) => engine,
-        Err(failure) => return Ok(Err(failure)),
-    };
-    set_state(ctx, trial.id, TrialState::Probing).await?;
-    let mut outcome = match engine.measure_and_stop(&ctx.probes, STOP_GRACE).await {
-        Ok(o) => o,
-        Err(failure) => return Ok(Err(failure)),
-    };
-    let scratch = ctx.logs_dir.as_path();
-    outcome.add_perplexity(&ctx.probes, profile, &trial.model, &trial.settings, scratch).await;
-    let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
-        let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
-        let speed = &outcome.measurement.speed.as_ref()?.summary;
-        speed_ceiling(&model, &trial.settings, speed, bandwidth)
-    });
-    let measured = Measured { outcome: &outcome, ceiling_tps };
-    trials::finish_done(&ctx.db, trial.id, &measured).await?;
-    Ok(Ok(()))
+    Ok(launched)
 }
 
 async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<(), sqlx::Error> {

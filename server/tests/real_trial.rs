@@ -132,3 +132,44 @@ async fn invalid_requests_are_refused_and_nothing_is_stored() {
     assert!(all.is_empty(), "nothing half-saved: {all:?}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_external_endpoint_is_measured_without_being_launched() {
+    require_demo_engine();
+    // A llama-server started outside Tunebook.
+    let demo =
+        engine_bridge::Profile::load(&common::repo_root().join("profiles/demo.toml")).unwrap();
+    let port = engine_bridge::free_port().unwrap();
+    let spec = engine_bridge::plan(&demo, "tiny-llama", &Default::default(), port).unwrap();
+    let outside =
+        engine_bridge::RunningEngine::launch(spec, port, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    std::fs::write(
+        profiles.path().join("remote.toml"),
+        format!(
+            "name = \"remote\"\nkind = \"external\"\nurl = {:?}\n[[models]]\nname = \"tiny\"\n",
+            outside.base_url
+        ),
+    )
+    .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+
+    let req =
+        RunRequest { profile: "remote".into(), model: "tiny".into(), settings: Default::default() };
+    let queued: TrialView = submit(&server, &req).await.json().await.unwrap();
+    let t = wait_final(&server, queued.id).await;
+    assert_eq!(t.state, TrialState::Done, "{:?}", t.error);
+    assert!(t.command.unwrap().starts_with("external endpoint http://127.0.0.1:"));
+    assert!(t.decode_tps.unwrap() > 0.0 && t.ttft_ms.unwrap() > 0.0);
+    assert!(outside.props().await.is_some(), "the endpoint is still up: Tunebook did not stop it");
+    let bad = RunRequest { settings: [("threads".into(), "2".into())].into(), ..req };
+    let response = submit(&server, &bad).await;
+    assert_eq!(response.status(), 400, "an external endpoint takes no launch settings");
+    server.stop().await;
+    outside.stop(std::time::Duration::from_secs(5)).await;
+}
