@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use engine_bridge::planner::{ModelInfo, logged_kv_bytes};
+use engine_bridge::probes::quality::Judge;
 use engine_bridge::probes::{ConcurrencyProbe, ContextProbe, DepthProbe, QualityProbe};
 use engine_bridge::{Profile, RunningEngine, Settings, SpeedProbe, free_port, plan};
 
@@ -105,6 +106,43 @@ async fn quality_answers_are_deterministic_and_scored() {
     assert!(first.cases.iter().all(|c| c.ms > 0.0));
     // Greedy and seeded: the same configuration answers the same way.
     assert_eq!(first.similarity_to(&second), Some(1.0));
+    assert!(first.judge_score.is_none() && first.cases.iter().all(|c| c.judge_grade.is_none()));
+
+    // The engine under test is its own judge here: any OpenAI-compatible
+    // endpoint will do, and a grammar holds the reply to one digit.
+    let judged = QualityProbe {
+        judge: Some(Judge {
+            url: engine.base_url.clone(),
+            model: None,
+            rubric: "The answer names the right number.".into(),
+            api_key_env: None,
+        }),
+        ..QualityProbe::default()
+    };
+    let graded = judged.run(&engine).await.unwrap();
+    for case in &graded.cases {
+        assert!(case.judge_error.is_none(), "{case:?}");
+        assert!((0.0..=1.0).contains(&case.judge_grade.unwrap()), "{case:?}");
+    }
+    let mean =
+        graded.cases.iter().filter_map(|c| c.judge_grade).sum::<f64>() / graded.cases.len() as f64;
+    assert!((graded.judge_score.unwrap() - mean).abs() < 1e-9);
+
+    // A judge that cannot be reached costs the grades, not the answers.
+    let free = engine_bridge::engine::free_port().unwrap();
+    let unreachable = QualityProbe {
+        judge: Some(Judge {
+            url: format!("http://127.0.0.1:{free}"),
+            model: Some("judge".into()),
+            rubric: String::new(),
+            api_key_env: None,
+        }),
+        ..QualityProbe::default()
+    };
+    let ungraded = unreachable.run(&engine).await.unwrap();
+    assert_eq!(ungraded.similarity_to(&first), Some(1.0));
+    assert!(ungraded.judge_score.is_none());
+    assert!(ungraded.cases.iter().all(|c| c.judge_error.as_deref().unwrap().contains("judge")));
     engine.stop(Duration::from_secs(5)).await;
 }
 

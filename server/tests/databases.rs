@@ -88,7 +88,15 @@ async fn exercise(db: &Db) {
     let quality = QualityResult {
         suite: "default".into(),
         score: 0.75,
-        cases: vec![CaseResult { id: "add".into(), passed: true, answer: " 42".into(), ms: 3.0 }],
+        judge_score: Some(0.5),
+        cases: vec![CaseResult {
+            id: "add".into(),
+            passed: true,
+            answer: " 42".into(),
+            ms: 3.0,
+            judge_grade: Some(0.5),
+            judge_error: None,
+        }],
     };
     let measurement = Measurement {
         speed: Some(engine_bridge::probes::speed::summarize(samples)),

@@ -16,7 +16,7 @@ pub use concurrency::{ConcurrencyPoint, ConcurrencyProbe};
 pub use context::{ContextProbe, RecallPoint};
 pub use depth::{DepthPoint, DepthProbe};
 pub use perplexity::{PerplexityProbe, PerplexityResult};
-pub use quality::{QualityProbe, QualityResult, Suite};
+pub use quality::{Judge, QualityProbe, QualityResult, Suite};
 pub use speed::{SpeedProbe, SpeedResult, SpeedSummary};
 pub use stats::Stats;
 

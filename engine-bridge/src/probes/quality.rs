@@ -130,12 +130,99 @@ pub struct QualityProbe {
     pub suite: Suite,
     #[serde(with = "super::secs")]
     pub request_timeout: Duration,
+    /// A second model that grades each answer against a rubric.
+    pub judge: Option<Judge>,
 }
 
 impl Default for QualityProbe {
     fn default() -> Self {
-        Self { suite: Suite::default_suite(), request_timeout: Duration::from_secs(120) }
+        Self {
+            suite: Suite::default_suite(),
+            request_timeout: Duration::from_secs(120),
+            judge: None,
+        }
     }
+}
+
+/// A judge model behind any OpenAI-compatible endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Judge {
+    /// `http://host:port` of the endpoint.
+    pub url: String,
+    /// The model id to ask; the first one the endpoint lists when absent.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// What a good answer is.
+    #[serde(default = "default_rubric")]
+    pub rubric: String,
+    /// The name of an environment variable of Tunebook's own holding an API
+    /// key (the key itself is never written in a plan).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+fn default_rubric() -> String {
+    "A good answer is correct, direct and complete; a wrong or rambling answer is poor.".into()
+}
+
+impl Judge {
+    /// A grade from 0 to 1 for one answer, or why there is none.
+    pub async fn grade(
+        &self,
+        client: &reqwest::Client,
+        case: &Case,
+        answer: &str,
+        timeout: Duration,
+    ) -> Result<f64, String> {
+        let url = self.url.trim_end_matches('/');
+        let model = match &self.model {
+            Some(m) => m.clone(),
+            None => crate::openai::first_model(client, url)
+                .await
+                .map(|(id, _)| id)
+                .ok_or_else(|| format!("the judge at {url} lists no model"))?,
+        };
+        let prompt = format!(
+            "Grade the answer to the question below.\nRubric: {}\nQuestion: {}\nAnswer: {}\n\
+             Reply with one digit from 0 (worst) to 9 (best) and nothing else.",
+            self.rubric,
+            case.prompt.trim(),
+            answer.trim()
+        );
+        let body = serde_json::json!({
+            "model": model,
+            "messages": [{ "role": "user", "content": prompt }],
+            "max_tokens": 4,
+            "temperature": 0.0,
+            "seed": 42,
+            // llama.cpp servers: force a single digit.
+            "grammar": "root ::= [0-9]",
+        });
+        let mut request = client.post(format!("{url}/v1/chat/completions")).timeout(timeout);
+        if let Some(var) = &self.api_key_env {
+            let key =
+                std::env::var(var).map_err(|_| format!("environment variable {var} is not set"))?;
+            request = request.bearer_auth(key);
+        }
+        let reply: serde_json::Value = request
+            .json(&body)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| format!("judge request: {}", crate::llama_server::chain(&e)))?
+            .json()
+            .await
+            .map_err(|e| format!("judge reply: {e}"))?;
+        let text =
+            reply.pointer("/choices/0/message/content").and_then(|c| c.as_str()).unwrap_or("");
+        parse_grade(text).ok_or_else(|| format!("the judge answered {text:?}, not a digit"))
+    }
+}
+
+/// The first digit of a judge's reply, as a grade from 0 to 1.
+pub fn parse_grade(text: &str) -> Option<f64> {
+    text.chars().find(|c| c.is_ascii_digit()).and_then(|c| c.to_digit(10)).map(|d| d as f64 / 9.0)
 }
 
 /// One case's answer and verdict.
@@ -145,6 +232,12 @@ pub struct CaseResult {
     pub passed: bool,
     pub answer: String,
     pub ms: f64,
+    /// The judge's grade, 0 to 1, where a judge was asked.
+    #[serde(default)]
+    pub judge_grade: Option<f64>,
+    /// Why the judge gave no grade.
+    #[serde(default)]
+    pub judge_error: Option<String>,
 }
 
 /// A suite's results.
@@ -153,6 +246,9 @@ pub struct QualityResult {
     pub suite: String,
     /// Passed cases over all cases, 0 to 1.
     pub score: f64,
+    /// The judge's mean grade over the graded cases, 0 to 1.
+    #[serde(default)]
+    pub judge_score: Option<f64>,
     pub cases: Vec<CaseResult>,
 }
 
@@ -182,17 +278,28 @@ impl QualityProbe {
                 ignore_eos: false,
             };
             let done = engine.generate(&request, self.request_timeout).await?;
+            let graded = match &self.judge {
+                Some(judge) => {
+                    Some(judge.grade(&engine.client, case, &done.text, self.request_timeout).await)
+                }
+                None => None,
+            };
             cases.push(CaseResult {
                 id: case.id.clone(),
                 passed: case.passes(&done.text),
                 answer: done.text,
                 ms: done.sample.total_ms,
+                judge_grade: graded.as_ref().and_then(|g| g.as_ref().ok().copied()),
+                judge_error: graded.and_then(|g| g.err()),
             });
         }
         let passed = cases.iter().filter(|c| c.passed).count();
+        let grades: Vec<f64> = cases.iter().filter_map(|c| c.judge_grade).collect();
         Ok(QualityResult {
             suite: self.suite.name.clone(),
             score: passed as f64 / cases.len().max(1) as f64,
+            judge_score: (!grades.is_empty())
+                .then(|| grades.iter().sum::<f64>() / grades.len() as f64),
             cases,
         })
     }
@@ -238,10 +345,18 @@ mod tests {
     }
 
     #[test]
+    fn judge_grades_are_the_first_digit() {
+        assert_eq!(parse_grade("9"), Some(1.0));
+        assert_eq!(parse_grade(" Grade: 0."), Some(0.0));
+        assert_eq!(parse_grade("excellent"), None);
+    }
+
+    #[test]
     fn similarity_to_a_baseline() {
         let r = |answers: &[(&str, &str)]| QualityResult {
             suite: "s".into(),
             score: 0.0,
+            judge_score: None,
             cases: answers
                 .iter()
                 .map(|(id, a)| CaseResult {
@@ -249,6 +364,8 @@ mod tests {
                     passed: false,
                     answer: a.to_string(),
                     ms: 1.0,
+                    judge_grade: None,
+                    judge_error: None,
                 })
                 .collect(),
         };

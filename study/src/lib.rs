@@ -1,0 +1,15 @@
+//! Studies: what a user varies ([`space`]), the rules between settings and
+//! the bounds on metrics ([`expr`]), what "better" means ([`study`]),
+//! Pareto fronts ([`pareto`]), and the strategies that pick the next
+//! configuration ([`strategy`]). Nothing here launches an engine; the
+//! server's study runner does.
+
+pub mod expr;
+pub mod pareto;
+pub mod space;
+pub mod strategy;
+pub mod study;
+
+pub use space::{Domain, Space};
+pub use strategy::{Proposal, Strategy};
+pub use study::{Goal, Metric, Observation, Study, StudyDef, StudyError};

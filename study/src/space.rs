@@ -1,0 +1,401 @@
+//! Search spaces: the settings a study varies, each with its domain, the
+//! settings it holds fixed, and the constraints every configuration must
+//! satisfy.
+
+use engine_bridge::Settings;
+use rand::Rng;
+use serde_json::Value as Json;
+
+use crate::expr::Constraint;
+
+/// The values one setting takes in a study.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Domain {
+    /// A list (`["f16", "q8_0"]`, `[512, 1024]`) or a switch (`"bool"`).
+    Values(Vec<String>),
+    /// Whole numbers from `min` to `max`: every `step`-th, or with `log`
+    /// the doublings (`2048, 4096, …`).
+    Int { min: i64, max: i64, step: i64, log: bool },
+    /// Numbers from `min` to `max`; a grid takes `points` of them, evenly
+    /// or (with `log`) geometrically spaced.
+    Float { min: f64, max: f64, points: usize, log: bool },
+}
+
+/// One varied setting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub domain: Domain,
+}
+
+impl Domain {
+    /// Reads a domain as written in a study file:
+    /// `["a", "b"]`, `"bool"`, `{ min = 1, max = 16, step = 1 }`,
+    /// `{ min = 2048, max = 65536, log = true }`,
+    /// `{ min = 0.5, max = 1.0, points = 5 }`.
+    pub fn from_json(value: &Json) -> Result<Self, String> {
+        match value {
+            Json::Array(items) => {
+                if items.is_empty() {
+                    return Err("the list of values is empty".into());
+                }
+                let values: Vec<String> =
+                    items.iter().map(scalar_text).collect::<Result<_, _>>()?;
+                let mut seen = std::collections::BTreeSet::new();
+                if let Some(dup) = values.iter().find(|v| !seen.insert(v.as_str())) {
+                    return Err(format!("`{dup}` is listed twice"));
+                }
+                Ok(Domain::Values(values))
+            }
+            Json::String(s) if s == "bool" => {
+                Ok(Domain::Values(vec!["false".into(), "true".into()]))
+            }
+            Json::Object(map) => {
+                let allowed = ["min", "max", "step", "log", "points"];
+                if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+                    return Err(format!(
+                        "unknown key `{k}` in a range (use min, max, step, log, points)"
+                    ));
+                }
+                let num = |k: &str| {
+                    map.get(k).map(|v| v.as_f64().ok_or(format!("`{k}` must be a number")))
+                };
+                let (Some(min), Some(max)) = (num("min").transpose()?, num("max").transpose()?)
+                else {
+                    return Err("a range needs `min` and `max`".into());
+                };
+                let log = match map.get("log") {
+                    None => false,
+                    Some(v) => v.as_bool().ok_or("`log` must be true or false")?,
+                };
+                if min > max {
+                    return Err(format!("the range is empty: min {min} is above max {max}"));
+                }
+                if log && min <= 0.0 {
+                    return Err("a log-scale range needs min above 0".into());
+                }
+                let is_int = |k: &str| map.get(k).is_none_or(|v| v.is_i64() || v.is_u64());
+                if is_int("min") && is_int("max") && is_int("step") && !map.contains_key("points") {
+                    let step = map.get("step").and_then(Json::as_i64).unwrap_or(1);
+                    if step <= 0 {
+                        return Err("`step` must be above 0".into());
+                    }
+                    if log && map.contains_key("step") {
+                        return Err("give `step` or `log`, not both".into());
+                    }
+                    return Ok(Domain::Int { min: min as i64, max: max as i64, step, log });
+                }
+                if map.contains_key("step") {
+                    return Err("`step` needs whole numbers; for decimals give `points`".into());
+                }
+                let points = match map.get("points") {
+                    None => 5,
+                    Some(v) => v
+                        .as_u64()
+                        .filter(|p| *p >= 1)
+                        .ok_or("`points` must be a whole number ≥ 1")?
+                        as usize,
+                };
+                Ok(Domain::Float { min, max, points, log })
+            }
+            other => Err(format!(
+                "`{other}` is not a domain: give a list of values, \"bool\", or a range {{ min, max }}"
+            )),
+        }
+    }
+
+    /// The values a grid visits, in order.
+    pub fn grid(&self) -> Vec<String> {
+        match self {
+            Domain::Values(v) => v.clone(),
+            Domain::Int { min, max, step, log: false } => (0..)
+                .map(|i| min + i * step)
+                .take_while(|v| v <= max)
+                .map(|v| v.to_string())
+                .collect(),
+            Domain::Int { min, max, log: true, .. } => {
+                let mut out: Vec<i64> = std::iter::successors(Some(*min), |v| v.checked_mul(2))
+                    .take_while(|v| v <= max)
+                    .collect();
+                if out.last() != Some(max) {
+                    out.push(*max);
+                }
+                out.into_iter().map(|v| v.to_string()).collect()
+            }
+            Domain::Float { min, max, points, log } => {
+                if *points == 1 || min == max {
+                    return vec![fmt_float(*min)];
+                }
+                (0..*points)
+                    .map(|i| {
+                        let t = i as f64 / (*points - 1) as f64;
+                        if *log {
+                            (min.ln() + t * (max.ln() - min.ln())).exp()
+                        } else {
+                            min + t * (max - min)
+                        }
+                    })
+                    .map(fmt_float)
+                    .collect()
+            }
+        }
+    }
+
+    /// A value drawn at random: uniform over lists and linear ranges,
+    /// log-uniform over log ranges.
+    pub fn sample(&self, rng: &mut impl Rng) -> String {
+        match self {
+            Domain::Float { min, max, log, .. } => {
+                let t: f64 = rng.random();
+                fmt_float(if *log {
+                    (min.ln() + t * (max.ln() - min.ln())).exp()
+                } else {
+                    min + t * (max - min)
+                })
+            }
+            Domain::Int { min, max, step, log: false } => {
+                let steps = (max - min) / step;
+                (min + rng.random_range(0..=steps) * step).to_string()
+            }
+            _ => {
+                let grid = self.grid();
+                grid[rng.random_range(0..grid.len())].clone()
+            }
+        }
+    }
+
+    /// Whether `value` is in the domain (on a range: between the ends, on
+    /// its step).
+    pub fn contains(&self, value: &str) -> bool {
+        match self {
+            Domain::Values(v) => v.iter().any(|x| x == value),
+            Domain::Int { min, max, step, log } => value
+                .trim()
+                .parse::<i64>()
+                .is_ok_and(|v| v >= *min && v <= *max && (*log || (v - min) % step == 0)),
+            Domain::Float { min, max, .. } => {
+                value.trim().parse::<f64>().is_ok_and(|v| v >= *min - 1e-9 && v <= *max + 1e-9)
+            }
+        }
+    }
+
+    /// Low, middle and high values, for looking at one axis at a time.
+    pub fn span(&self) -> Vec<String> {
+        let grid = self.grid();
+        let mut picks =
+            vec![grid[0].clone(), grid[grid.len() / 2].clone(), grid[grid.len() - 1].clone()];
+        picks.dedup();
+        picks
+    }
+
+    /// The values next to `value` on the grid (or next to the nearest grid
+    /// value when `value` is off it).
+    pub fn neighbours(&self, value: &str) -> Vec<String> {
+        let grid = self.grid();
+        let at = grid.iter().position(|g| g == value).unwrap_or_else(|| nearest(&grid, value));
+        let mut out = Vec::new();
+        if at > 0 {
+            out.push(grid[at - 1].clone());
+        }
+        if at + 1 < grid.len() {
+            out.push(grid[at + 1].clone());
+        }
+        if grid[at] != value {
+            out.push(grid[at].clone());
+        }
+        out
+    }
+}
+
+fn nearest(grid: &[String], value: &str) -> usize {
+    let Ok(v) = value.parse::<f64>() else { return 0 };
+    (0..grid.len())
+        .min_by(|&a, &b| {
+            let d = |i: usize| grid[i].parse::<f64>().map_or(f64::MAX, |g| (g - v).abs());
+            d(a).total_cmp(&d(b))
+        })
+        .unwrap_or(0)
+}
+
+/// A decimal as a setting's text: short, and exact where it can be.
+pub fn fmt_float(x: f64) -> String {
+    let rounded = (x * 1e4).round() / 1e4;
+    format!("{rounded}")
+}
+
+/// A TOML/JSON scalar as a setting's text.
+pub fn scalar_text(v: &Json) -> Result<String, String> {
+    match v {
+        Json::String(s) => Ok(s.clone()),
+        Json::Bool(b) => Ok(b.to_string()),
+        Json::Number(n) => Ok(n.to_string()),
+        other => Err(format!("`{other}` is not a single value")),
+    }
+}
+
+/// Settings that vary, settings that stay, and the rules between them.
+#[derive(Debug, Clone, Default)]
+pub struct Space {
+    pub params: Vec<Param>,
+    pub fixed: Settings,
+    pub constraints: Vec<Constraint>,
+}
+
+impl Space {
+    pub fn param(&self, name: &str) -> Option<&Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// The number of grid points, before constraints (saturating).
+    pub fn grid_size(&self) -> u128 {
+        self.params.iter().fold(1u128, |n, p| n.saturating_mul(p.domain.grid().len() as u128))
+    }
+
+    /// Whether a configuration satisfies every constraint; a constraint
+    /// that cannot be evaluated on it counts as broken.
+    pub fn allows(&self, config: &Settings) -> bool {
+        self.constraints.iter().all(|c| c.holds(config).unwrap_or(false))
+    }
+
+    /// The first constraint a configuration breaks, with why.
+    pub fn broken(&self, config: &Settings) -> Option<String> {
+        self.constraints.iter().find_map(|c| match c.holds(config) {
+            Ok(true) => None,
+            Ok(false) => Some(format!("breaks `{}`", c.text)),
+            Err(e) => Some(e.to_string()),
+        })
+    }
+
+    /// `varied` on top of the fixed settings.
+    pub fn complete(&self, varied: impl IntoIterator<Item = (String, String)>) -> Settings {
+        let mut out = self.fixed.clone();
+        out.extend(varied);
+        out
+    }
+
+    /// Every grid configuration, in odometer order: the last parameter
+    /// changes fastest, so neighbours in the order share most settings.
+    pub fn grid(&self) -> impl Iterator<Item = Settings> + '_ {
+        let grids: Vec<Vec<String>> = self.params.iter().map(|p| p.domain.grid()).collect();
+        let total = if self.params.is_empty() { 1 } else { self.grid_size() };
+        let mut index = vec![0usize; grids.len()];
+        (0..total).map(move |n| {
+            if n > 0 {
+                for d in (0..index.len()).rev() {
+                    index[d] += 1;
+                    if index[d] < grids[d].len() {
+                        break;
+                    }
+                    index[d] = 0;
+                }
+            }
+            self.complete(
+                self.params
+                    .iter()
+                    .zip(&index)
+                    .zip(&grids)
+                    .map(|((p, &i), g)| (p.name.clone(), g[i].clone())),
+            )
+        })
+    }
+
+    /// A configuration drawn at random (constraints not checked).
+    pub fn sample(&self, rng: &mut impl Rng) -> Settings {
+        self.complete(self.params.iter().map(|p| (p.name.clone(), p.domain.sample(rng))))
+    }
+
+    /// Checks that a proposed configuration stays in the space: every
+    /// varied setting in its domain, fixed ones as fixed, nothing else.
+    pub fn check(&self, config: &Settings) -> Result<(), String> {
+        for (name, value) in config {
+            match (self.param(name), self.fixed.get(name)) {
+                (Some(p), _) if !p.domain.contains(value) => {
+                    return Err(format!("`{name}` = `{value}` is outside its domain"));
+                }
+                (None, Some(fixed)) if fixed != value => {
+                    return Err(format!("`{name}` is fixed at `{fixed}`, not `{value}`"));
+                }
+                (None, None) => return Err(format!("`{name}` is not a setting of this study")),
+                _ => {}
+            }
+        }
+        if let Some(p) = self.params.iter().find(|p| !config.contains_key(&p.name)) {
+            return Err(format!("`{}` has no value", p.name));
+        }
+        match self.broken(config) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn domains_as_written() {
+        let d = |v| Domain::from_json(&v).unwrap().grid();
+        assert_eq!(d(json!(["f16", "q8_0"])), ["f16", "q8_0"]);
+        assert_eq!(d(json!([512, 1024])), ["512", "1024"]);
+        assert_eq!(d(json!("bool")), ["false", "true"]);
+        assert_eq!(d(json!({"min": 1, "max": 7, "step": 3})), ["1", "4", "7"]);
+        assert_eq!(
+            d(json!({"min": 2048, "max": 10000, "log": true})),
+            ["2048", "4096", "8192", "10000"]
+        );
+        assert_eq!(d(json!({"min": 0.5, "max": 1.0, "points": 3})), ["0.5", "0.75", "1"]);
+    }
+
+    #[test]
+    fn bad_domains_say_what_is_wrong() {
+        let e = |v| Domain::from_json(&v).unwrap_err();
+        assert_eq!(e(json!([])), "the list of values is empty");
+        assert!(e(json!({"min": 8, "max": 2})).contains("empty"));
+        assert!(e(json!({"min": 1})).contains("needs `min` and `max`"));
+        assert!(e(json!({"min": 1, "max": 2, "stp": 1})).contains("unknown key `stp`"));
+        assert!(e(json!({"min": 0, "max": 8, "log": true})).contains("above 0"));
+        assert!(e(json!(["a", "a"])).contains("twice"));
+        assert!(e(json!(42)).contains("not a domain"));
+    }
+
+    #[test]
+    fn grid_in_odometer_order_and_checks() {
+        let space = Space {
+            params: vec![
+                Param { name: "a".into(), domain: Domain::Values(vec!["x".into(), "y".into()]) },
+                Param {
+                    name: "b".into(),
+                    domain: Domain::Int { min: 1, max: 3, step: 1, log: false },
+                },
+            ],
+            fixed: [("c".to_string(), "1".to_string())].into(),
+            constraints: vec![Constraint::parse("b != 2 when a == \"y\"").unwrap()],
+        };
+        let all: Vec<Settings> = space.grid().collect();
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[1]["b"], "2");
+        assert_eq!(all[3]["a"], "y");
+        assert!(all.iter().all(|c| c["c"] == "1"));
+        assert_eq!(all.iter().filter(|c| space.allows(c)).count(), 5);
+        assert!(space.check(&all[0]).is_ok());
+        assert!(space.check(&all[4]).unwrap_err().contains("breaks"));
+        let mut off = all[0].clone();
+        off.insert("b".into(), "9".into());
+        assert!(space.check(&off).unwrap_err().contains("outside"));
+        off.insert("b".into(), "1".into());
+        off.insert("c".into(), "2".into());
+        assert!(space.check(&off).unwrap_err().contains("fixed"));
+    }
+
+    #[test]
+    fn spans_and_neighbours() {
+        let d = Domain::Int { min: 1, max: 9, step: 1, log: false };
+        assert_eq!(d.span(), ["1", "5", "9"]);
+        assert_eq!(d.neighbours("5"), ["4", "6"]);
+        assert_eq!(d.neighbours("1"), ["2"]);
+        let f = Domain::Float { min: 0.0, max: 1.0, points: 3, log: false };
+        assert_eq!(f.neighbours("0.4"), ["0", "1", "0.5"]);
+    }
+}

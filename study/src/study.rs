@@ -1,0 +1,572 @@
+//! A study as a user writes it ([`StudyDef`], from TOML or JSON), and as
+//! it is checked against the engine's catalog ([`Study`]).
+
+use std::collections::BTreeMap;
+
+use engine_bridge::{Catalog, ProbePlan, Settings};
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use crate::expr::{BoundExpr, Constraint};
+use crate::space::{Domain, Param, Space, scalar_text};
+
+/// What a trial is judged on; the names are the trials' own columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    DecodeTps,
+    PrefillTps,
+    TtftMs,
+    LoadMs,
+    PeakRssBytes,
+    MemAvailableDropBytes,
+    PeakGpuBytes,
+    QualityScore,
+    ContextPassRate,
+    PctOfCeiling,
+    Perplexity,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 11] = [
+        Metric::DecodeTps,
+        Metric::PrefillTps,
+        Metric::TtftMs,
+        Metric::LoadMs,
+        Metric::PeakRssBytes,
+        Metric::MemAvailableDropBytes,
+        Metric::PeakGpuBytes,
+        Metric::QualityScore,
+        Metric::ContextPassRate,
+        Metric::PctOfCeiling,
+        Metric::Perplexity,
+    ];
+
+    /// The column (and the name in study files).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::DecodeTps => "decode_tps",
+            Metric::PrefillTps => "prefill_tps",
+            Metric::TtftMs => "ttft_ms",
+            Metric::LoadMs => "load_ms",
+            Metric::PeakRssBytes => "peak_rss_bytes",
+            Metric::MemAvailableDropBytes => "mem_available_drop_bytes",
+            Metric::PeakGpuBytes => "peak_gpu_bytes",
+            Metric::QualityScore => "quality_score",
+            Metric::ContextPassRate => "context_pass_rate",
+            Metric::PctOfCeiling => "pct_of_ceiling",
+            Metric::Perplexity => "perplexity",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Which way is better, unless the study says otherwise.
+    pub fn natural_goal(self) -> Goal {
+        match self {
+            Metric::DecodeTps
+            | Metric::PrefillTps
+            | Metric::QualityScore
+            | Metric::ContextPassRate
+            | Metric::PctOfCeiling => Goal::Max,
+            _ => Goal::Min,
+        }
+    }
+}
+
+/// Which way an objective is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Goal {
+    #[serde(alias = "maximize")]
+    Max,
+    #[serde(alias = "minimize")]
+    Min,
+}
+
+impl Goal {
+    /// `value` turned so that larger is better.
+    pub fn oriented(self, value: f64) -> f64 {
+        match self {
+            Goal::Max => value,
+            Goal::Min => -value,
+        }
+    }
+}
+
+/// An objective or a bound, as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetDef {
+    pub metric: String,
+    /// `max` or `min`; the metric's natural direction when absent.
+    #[serde(default)]
+    pub goal: Option<Goal>,
+    /// A lower bound (`"baseline - 1%"`, `"30"`).
+    #[serde(default)]
+    pub min: Option<String>,
+    /// An upper bound (`"120 GiB"`).
+    #[serde(default)]
+    pub max: Option<String>,
+}
+
+/// When a study stops on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Budget {
+    /// Trials in all, the baseline and its re-runs included.
+    pub max_trials: u32,
+    /// Wall time, in minutes.
+    pub max_minutes: Option<f64>,
+    /// Stop after this many trials without an improvement of the first
+    /// objective beyond `min_gain`.
+    pub patience: Option<u32>,
+    /// In the first objective's unit (`5` for +5 tok/s).
+    pub min_gain: f64,
+    /// Re-run the baseline every this many trials, to catch drift.
+    pub rerun_baseline_every: Option<u32>,
+    /// A re-run baseline further than this (percent, first objective) from
+    /// the first flags drift.
+    pub drift_pct: f64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            max_trials: 30,
+            max_minutes: None,
+            patience: None,
+            min_gain: 0.0,
+            rerun_baseline_every: None,
+            drift_pct: 5.0,
+        }
+    }
+}
+
+/// The search strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StrategyKind {
+    /// Every combination, like llama-bench's comma lists.
+    Grid,
+    Random,
+    /// Each axis alone from the baseline, then perturbations of the best.
+    #[default]
+    TwoPhase,
+    /// Multi-objective tree-structured Parzen estimator.
+    Motpe,
+    /// Asks a language model, falling back to two-phase.
+    Llm,
+}
+
+/// An OpenAI-compatible endpoint for the language-model strategy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    pub url: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The name of an environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StrategyDef {
+    pub kind: StrategyKind,
+    pub seed: u64,
+    /// For `llm`; without it the strategy falls back at once.
+    pub endpoint: Option<Endpoint>,
+}
+
+/// A study as written in a file or sent by the browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyDef {
+    pub name: String,
+    /// The engine profile (server-side) and one of its models.
+    pub profile: String,
+    pub model: String,
+    /// Setting name to domain (see [`Domain::from_json`]).
+    #[serde(default)]
+    pub space: BTreeMap<String, Json>,
+    #[serde(default)]
+    pub fixed: BTreeMap<String, Json>,
+    /// The configuration everything is compared with; settings it leaves
+    /// out take the fixed value, or the engine's default.
+    #[serde(default)]
+    pub baseline: BTreeMap<String, Json>,
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    #[serde(default)]
+    pub objectives: Vec<TargetDef>,
+    /// Bounds on metrics that are not optimized.
+    #[serde(default)]
+    pub bounds: Vec<TargetDef>,
+    #[serde(default)]
+    pub strategy: StrategyDef,
+    #[serde(default)]
+    pub budget: Budget,
+    /// The probes each trial runs; speed alone when absent.
+    #[serde(default)]
+    pub probes: Option<ProbePlan>,
+}
+
+/// A checked objective or bound.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub metric: Metric,
+    pub goal: Goal,
+    pub min: Option<BoundExpr>,
+    pub max: Option<BoundExpr>,
+}
+
+impl Target {
+    /// Whether `value` is within the bounds, given the baseline's value.
+    pub fn within(&self, value: f64, baseline: Option<f64>) -> bool {
+        let ok = |b: &Option<BoundExpr>, f: fn(f64, f64) -> bool| {
+            b.as_ref().and_then(|b| b.value(baseline)).is_none_or(|limit| f(value, limit))
+        };
+        ok(&self.min, |v, l| v >= l) && ok(&self.max, |v, l| v <= l)
+    }
+}
+
+/// A study that passed every check.
+#[derive(Debug, Clone)]
+pub struct Study {
+    pub def: StudyDef,
+    pub space: Space,
+    pub baseline: Settings,
+    pub objectives: Vec<Target>,
+    pub bounds: Vec<Target>,
+    pub probes: ProbePlan,
+}
+
+/// Everything wrong with a study, one line each.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct StudyError(pub Vec<String>);
+
+impl StudyDef {
+    pub fn from_toml(text: &str) -> Result<Self, StudyError> {
+        toml::from_str(text).map_err(|e| StudyError(vec![e.message().to_string()]))
+    }
+
+    /// Checks everything against the engine's catalog and the profile's
+    /// models; every problem is reported, and nothing is half-accepted.
+    pub fn check(&self, catalog: &Catalog, models: &[String]) -> Result<Study, StudyError> {
+        let mut errors = Vec::new();
+        if self.name.trim().is_empty() {
+            errors.push("the study needs a name".to_string());
+        }
+        if !models.iter().any(|m| m == &self.model) {
+            errors.push(format!(
+                "model `{}` is not in profile `{}` (it has {})",
+                self.model,
+                self.profile,
+                models.join(", ")
+            ));
+        }
+        let check_value = |name: &str, value: &str, errors: &mut Vec<String>| {
+            let one: Settings = [(name.to_string(), value.to_string())].into();
+            if let Err(e) = catalog.render(&one) {
+                errors.push(e.to_string());
+                return false;
+            }
+            true
+        };
+        let mut params = Vec::new();
+        for (name, raw) in &self.space {
+            match Domain::from_json(raw) {
+                Err(e) => errors.push(format!("setting `{name}`: {e}")),
+                Ok(domain) => {
+                    let grid = domain.grid();
+                    // The ends (and every listed value) must be values the engine takes.
+                    let probes: Vec<&String> = match &domain {
+                        Domain::Values(v) => v.iter().collect(),
+                        _ => vec![&grid[0], &grid[grid.len() - 1]],
+                    };
+                    if probes.into_iter().all(|v| check_value(name, v, &mut errors)) {
+                        params.push(Param { name: name.clone(), domain });
+                    }
+                }
+            }
+        }
+        let texts = |map: &BTreeMap<String, Json>, what: &str, errors: &mut Vec<String>| {
+            let mut out = Settings::new();
+            for (name, raw) in map {
+                match scalar_text(raw) {
+                    Ok(v) if check_value(name, &v, errors) => {
+                        out.insert(name.clone(), v);
+                    }
+                    Ok(_) => {}
+                    Err(e) => errors.push(format!("{what} `{name}`: {e}")),
+                }
+            }
+            out
+        };
+        let fixed = texts(&self.fixed, "fixed setting", &mut errors);
+        let baseline_given = texts(&self.baseline, "baseline setting", &mut errors);
+        for name in fixed.keys().filter(|n| self.space.contains_key(*n)) {
+            errors.push(format!("`{name}` is both varied and fixed"));
+        }
+        if params.is_empty() && self.space.is_empty() {
+            errors.push("the search space is empty: vary at least one setting".into());
+        }
+        let mut constraints = Vec::new();
+        for text in &self.constraints {
+            match Constraint::parse(text) {
+                Err(e) => errors.push(e.to_string()),
+                Ok(c) => {
+                    for name in c.settings() {
+                        if !self.space.contains_key(&name) && !fixed.contains_key(&name) {
+                            errors.push(format!(
+                                "constraint `{text}` names `{name}`, which the study neither varies nor fixes"
+                            ));
+                        }
+                    }
+                    constraints.push(c);
+                }
+            }
+        }
+        let targets = |defs: &[TargetDef], errors: &mut Vec<String>| {
+            defs.iter()
+                .filter_map(|t| {
+                    let Some(metric) = Metric::parse(&t.metric) else {
+                        let known: Vec<_> = Metric::ALL.iter().map(|m| m.name()).collect();
+                        errors.push(format!(
+                            "unknown metric `{}` (known: {})",
+                            t.metric,
+                            known.join(", ")
+                        ));
+                        return None;
+                    };
+                    let bound = |b: &Option<String>, errors: &mut Vec<String>| {
+                        b.as_ref().and_then(|text| {
+                            BoundExpr::parse(text)
+                                .map_err(|e| errors.push(format!("bound on {}: {e}", t.metric)))
+                                .ok()
+                        })
+                    };
+                    Some(Target {
+                        metric,
+                        goal: t.goal.unwrap_or(metric.natural_goal()),
+                        min: bound(&t.min, errors),
+                        max: bound(&t.max, errors),
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let objectives = targets(&self.objectives, &mut errors);
+        let bounds = targets(&self.bounds, &mut errors);
+        if self.objectives.is_empty() {
+            errors
+                .push("no objective: say what better means (e.g. metric = \"decode_tps\")".into());
+        }
+        if self.budget.max_trials == 0 {
+            errors.push("the budget allows no trial (max_trials = 0)".into());
+        }
+        if self.strategy.kind == StrategyKind::Llm && self.strategy.endpoint.is_none() {
+            tracing::info!("llm strategy without an endpoint: it will search two-phase");
+        }
+        let space = Space { params, fixed: fixed.clone(), constraints };
+        let mut baseline = fixed;
+        baseline.extend(baseline_given);
+        if errors.is_empty() {
+            if let Some(why) = space.broken(&baseline) {
+                errors.push(format!("the baseline {why}"));
+            }
+            if let Err(e) = satisfiable(&space) {
+                errors.push(e);
+            }
+        }
+        if !errors.is_empty() {
+            return Err(StudyError(errors));
+        }
+        let probes = self.probes.clone().unwrap_or_else(|| ProbePlan {
+            speed: Some(Default::default()),
+            ..ProbePlan::default()
+        });
+        Ok(Study { def: self.clone(), space, baseline, objectives, bounds, probes })
+    }
+}
+
+/// Finds one configuration that satisfies every constraint: the whole grid
+/// when it is small, else many random draws.
+fn satisfiable(space: &Space) -> Result<(), String> {
+    if space.constraints.is_empty() {
+        return Ok(());
+    }
+    const LIMIT: u128 = 200_000;
+    if space.grid_size() <= LIMIT {
+        if space.grid().any(|c| space.allows(&c)) {
+            return Ok(());
+        }
+        return Err(format!(
+            "no configuration satisfies the constraints (all {} were checked)",
+            space.grid_size()
+        ));
+    }
+    let mut rng = rand::rng();
+    if (0..LIMIT).any(|_| space.allows(&space.sample(&mut rng))) {
+        return Ok(());
+    }
+    Err(format!("no configuration satisfies the constraints ({LIMIT} random draws were checked)"))
+}
+
+/// One finished (or failed, or pruned) trial, as strategies see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub config: Settings,
+    /// The objectives' values in the study's order; `None` for a trial
+    /// that failed or was pruned.
+    pub values: Option<Vec<f64>>,
+    /// Within every bound.
+    pub feasible: bool,
+}
+
+impl Study {
+    /// The configurations tried so far (failed ones count: trying again
+    /// would fail again).
+    pub fn tried(history: &[Observation], config: &Settings) -> bool {
+        history.iter().any(|o| &o.config == config)
+    }
+
+    /// The best feasible observation on the first objective.
+    pub fn best<'a>(&self, history: &'a [Observation]) -> Option<&'a Observation> {
+        let goal = self.objectives.first()?.goal;
+        history
+            .iter()
+            .filter(|o| o.feasible)
+            .filter_map(|o| Some((o, goal.oriented(*o.values.as_ref()?.first()?))))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(o, _)| o)
+    }
+
+    /// An observation from a trial's metrics: objective values in order,
+    /// and whether every bound (objectives' and others') holds.
+    pub fn observe(
+        &self,
+        config: Settings,
+        metrics: Option<&BTreeMap<Metric, f64>>,
+        baseline: Option<&BTreeMap<Metric, f64>>,
+    ) -> Observation {
+        let Some(metrics) = metrics else {
+            return Observation { config, values: None, feasible: false };
+        };
+        let values: Option<Vec<f64>> =
+            self.objectives.iter().map(|t| metrics.get(&t.metric).copied()).collect();
+        let feasible =
+            self.objectives.iter().chain(&self.bounds).all(|t| match metrics.get(&t.metric) {
+                Some(v) => t.within(*v, baseline.and_then(|b| b.get(&t.metric)).copied()),
+                // A bounded metric the trial did not measure cannot be vouched for.
+                None => t.min.is_none() && t.max.is_none(),
+            });
+        Observation { config, feasible: feasible && values.is_some(), values }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const SEEDS: &str = r#"
+name = "K/V cache types"
+profile = "demo"
+model = "tiny"
+constraints = ['flash_attn == "on" when cache_type_v != "f16"']
+
+[space]
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+flash_attn = ["on", "off"]
+ctx_size = { min = 2048, max = 16384, log = true }
+
+[fixed]
+threads = 2
+
+[baseline]
+cache_type_k = "f16"
+cache_type_v = "f16"
+flash_attn = "off"
+ctx_size = 4096
+
+[[objectives]]
+metric = "decode_tps"
+
+[[objectives]]
+metric = "peak_rss_bytes"
+max = "120 GiB"
+
+[[bounds]]
+metric = "quality_score"
+min = "baseline - 1%"
+"#;
+
+    fn check(text: &str) -> Result<Study, StudyError> {
+        StudyDef::from_toml(text)?.check(&Catalog::llama_server(), &["tiny".to_string()])
+    }
+
+    #[test]
+    fn a_study_from_the_seeds() {
+        let study = check(SEEDS).unwrap();
+        assert_eq!(study.space.params.len(), 4);
+        assert_eq!(study.space.grid_size(), 3 * 3 * 2 * 4);
+        assert_eq!(study.baseline["threads"], "2");
+        assert_eq!(study.objectives[1].goal, Goal::Min);
+        assert_eq!(study.def.strategy.kind, StrategyKind::TwoPhase);
+        assert!(study.probes.speed.is_some() && study.probes.quality.is_none());
+    }
+
+    #[test]
+    fn every_problem_is_named() {
+        let bad = SEEDS
+            .replace(r#"cache_type_k = ["f16", "q8_0", "q4_0"]"#, "cache_type_k = []")
+            .replace("threads = 2", "threads = 2\nctx_size = 1\nbogus = 1")
+            .replace(r#"metric = "decode_tps""#, r#"metric = "speed""#)
+            .replace("flash_attn = [\"on\", \"off\"]", "flash_attn = [\"on\", \"sometimes\"]");
+        let StudyError(errors) = check(&bad).unwrap_err();
+        let all = errors.join("\n");
+        for expected in [
+            "setting `cache_type_k`: the list of values is empty",
+            "unknown setting `bogus`",
+            "`ctx_size` is both varied and fixed",
+            "unknown metric `speed`",
+            "`sometimes` is not one of",
+        ] {
+            assert!(all.contains(expected), "missing `{expected}` in:\n{all}");
+        }
+    }
+
+    #[test]
+    fn no_objective_and_unsatisfiable_constraints() {
+        let none = SEEDS.split("[[objectives]]").next().unwrap();
+        assert!(check(none).unwrap_err().to_string().contains("no objective"));
+        let never = SEEDS.replace("constraints = [", "constraints = ['ctx_size < 1000', ");
+        let e = check(&never).unwrap_err().to_string();
+        assert!(e.contains("baseline breaks `ctx_size < 1000`"), "{e}");
+        let never = never.replace("ctx_size = 4096", "ctx_size = 512");
+        let e = check(&never).unwrap_err().to_string();
+        assert!(e.contains("no configuration satisfies the constraints"), "{e}");
+        let typo = SEEDS.replace("when cache_type_v", "when cache_typ_v");
+        assert!(check(&typo).unwrap_err().to_string().contains("neither varies nor fixes"));
+    }
+
+    #[test]
+    fn bounds_decide_feasibility() {
+        let study = check(SEEDS).unwrap();
+        let m = |tps: f64, q: f64| -> BTreeMap<Metric, f64> {
+            [(Metric::DecodeTps, tps), (Metric::PeakRssBytes, 1e9), (Metric::QualityScore, q)]
+                .into()
+        };
+        let base = m(10.0, 0.8);
+        assert!(study.observe(Settings::new(), Some(&m(12.0, 0.795)), Some(&base)).feasible);
+        let worse = study.observe(Settings::new(), Some(&m(12.0, 0.7)), Some(&base));
+        assert!(!worse.feasible);
+        assert_eq!(worse.values, Some(vec![12.0, 1e9]));
+        assert!(!study.observe(Settings::new(), None, Some(&base)).feasible);
+    }
+}
