@@ -34,16 +34,19 @@ pub enum TrialState {
     Probing,
     Done,
     Failed,
+    /// Never launched: the planner said it cannot fit, or the like.
+    Pruned,
 }
 
 impl TrialState {
-    pub const ALL: [TrialState; 6] = [
+    pub const ALL: [TrialState; 7] = [
         TrialState::Queued,
         TrialState::Launching,
         TrialState::Loading,
         TrialState::Probing,
         TrialState::Done,
         TrialState::Failed,
+        TrialState::Pruned,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +57,7 @@ impl TrialState {
             TrialState::Probing => "probing",
             TrialState::Done => "done",
             TrialState::Failed => "failed",
+            TrialState::Pruned => "pruned",
         }
     }
 
@@ -61,9 +65,9 @@ impl TrialState {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
-    /// Done or failed: nothing more will happen to it.
+    /// Done, failed or pruned: nothing more will happen to it.
     pub fn is_final(self) -> bool {
-        matches!(self, TrialState::Done | TrialState::Failed)
+        matches!(self, TrialState::Done | TrialState::Failed | TrialState::Pruned)
     }
 }
 
@@ -113,4 +117,16 @@ pub struct TrialView {
     pub failure_kind: Option<String>,
     /// The failure in the engine's own words.
     pub error: Option<String>,
+    /// The study the trial belongs to, if any.
+    #[serde(default)]
+    pub study_id: Option<i64>,
+    /// In a study: `baseline`, `rerun` (of the baseline) or `search`.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// Why it was run (the strategy's reason), and what was skipped.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// How far the baseline had drifted when it ran (percent), where it had.
+    #[serde(default)]
+    pub drift_pct: Option<f64>,
 }

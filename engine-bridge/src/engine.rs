@@ -10,7 +10,7 @@ use crate::failure::{Failure, FailureKind, classify_exit};
 use crate::llama_server::{self, Completion, CompletionRequest, CompletionSample, Prompt, Props};
 use crate::memory::{MemoryReport, MemorySampler};
 use crate::openai;
-use crate::probes::{Measurement, ProbePlan};
+use crate::probes::{Gate, Measurement, ProbePlan};
 use crate::process::{EngineProcess, ExitInfo, LaunchSpec};
 use crate::profile::{Api, EngineKind, Profile};
 
@@ -414,8 +414,18 @@ impl RunningEngine {
         plan: &ProbePlan,
         grace: Duration,
     ) -> Result<Outcome, Failure> {
+        self.measure_and_stop_gated(plan, grace, None).await
+    }
+
+    /// As [`Self::measure_and_stop`], with a [`Gate`] on the slower probes.
+    pub async fn measure_and_stop_gated(
+        self,
+        plan: &ProbePlan,
+        grace: Duration,
+        gate: Option<Gate<'_>>,
+    ) -> Result<Outcome, Failure> {
         let props = self.props().await;
-        let result = plan.run(&self, props.as_ref().and_then(|p| p.n_ctx)).await;
+        let result = plan.run_gated(&self, props.as_ref().and_then(|p| p.n_ctx), gate).await;
         let memory = self.memory();
         let load_time = self.load_time;
         self.stop(grace).await;

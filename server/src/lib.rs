@@ -10,13 +10,15 @@ pub mod routes;
 pub mod runner;
 pub mod service;
 pub mod settings;
+pub mod studies;
+pub mod study_cli;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::FromRef;
-use axum::routing::get;
+use axum::routing::{get, post};
 use engine_bridge::Profile;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
@@ -32,6 +34,7 @@ pub use settings::Settings;
 use crate::db::Db;
 use crate::runner::{Runner, RunnerContext};
 use crate::service::Service;
+use crate::studies::Studies;
 
 /// Shared by every request.
 #[derive(Clone)]
@@ -55,35 +58,18 @@ pub async fn launch(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let db = Db::connect(&settings.database_url).await?;
-    let profiles = Arc::new(Profile::load_dir(&settings.profiles_dir)?);
-    // Engines a killed Tunebook left running hold memory and ports: stop them.
-    let engines_dir = settings.data_dir.join("engines");
-    for leftover in engine_bridge::registry::reap_leftovers(&engines_dir)? {
-        tracing::warn!(pid = leftover.pid, program = %leftover.program, "stopped an engine left running by an earlier Tunebook");
-    }
-    let bandwidth = match settings.bandwidth {
-        Some(b) => b,
-        None => machine::Machine::load_or_measure(&settings.data_dir).await?.bandwidth_bytes_per_s,
-    };
     let token = CancellationToken::new();
-    let (events, _) = broadcast::channel(256);
-    let (runner, worker) = Runner::start(RunnerContext {
-        db: db.clone(),
-        profiles: profiles.clone(),
-        events: events.clone(),
-        probes: settings.probes.clone(),
-        load_timeout: settings.load_timeout,
-        logs_dir: settings.data_dir.join("logs"),
-        engines_dir,
-        bandwidth: Some(bandwidth),
-        shutdown: token.clone(),
-    })
-    .await?;
+    let ctx = prepare(&settings, token.clone()).await?;
+    let (events, db, profiles) = (ctx.events.clone(), ctx.db.clone(), ctx.profiles.clone());
+    let (runner, worker) = Runner::start(ctx.clone()).await?;
+    let studies = Studies::new(ctx);
+    studies.resume_all().await?;
+    let state_studies = studies.clone();
     let service = Arc::new(Service {
         db,
         profiles,
         runner,
+        studies,
         events,
         n_predict: settings.probes.speed.as_ref().map(|s| s.n_predict),
     });
@@ -110,7 +96,38 @@ pub async fn launch(
         .await?;
     token.cancel();
     let _ = worker.await;
+    state_studies.wait().await;
     Ok(())
+}
+
+/// Connects the database, loads the profiles, stops engines an earlier
+/// Tunebook left running, and knows the memory bandwidth: what the trial
+/// runner and the study runner need, for the server and the command line.
+pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result<RunnerContext> {
+    let db = Db::connect(&settings.database_url).await?;
+    let profiles = Arc::new(Profile::load_dir(&settings.profiles_dir)?);
+    // Engines a killed Tunebook left running hold memory and ports: stop them.
+    let engines_dir = settings.data_dir.join("engines");
+    for leftover in engine_bridge::registry::reap_leftovers(&engines_dir)? {
+        tracing::warn!(pid = leftover.pid, program = %leftover.program, "stopped an engine left running by an earlier Tunebook");
+    }
+    let bandwidth = match settings.bandwidth {
+        Some(b) => b,
+        None => machine::Machine::load_or_measure(&settings.data_dir).await?.bandwidth_bytes_per_s,
+    };
+    let (events, _) = broadcast::channel(256);
+    Ok(RunnerContext {
+        db,
+        profiles,
+        events,
+        probes: settings.probes.clone(),
+        load_timeout: settings.load_timeout,
+        logs_dir: settings.data_dir.join("logs"),
+        engines_dir,
+        bandwidth: Some(bandwidth),
+        shutdown,
+        slot: Default::default(),
+    })
 }
 
 fn router(state: AppState) -> Router {
@@ -123,6 +140,12 @@ fn router(state: AppState) -> Router {
         .route("/api/trials/{id}", get(routes::trials::get))
         .route("/api/trials/{id}/samples", get(routes::trials::samples))
         .route("/api/trials/{id}/measurement", get(routes::trials::measurement))
+        .route("/api/studies", get(routes::studies::list).post(routes::studies::create))
+        .route("/api/studies/check", post(routes::studies::check))
+        .route("/api/studies/{id}", get(routes::studies::get))
+        .route("/api/studies/{id}/trials", get(routes::studies::trials))
+        .route("/api/studies/{id}/pareto", get(routes::studies::pareto))
+        .route("/api/studies/{id}/{action}", post(routes::studies::control))
         .leptos_routes_with_context(
             &state,
             generate_route_list(App),

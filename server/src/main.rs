@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use engine_bridge::gguf::{LlamaSpec, write_random_llama};
 use tunebook::Settings;
 
@@ -23,24 +23,49 @@ enum Command {
         /// Address to listen on.
         #[arg(long, env = "TUNEBOOK_ADDR", default_value = "127.0.0.1:3000")]
         addr: SocketAddr,
-        /// Database URL; default: an SQLite file in the data folder.
-        #[arg(long, env = "TUNEBOOK_DATABASE_URL")]
-        database_url: Option<String>,
-        /// Folder of engine profile TOML files.
-        #[arg(long, env = "TUNEBOOK_PROFILES", default_value = "profiles")]
-        profiles: PathBuf,
+        #[command(flatten)]
+        common: Common,
         /// Folder with the built browser bundle under `pkg/`.
         #[arg(long, env = "TUNEBOOK_SITE_ROOT", default_value = "target/site")]
         site_root: PathBuf,
-        /// Folder for the default database and engine logs.
-        #[arg(long, env = "TUNEBOOK_DATA_DIR", default_value = "data")]
-        data_dir: PathBuf,
-        /// Seconds an engine may take to load before the trial fails.
-        #[arg(long, default_value_t = 600)]
-        load_timeout: u64,
-        /// Probe plan TOML file for every trial (default: speed and the quality suite).
+        /// Probe plan TOML file for single trials (default: speed and the quality suite).
         #[arg(long, env = "TUNEBOOK_PROBES")]
         probes: Option<PathBuf>,
+    },
+    /// Run a study headless, with a progress bar, into the same database.
+    ///
+    /// Example: tunebook run examples/study.toml    (Ctrl-C pauses; --resume ID goes on)
+    Run {
+        /// The study file (TOML, or JSON when it ends in .json).
+        file: Option<PathBuf>,
+        /// Go on with a paused or interrupted study instead.
+        #[arg(long, conflicts_with = "file")]
+        resume: Option<i64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Write trials as JSONL (one record per trial, with every sample) or CSV.
+    Export {
+        /// Only this study's trials.
+        #[arg(long)]
+        study: Option<i64>,
+        #[arg(long, value_enum, default_value_t = Format::Jsonl)]
+        format: Format,
+        /// Write here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Read trials from a Tunebook export (JSONL or CSV) or from llama-bench
+    /// (`-o json` or `-o jsonl`); all or nothing.
+    Import {
+        file: PathBuf,
+        /// The profile name recorded on llama-bench trials.
+        #[arg(long, default_value = "llama-bench")]
+        profile: String,
+        #[command(flatten)]
+        common: Common,
     },
     /// Run one configuration and print what it measured (nothing is stored).
     ///
@@ -82,6 +107,41 @@ enum Command {
     },
 }
 
+/// Where Tunebook keeps things; the same for every command.
+#[derive(Args)]
+struct Common {
+    /// Database URL; default: an SQLite file in the data folder.
+    #[arg(long, env = "TUNEBOOK_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Folder of engine profile TOML files.
+    #[arg(long, env = "TUNEBOOK_PROFILES", default_value = "profiles")]
+    profiles: PathBuf,
+    /// Folder for the default database and engine logs.
+    #[arg(long, env = "TUNEBOOK_DATA_DIR", default_value = "data")]
+    data_dir: PathBuf,
+    /// Seconds an engine may take to load before the trial fails.
+    #[arg(long, default_value_t = 600)]
+    load_timeout: u64,
+}
+
+impl Common {
+    fn settings(self) -> Settings {
+        let mut settings = Settings::with_data_dir(self.data_dir);
+        if let Some(url) = self.database_url {
+            settings.database_url = url;
+        }
+        settings.profiles_dir = self.profiles;
+        settings.load_timeout = Duration::from_secs(self.load_timeout);
+        settings
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Jsonl,
+    Csv,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Size {
     /// About 10 MB: loads instantly.
@@ -99,22 +159,9 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve {
-            addr,
-            database_url,
-            profiles,
-            site_root,
-            data_dir,
-            load_timeout,
-            probes,
-        } => {
-            let mut settings = Settings::with_data_dir(data_dir);
-            if let Some(url) = database_url {
-                settings.database_url = url;
-            }
-            settings.profiles_dir = profiles;
+        Command::Serve { addr, common, site_root, probes } => {
+            let mut settings = common.settings();
             settings.site_root = site_root;
-            settings.load_timeout = Duration::from_secs(load_timeout);
             if let Some(path) = probes {
                 settings.probes = tunebook::probe_cli::load_plan(&path)?;
             }
@@ -146,6 +193,34 @@ async fn main() -> anyhow::Result<()> {
                 json,
             })
             .await?;
+        }
+        Command::Run { file, resume, common } => {
+            let settings = common.settings();
+            tunebook::study_cli::run(tunebook::study_cli::RunArgs { settings, file, resume })
+                .await?;
+        }
+        Command::Export { study, format, out, common } => {
+            let settings = common.settings();
+            let csv = matches!(format, Format::Csv);
+            match out {
+                Some(path) => {
+                    let mut file = std::io::BufWriter::new(
+                        std::fs::File::create(&path)
+                            .with_context(|| format!("cannot write {}", path.display()))?,
+                    );
+                    tunebook::study_cli::export(&settings, study, csv, &mut file).await?;
+                    std::io::Write::flush(&mut file)?;
+                }
+                None => {
+                    let mut stdout = std::io::stdout().lock();
+                    tunebook::study_cli::export(&settings, study, csv, &mut stdout).await?;
+                }
+            }
+        }
+        Command::Import { file, profile, common } => {
+            let settings = common.settings();
+            let ids = tunebook::study_cli::import(&settings, &file, &profile).await?;
+            println!("imported {} trials", ids.len());
         }
         Command::MakeModel { path, size, seed } => {
             let spec = match size {

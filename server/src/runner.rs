@@ -9,6 +9,7 @@ use std::time::Duration;
 use engine_bridge::engine::PlanError;
 use engine_bridge::llama_server::Health;
 use engine_bridge::planner::{ModelInfo, speed_ceiling};
+use engine_bridge::probes::Gate;
 use engine_bridge::profile::EngineKind;
 use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
 use serde_json::json;
@@ -38,6 +39,9 @@ pub struct RunnerContext {
     /// Memory read bandwidth in bytes per second, for the decode ceiling.
     pub bandwidth: Option<f64>,
     pub shutdown: CancellationToken,
+    /// Held while an engine runs: one engine at a time on this machine,
+    /// whether its trial came alone or from a study.
+    pub slot: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Hands trials to the worker.
@@ -64,7 +68,20 @@ impl Runner {
             }
         }
         for id in trials::ids_in_state(&ctx.db, TrialState::Queued).await? {
-            let _ = queue.send(id);
+            // A study's queued trial is its study runner's to run again.
+            match trials::get(&ctx.db, id).await?.and_then(|t| t.study_id) {
+                Some(_) => {
+                    let failure = Failure {
+                        kind: FailureKind::Interrupted,
+                        message: "Tunebook stopped before this trial started".into(),
+                        log_tail: vec![],
+                    };
+                    trials::finish_failed(&ctx.db, id, &failure).await?;
+                }
+                None => {
+                    let _ = queue.send(id);
+                }
+            }
         }
         let worker = tokio::spawn(work(ctx, rx));
         Ok((Self { queue }, worker))
@@ -85,7 +102,7 @@ async fn work(ctx: RunnerContext, mut rx: mpsc::UnboundedReceiver<i64>) {
         tokio::select! {
             // Dropping the trial drops its engine, which kills its process group.
             _ = ctx.shutdown.cancelled() => return,
-            result = run_trial(&ctx, id) => {
+            result = run_trial(&ctx, id, &ctx.probes, None) => {
                 if let Err(e) = result {
                     tracing::error!(trial = id, error = %e, "trial could not be recorded");
                 }
@@ -94,14 +111,22 @@ async fn work(ctx: RunnerContext, mut rx: mpsc::UnboundedReceiver<i64>) {
     }
 }
 
-async fn run_trial(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
+/// Runs one stored, queued trial with `probes` (asking `gate` before the
+/// slow ones), once the engine slot is free, and records the result.
+pub async fn run_trial(
+    ctx: &RunnerContext,
+    id: i64,
+    probes: &ProbePlan,
+    gate: Option<Gate<'_>>,
+) -> Result<(), sqlx::Error> {
     let Some(trial) = trials::get(&ctx.db, id).await? else {
         return Ok(());
     };
     if trial.state != TrialState::Queued {
         return Ok(());
     }
-    match measure(ctx, &trial).await? {
+    let _slot = ctx.slot.lock().await;
+    match measure(ctx, &trial, probes, gate).await? {
         Ok(()) => {}
         Err(failure) => {
             tracing::info!(trial = id, cause = failure.kind.label(), "trial failed");
@@ -115,6 +140,8 @@ async fn run_trial(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
 async fn measure(
     ctx: &RunnerContext,
     trial: &TrialView,
+    probes: &ProbePlan,
+    gate: Option<Gate<'_>>,
 ) -> Result<Result<(), Failure>, sqlx::Error> {
     let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
     set_state(ctx, trial.id, TrialState::Launching).await?;
@@ -129,17 +156,20 @@ async fn measure(
         Err(failure) => return Ok(Err(failure)),
     };
     set_state(ctx, trial.id, TrialState::Probing).await?;
-    let mut outcome = match engine.measure_and_stop(&ctx.probes, STOP_GRACE).await {
+    let mut outcome = match engine.measure_and_stop_gated(probes, STOP_GRACE, gate).await {
         Ok(o) => o,
         Err(failure) => return Ok(Err(failure)),
     };
     let scratch = ctx.logs_dir.as_path();
-    outcome.add_perplexity(&ctx.probes, profile, &trial.model, &trial.settings, scratch).await;
+    outcome.add_perplexity(probes, profile, &trial.model, &trial.settings, scratch).await;
     let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
         let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
         let speed = &outcome.measurement.speed.as_ref()?.summary;
         speed_ceiling(&model, &trial.settings, speed, bandwidth)
     });
+    if let Some(why) = &outcome.measurement.skipped {
+        trials::append_note(&ctx.db, trial.id, why).await?;
+    }
     let measured = Measured { outcome: &outcome, ceiling_tps };
     trials::finish_done(&ctx.db, trial.id, &measured).await?;
     Ok(Ok(()))

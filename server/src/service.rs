@@ -19,6 +19,7 @@ pub struct Service {
     pub db: Db,
     pub profiles: Arc<Vec<Profile>>,
     pub runner: Runner,
+    pub studies: Arc<crate::studies::Studies>,
     pub events: broadcast::Sender<TrialView>,
     /// Tokens each speed probe request generates, stored with each trial.
     pub n_predict: Option<u32>,
@@ -49,6 +50,7 @@ impl Service {
                 model: &request.model,
                 settings: &settings,
                 tokens_requested: self.n_predict,
+                study: None,
             },
         )
         .await?;

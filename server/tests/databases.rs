@@ -75,6 +75,7 @@ async fn exercise(db: &Db) {
         model: "tiny",
         settings: &settings,
         tokens_requested: Some(32),
+        study: None,
     };
     let done = trials::insert(db, &new).await.unwrap();
     let failed = trials::insert(db, &new).await.unwrap();

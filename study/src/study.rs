@@ -130,6 +130,9 @@ pub struct Budget {
     /// A re-run baseline further than this (percent, first objective) from
     /// the first flags drift.
     pub drift_pct: f64,
+    /// Skip the slower probes (quality, context, depth, concurrency) of a
+    /// trial another trial beats by more than 20 % in decode and prefill.
+    pub skip_dominated: bool,
 }
 
 impl Default for Budget {
@@ -141,6 +144,7 @@ impl Default for Budget {
             min_gain: 0.0,
             rerun_baseline_every: None,
             drift_pct: 5.0,
+            skip_dominated: true,
         }
     }
 }

@@ -275,7 +275,7 @@ fn TrialRow(t: TrialView) -> impl IntoView {
         (Some(g), Some(r)) => format!("{g}/{r}"),
         _ => String::new(),
     };
-    let failed = t.state == TrialState::Failed;
+    let failed = matches!(t.state, TrialState::Failed | TrialState::Pruned);
     let expected = (t.state == TrialState::Loading).then(|| {
         let what = match t.load_state.as_deref() {
             Some("loading") => "loading the model",
@@ -395,6 +395,10 @@ mod tests {
             load_state: None,
             failure_kind: None,
             error: None,
+            study_id: None,
+            role: None,
+            note: None,
+            drift_pct: None,
         }
     }
 

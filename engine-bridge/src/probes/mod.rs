@@ -60,7 +60,15 @@ pub struct Measurement {
     /// Probes that failed without failing the trial (perplexity), and why.
     #[serde(default)]
     pub probe_errors: Vec<String>,
+    /// Why the slower probes did not run, where a [`Gate`] stopped them.
+    #[serde(default)]
+    pub skipped: Option<String>,
 }
+
+/// Looks at the speed result and says whether the slower probes (quality,
+/// depth, concurrency, context) are worth their time: `Some(reason)` skips
+/// them (a configuration already clearly beaten on speed, say).
+pub type Gate<'a> = &'a (dyn Fn(&SpeedResult) -> Option<String> + Send + Sync);
 
 impl Measurement {
     /// Context recall passed over measured (size, depth) points.
@@ -80,9 +88,30 @@ impl ProbePlan {
         engine: &RunningEngine,
         n_ctx: Option<u64>,
     ) -> Result<Measurement, Failure> {
+        self.run_gated(engine, n_ctx, None).await
+    }
+
+    /// Runs the chosen probes, asking `gate` after the speed probe whether
+    /// the slower ones should run.
+    pub async fn run_gated(
+        &self,
+        engine: &RunningEngine,
+        n_ctx: Option<u64>,
+        gate: Option<Gate<'_>>,
+    ) -> Result<Measurement, Failure> {
         let mut m = Measurement::default();
         if let Some(p) = &self.speed {
             m.speed = Some(p.run(engine).await?);
+        }
+        let slow = self.quality.is_some()
+            || self.depth.is_some()
+            || self.concurrency.is_some()
+            || self.context.is_some();
+        if let (true, Some(gate), Some(speed)) = (slow, gate, &m.speed)
+            && let Some(why) = gate(speed)
+        {
+            m.skipped = Some(why);
+            return Ok(m);
         }
         if let Some(p) = &self.quality {
             m.quality = Some(p.run(engine).await?);

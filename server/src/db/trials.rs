@@ -13,6 +13,15 @@ pub struct NewTrial<'a> {
     pub model: &'a str,
     pub settings: &'a BTreeMap<String, String>,
     pub tokens_requested: Option<u32>,
+    /// In a study: the study, the trial's role and why it runs.
+    pub study: Option<StudyPart<'a>>,
+}
+
+/// What a study's trial carries.
+pub struct StudyPart<'a> {
+    pub study_id: i64,
+    pub role: &'a str,
+    pub note: &'a str,
 }
 
 /// Everything a finished trial measured.
@@ -53,6 +62,10 @@ struct Row {
     load_state: Option<String>,
     failure_kind: Option<String>,
     error: Option<String>,
+    study_id: Option<i64>,
+    role: Option<String>,
+    note: Option<String>,
+    drift_pct: Option<f64>,
 }
 
 /// `SELECT` of every [`Row`] column, followed by the rest of the query.
@@ -64,7 +77,7 @@ macro_rules! select_trials {
             "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
             "quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, ",
             "started_ms, expected_load_ms, load_state, ",
-            "failure_kind, error FROM trials ",
+            "failure_kind, error, study_id, role, note, drift_pct FROM trials ",
             $rest
         )
     };
@@ -106,6 +119,10 @@ impl Row {
             load_state: self.load_state,
             failure_kind: self.failure_kind,
             error: self.error,
+            study_id: self.study_id,
+            role: self.role,
+            note: self.note,
+            drift_pct: self.drift_pct,
         }
     }
 }
@@ -114,8 +131,8 @@ impl Row {
 pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     let settings = serde_json::to_string(t.settings).expect("a string map serializes");
     sqlx::query_scalar(
-        "INSERT INTO trials (profile, model, settings, state, created_ms, tokens_requested) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        "INSERT INTO trials (profile, model, settings, state, created_ms, tokens_requested, \
+         study_id, role, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
     )
     .bind(t.profile)
     .bind(t.model)
@@ -123,6 +140,9 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     .bind(TrialState::Queued.as_str())
     .bind(now_ms())
     .bind(t.tokens_requested.map(i64::from))
+    .bind(t.study.as_ref().map(|s| s.study_id))
+    .bind(t.study.as_ref().map(|s| s.role))
+    .bind(t.study.as_ref().map(|s| s.note))
     .fetch_one(&db.pool)
     .await
 }
@@ -270,6 +290,63 @@ pub async fn finish_failed(db: &Db, id: i64, failure: &Failure) -> Result<(), sq
     Ok(())
 }
 
+/// Marks a trial pruned: never launched, for `reason`.
+pub async fn finish_pruned(db: &Db, id: i64, reason: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET state = $1, finished_ms = $2, error = $3 WHERE id = $4")
+        .bind(TrialState::Pruned.as_str())
+        .bind(now_ms())
+        .bind(reason)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Adds to a trial's note (probes skipped, drift seen).
+pub async fn append_note(db: &Db, id: i64, text: &str) -> Result<(), sqlx::Error> {
+    let note: Option<Option<String>> = sqlx::query_scalar("SELECT note FROM trials WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await?;
+    let note = match note.flatten() {
+        Some(n) if !n.is_empty() => format!("{n}; {text}"),
+        _ => text.to_string(),
+    };
+    sqlx::query("UPDATE trials SET note = $1 WHERE id = $2")
+        .bind(note)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Flags drift on trials of a study from `from_id` to `to_id`.
+pub async fn set_drift(
+    db: &Db,
+    study_id: i64,
+    from_id: i64,
+    to_id: i64,
+    pct: f64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET drift_pct = $1 WHERE study_id = $2 AND id >= $3 AND id <= $4")
+        .bind(pct)
+        .bind(study_id)
+        .bind(from_id)
+        .bind(to_id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// A study's trials, oldest first.
+pub async fn of_study(db: &Db, study_id: i64) -> Result<Vec<TrialView>, sqlx::Error> {
+    let rows: Vec<Row> = sqlx::query_as(select_trials!("WHERE study_id = $1 ORDER BY id"))
+        .bind(study_id)
+        .fetch_all(&db.pool)
+        .await?;
+    Ok(rows.into_iter().map(Row::into_view).collect())
+}
+
 /// One trial.
 pub async fn get(db: &Db, id: i64) -> Result<Option<TrialView>, sqlx::Error> {
     let row: Option<Row> =
@@ -316,4 +393,56 @@ pub async fn samples(db: &Db, id: i64) -> Result<Vec<SampleRow>, sqlx::Error> {
     .bind(id)
     .fetch_all(&db.pool)
     .await
+}
+
+/// Stores a finished trial read from an export or from llama-bench, with
+/// its metrics, in one transaction for the whole batch. Returns the new ids.
+pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Error> {
+    let mut tx = db.pool.begin().await?;
+    let mut ids = Vec::with_capacity(records.len());
+    for t in records {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO trials (profile, model, settings, state, created_ms, finished_ms, load_ms, \
+             ttft_ms, prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, \
+             tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, \
+             quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, \
+             failure_kind, error, study_id, role, note, drift_pct) VALUES ($1, $2, $3, $4, $5, $6, \
+             $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, \
+             $25, $26, $27, $28, $29) RETURNING id",
+        )
+        .bind(&t.profile)
+        .bind(&t.model)
+        .bind(serde_json::to_string(&t.settings).expect("a string map serializes"))
+        .bind(t.state.as_str())
+        .bind(t.created_ms)
+        .bind(now_ms())
+        .bind(t.load_ms)
+        .bind(t.ttft_ms)
+        .bind(t.prefill_tps)
+        .bind(t.decode_tps)
+        .bind(t.client_decode_tps)
+        .bind(t.prompt_tokens)
+        .bind(t.tokens_requested)
+        .bind(t.tokens_generated)
+        .bind(t.n_ctx)
+        .bind(t.peak_rss_bytes)
+        .bind(t.mem_available_drop_bytes)
+        .bind(t.peak_gpu_bytes)
+        .bind(t.quality_score)
+        .bind(t.context_pass_rate)
+        .bind(t.ceiling_tps)
+        .bind(t.pct_of_ceiling)
+        .bind(t.perplexity)
+        .bind(&t.failure_kind)
+        .bind(&t.error)
+        .bind(t.study_id)
+        .bind(&t.role)
+        .bind(&t.note)
+        .bind(t.drift_pct)
+        .fetch_one(&mut *tx)
+        .await?;
+        ids.push(id);
+    }
+    tx.commit().await?;
+    Ok(ids)
 }

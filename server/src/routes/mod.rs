@@ -1,4 +1,5 @@
 //! The JSON API and the event stream, one module per resource.
 
 pub mod events;
+pub mod studies;
 pub mod trials;

@@ -1,0 +1,457 @@
+//! The study runner: for each running study, asks its strategy for the next
+//! configuration, prunes what the planner says cannot fit, runs the trial,
+//! re-runs the baseline now and then to catch drift, and stops on its
+//! budget, its patience, an exhausted space, or a request. Everything it
+//! decides from is in the database, so a restarted Tunebook picks a study up
+//! where it was: the trial a crash cut off runs again, nothing finished is
+//! lost.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use engine_bridge::planner::ModelInfo;
+use engine_bridge::probes::SpeedResult;
+use engine_bridge::profile::EngineKind;
+use engine_bridge::{FailureKind, Profile, Settings};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tunebook_app::types::{TrialState, TrialView};
+use tunebook_study::{Metric, Observation, Study, StudyDef, StudyError, strategy};
+
+use crate::db::studies::{self, StudyState};
+use crate::db::trials::{self, NewTrial, StudyPart};
+use crate::runner::{self, RunnerContext};
+
+/// How a running study is told to pause, resume or stop.
+#[derive(Clone, Default)]
+struct Control {
+    /// Cancels the trial in flight (stop).
+    stop: CancellationToken,
+    /// Wakes a paused study.
+    wake: Arc<Notify>,
+}
+
+/// Running studies, one task each; trials still run one at a time (the
+/// runner's engine slot).
+pub struct Studies {
+    ctx: RunnerContext,
+    running: Mutex<HashMap<i64, Control>>,
+    tasks: TaskTracker,
+}
+
+/// A trial's metrics by name.
+pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
+    let pairs = [
+        (Metric::DecodeTps, t.decode_tps),
+        (Metric::PrefillTps, t.prefill_tps),
+        (Metric::TtftMs, t.ttft_ms),
+        (Metric::LoadMs, t.load_ms),
+        (Metric::PeakRssBytes, t.peak_rss_bytes.map(|b| b as f64)),
+        (Metric::MemAvailableDropBytes, t.mem_available_drop_bytes.map(|b| b as f64)),
+        (Metric::PeakGpuBytes, t.peak_gpu_bytes.map(|b| b as f64)),
+        (Metric::QualityScore, t.quality_score),
+        (Metric::ContextPassRate, t.context_pass_rate),
+        (Metric::PctOfCeiling, t.pct_of_ceiling),
+        (Metric::Perplexity, t.perplexity),
+    ];
+    pairs.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
+}
+
+fn interrupted(t: &TrialView) -> bool {
+    t.failure_kind.as_deref() == Some(FailureKind::Interrupted.label())
+}
+
+/// Checks a study against the server's profiles and the engine's catalog.
+pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> {
+    let profile = profiles.iter().find(|p| p.name == def.profile).ok_or_else(|| {
+        let names: Vec<_> = profiles.iter().map(|p| p.name.as_str()).collect();
+        StudyError(vec![format!(
+            "unknown engine profile `{}` (there are: {})",
+            def.profile,
+            names.join(", ")
+        )])
+    })?;
+    let models: Vec<String> = profile.models.iter().map(|m| m.name.clone()).collect();
+    def.check(&profile.catalog(), &models)
+}
+
+/// What the study's trials say so far.
+struct History {
+    trials: Vec<TrialView>,
+    observations: Vec<Observation>,
+    baseline: Option<TrialView>,
+}
+
+impl History {
+    async fn load(ctx: &RunnerContext, study: &Study, id: i64) -> Result<Self, sqlx::Error> {
+        let trials = trials::of_study(&ctx.db, id).await?;
+        let baseline = trials
+            .iter()
+            .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
+            .cloned();
+        let base_metrics = baseline.as_ref().map(metrics);
+        let observations = trials
+            .iter()
+            .filter(|t| t.state.is_final() && !interrupted(t) && t.role.as_deref() != Some("rerun"))
+            .map(|t| {
+                let m = (t.state == TrialState::Done).then(|| metrics(t));
+                study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref())
+            })
+            .collect();
+        Ok(Self { trials, observations, baseline })
+    }
+
+    /// Trials that count against the budget: run to an end, not cut off.
+    fn spent(&self) -> usize {
+        self.trials
+            .iter()
+            .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
+            .count()
+    }
+}
+
+/// Why the study should end now, if it should.
+fn stop_reason(study: &Study, h: &History, created_ms: i64) -> Option<String> {
+    let budget = &study.def.budget;
+    if h.spent() >= budget.max_trials as usize {
+        return Some(format!("budget spent: {} trials", budget.max_trials));
+    }
+    if let Some(minutes) = budget.max_minutes {
+        let elapsed = (crate::db::now_ms() - created_ms) as f64 / 60_000.0;
+        if elapsed >= minutes {
+            return Some(format!("time budget spent: {minutes} minutes"));
+        }
+    }
+    let pruned = h.trials.iter().filter(|t| t.state == TrialState::Pruned).count();
+    if pruned > 10 * budget.max_trials as usize + 100 {
+        return Some(format!(
+            "{pruned} configurations were predicted not to fit; the space is mostly out of reach"
+        ));
+    }
+    if let (Some(patience), Some(first)) = (budget.patience, study.objectives.first()) {
+        let mut best: Option<f64> = None;
+        let mut since = 0u32;
+        for o in h.observations.iter().filter(|o| o.feasible) {
+            let v = first.goal.oriented(o.values.as_ref()?[0]);
+            match best {
+                Some(b) if v <= b + budget.min_gain => since += 1,
+                _ => {
+                    best = Some(v);
+                    since = 0;
+                }
+            }
+        }
+        if since >= patience {
+            return Some(format!(
+                "no improvement of {} beyond {} in {patience} trials",
+                first.metric.name(),
+                budget.min_gain
+            ));
+        }
+    }
+    None
+}
+
+/// The planner's verdict for a CPU-only llama.cpp configuration: `Some`
+/// reason when weights, K/V cache and overhead exceed available memory.
+fn will_not_fit(profile: &Profile, model: &str, config: &Settings) -> Option<String> {
+    if !matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython) {
+        return None;
+    }
+    // Offloaded layers live in GPU memory, which this check does not model.
+    if config.get("n_gpu_layers").is_some_and(|n| n != "0") {
+        return None;
+    }
+    let info = ModelInfo::read(&profile.model(model)?.path).ok()?;
+    let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
+    let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
+    let available = engine_bridge::memory::mem_available()?;
+    let plan = info.memory_plan(ctx, cache("cache_type_k"), cache("cache_type_v"), available);
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    (!plan.fits).then(|| {
+        format!(
+            "predicted not to fit: needs {:.2} GiB (weights {:.2}, K/V cache {:.2}, overhead {:.2}) with {:.2} GiB available",
+            gib(plan.total),
+            gib(plan.weights),
+            gib(plan.kv.unwrap_or(0)),
+            gib(plan.overhead),
+            gib(plan.available)
+        )
+    })
+}
+
+impl Studies {
+    pub fn new(ctx: RunnerContext) -> Arc<Self> {
+        Arc::new(Self { ctx, running: Mutex::new(HashMap::new()), tasks: TaskTracker::new() })
+    }
+
+    /// Picks up every study that was running or paused when Tunebook stopped.
+    pub async fn resume_all(self: &Arc<Self>) -> Result<(), sqlx::Error> {
+        for state in [StudyState::Running, StudyState::Paused] {
+            for id in studies::ids_in_state(&self.ctx.db, state).await? {
+                tracing::info!(study = id, "resuming study");
+                self.spawn(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every study task to end (after shutdown), so that no
+    /// engine outlives the caller.
+    pub async fn wait(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// Checks and stores a study, and starts it. Nothing is stored when the
+    /// study is wrong.
+    pub async fn create(
+        self: &Arc<Self>,
+        def: &StudyDef,
+    ) -> Result<(i64, JoinHandle<()>), crate::Error> {
+        check(&self.ctx.profiles, def).map_err(|e| crate::Error::BadRequest(e.to_string()))?;
+        let id = studies::insert(&self.ctx.db, def).await?;
+        studies::add_event(&self.ctx.db, id, "created", &format!("study `{}` created", def.name))
+            .await?;
+        Ok((id, self.spawn(id)))
+    }
+
+    pub async fn pause(&self, id: i64) -> Result<(), crate::Error> {
+        self.transition(id, StudyState::Paused, "paused on request").await
+    }
+
+    pub async fn resume(self: &Arc<Self>, id: i64) -> Result<(), crate::Error> {
+        self.transition(id, StudyState::Running, "resumed on request").await?;
+        if !self.running.lock().expect("lock").contains_key(&id) {
+            self.spawn(id);
+        }
+        Ok(())
+    }
+
+    /// Stops a study; the trial in flight is stopped too, and recorded as
+    /// interrupted.
+    pub async fn stop(&self, id: i64) -> Result<(), crate::Error> {
+        self.transition(id, StudyState::Stopped, "stopped on request").await?;
+        if let Some(c) = self.running.lock().expect("lock").get(&id) {
+            c.stop.cancel();
+        }
+        Ok(())
+    }
+
+    async fn transition(&self, id: i64, to: StudyState, message: &str) -> Result<(), crate::Error> {
+        let row = studies::get(&self.ctx.db, id).await?.ok_or(crate::Error::NotFound)?;
+        if row.state.is_final() {
+            return Err(crate::Error::BadRequest(format!(
+                "study {id} has ended ({}) and cannot be {}",
+                row.state.as_str(),
+                to.as_str()
+            )));
+        }
+        studies::set_state(&self.ctx.db, id, to, (to == StudyState::Stopped).then_some(message))
+            .await?;
+        studies::add_event(&self.ctx.db, id, to.as_str(), message).await?;
+        if let Some(c) = self.running.lock().expect("lock").get(&id) {
+            c.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    fn spawn(self: &Arc<Self>, id: i64) -> JoinHandle<()> {
+        let control = Control::default();
+        self.running.lock().expect("lock").insert(id, control.clone());
+        let this = self.clone();
+        self.tasks.spawn(async move {
+            let shutdown = this.ctx.shutdown.clone();
+            tokio::select! {
+                // Dropping the loop drops the trial in flight and its engine.
+                _ = shutdown.cancelled() => {}
+                result = this.run(id, &control) => {
+                    if let Err(e) = result {
+                        tracing::error!(study = id, error = %e, "study could not be recorded");
+                    }
+                }
+            }
+            this.running.lock().expect("lock").remove(&id);
+        })
+    }
+
+    async fn run(&self, id: i64, control: &Control) -> Result<(), sqlx::Error> {
+        let ctx = &self.ctx;
+        let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
+        let (study, profile) = match check(&ctx.profiles, &row.definition) {
+            Ok(s) => {
+                let profile =
+                    ctx.profiles.iter().find(|p| p.name == row.definition.profile).cloned();
+                (s, profile.expect("checked"))
+            }
+            Err(e) => {
+                let reason = format!("the study no longer checks: {e}");
+                studies::set_state(&ctx.db, id, StudyState::Failed, Some(&reason)).await?;
+                return studies::add_event(&ctx.db, id, "failed", &reason).await;
+            }
+        };
+        let strategy = strategy::for_study(&study);
+        loop {
+            let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
+            match row.state {
+                StudyState::Paused => {
+                    control.wake.notified().await;
+                    continue;
+                }
+                s if s.is_final() => return Ok(()),
+                _ => {}
+            }
+            let history = History::load(ctx, &study, id).await?;
+            if let Some(reason) = stop_reason(&study, &history, row.created_ms) {
+                studies::set_state(&ctx.db, id, StudyState::Done, Some(&reason)).await?;
+                return studies::add_event(&ctx.db, id, "done", &reason).await;
+            }
+            let Some((config, role, note)) = self.next(&study, &history, strategy.as_ref()).await
+            else {
+                let reason = "every configuration the space allows has been tried".to_string();
+                studies::set_state(&ctx.db, id, StudyState::Done, Some(&reason)).await?;
+                return studies::add_event(&ctx.db, id, "done", &reason).await;
+            };
+            let part = StudyPart { study_id: id, role, note: &note };
+            let new = NewTrial {
+                profile: &study.def.profile,
+                model: &study.def.model,
+                settings: &config,
+                tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
+                study: Some(part),
+            };
+            let trial_id = trials::insert(&ctx.db, &new).await?;
+            if let Some(reason) = will_not_fit(&profile, &study.def.model, &config) {
+                trials::finish_pruned(&ctx.db, trial_id, &reason).await?;
+                runner::publish(ctx, trial_id).await?;
+                continue;
+            }
+            runner::publish(ctx, trial_id).await?;
+            let gate = dominance_gate(&study, &history);
+            let gate_ref: Option<engine_bridge::probes::Gate<'_>> =
+                gate.as_ref().map(|g| g as engine_bridge::probes::Gate<'_>);
+            tokio::select! {
+                _ = control.stop.cancelled() => {
+                    let failure = engine_bridge::Failure {
+                        kind: FailureKind::Interrupted,
+                        message: "the study was stopped while this trial ran".into(),
+                        log_tail: vec![],
+                    };
+                    trials::finish_failed(&ctx.db, trial_id, &failure).await?;
+                    runner::publish(ctx, trial_id).await?;
+                    return Ok(());
+                }
+                result = runner::run_trial(ctx, trial_id, &study.probes, gate_ref) => result?,
+            }
+            if role == "rerun" {
+                self.check_drift(&study, id, &history, trial_id).await?;
+            }
+        }
+    }
+
+    /// The next trial: an interrupted one again, the baseline, a due
+    /// re-run of the baseline, or the strategy's proposal.
+    async fn next(
+        &self,
+        study: &Study,
+        h: &History,
+        strategy: &dyn strategy::Strategy,
+    ) -> Option<(Settings, &'static str, String)> {
+        if let Some(last) = h.trials.last().filter(|t| interrupted(t)) {
+            let role = match last.role.as_deref() {
+                Some("baseline") => "baseline",
+                Some("rerun") => "rerun",
+                _ => "search",
+            };
+            return Some((
+                last.settings.clone(),
+                role,
+                format!("re-run of trial {}, which was interrupted", last.id),
+            ));
+        }
+        if h.baseline.is_none() {
+            return Some((study.baseline.clone(), "baseline", "the baseline".into()));
+        }
+        if let Some(every) = study.def.budget.rerun_baseline_every.filter(|e| *e > 0) {
+            let since = h
+                .trials
+                .iter()
+                .rev()
+                .take_while(|t| !matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+                .count();
+            if since >= every as usize {
+                return Some((
+                    study.baseline.clone(),
+                    "rerun",
+                    format!("the baseline again after {since} trials, to catch drift"),
+                ));
+            }
+        }
+        let p = strategy.propose(study, &h.observations).await?;
+        Some((p.config, "search", p.note))
+    }
+
+    /// Compares a re-run baseline with the first on the first objective and
+    /// flags drift on the trials since the previous baseline run.
+    async fn check_drift(
+        &self,
+        study: &Study,
+        id: i64,
+        h: &History,
+        rerun_id: i64,
+    ) -> Result<(), sqlx::Error> {
+        let (Some(first), Some(base)) = (study.objectives.first(), &h.baseline) else {
+            return Ok(());
+        };
+        let Some(rerun) = trials::get(&self.ctx.db, rerun_id).await? else { return Ok(()) };
+        let (Some(before), Some(now)) = (
+            metrics(base).get(&first.metric).copied(),
+            metrics(&rerun).get(&first.metric).copied(),
+        ) else {
+            return Ok(());
+        };
+        let pct = (now - before) / before.abs().max(f64::MIN_POSITIVE) * 100.0;
+        if pct.abs() <= study.def.budget.drift_pct {
+            return Ok(());
+        }
+        let from = h
+            .trials
+            .iter()
+            .rev()
+            .find(|t| matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+            .map_or(rerun_id, |t| t.id + 1);
+        trials::set_drift(&self.ctx.db, id, from, rerun_id, pct).await?;
+        let message = format!(
+            "drift: the baseline's {} moved {pct:+.1} % ({before:.2} → {now:.2}); trials {from}–{rerun_id} are flagged",
+            first.metric.name()
+        );
+        tracing::warn!(study = id, "{message}");
+        studies::add_event(&self.ctx.db, id, "drift", &message).await
+    }
+}
+
+/// A gate that skips the slow probes of a trial some earlier trial of the
+/// study beats by more than 20 % in both decode and prefill speed.
+fn dominance_gate(
+    study: &Study,
+    h: &History,
+) -> Option<impl Fn(&SpeedResult) -> Option<String> + Send + Sync + use<>> {
+    if !study.def.budget.skip_dominated {
+        return None;
+    }
+    let done: Vec<(i64, f64, f64)> = h
+        .trials
+        .iter()
+        .filter(|t| t.state == TrialState::Done)
+        .filter_map(|t| Some((t.id, t.decode_tps?, t.prefill_tps?)))
+        .collect();
+    Some(move |speed: &SpeedResult| {
+        let (decode, prefill) = (speed.summary.decode_tps, speed.summary.prefill_tps);
+        let (id, d, p) = done.iter().find(|(_, d, p)| *d > decode * 1.2 && *p > prefill * 1.2)?;
+        Some(format!(
+            "slow probes skipped: trial {id} is faster in decode ({d:.1} vs {decode:.1} tok/s) and prefill ({p:.1} vs {prefill:.1} tok/s)"
+        ))
+    })
+}

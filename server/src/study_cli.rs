@@ -1,0 +1,475 @@
+//! `tunebook run`, `export` and `import`: studies from the command line,
+//! into the same database the web app uses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio_util::sync::CancellationToken;
+use tunebook_app::types::{TrialState, TrialView};
+use tunebook_study::{Metric, StudyDef, pareto};
+
+use crate::db::studies::{self, StudyState};
+use crate::db::trials;
+use crate::runner::Runner;
+use crate::studies::{Studies, check, metrics};
+use crate::{Settings, prepare};
+
+/// What `tunebook run` needs.
+pub struct RunArgs {
+    pub settings: Settings,
+    /// A study file (TOML, or JSON by its extension), or none to resume.
+    pub file: Option<PathBuf>,
+    pub resume: Option<i64>,
+}
+
+/// Reads a study file: TOML, or JSON when it ends in `.json`.
+pub fn read_study(path: &Path) -> anyhow::Result<StudyDef> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let def = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+    } else {
+        StudyDef::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+    };
+    Ok(def)
+}
+
+/// Runs a study headless with a progress bar. Ctrl-C pauses it (the trial in
+/// flight is stopped and will run again on resume).
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let token = CancellationToken::new();
+    let ctx = prepare(&args.settings, token.clone()).await?;
+    let mut events = ctx.events.subscribe();
+    let db = ctx.db.clone();
+    let (_runner, worker) = Runner::start(ctx.clone()).await?;
+    let studies = Studies::new(ctx.clone());
+    let id = match (&args.file, args.resume) {
+        (Some(file), None) => {
+            let def = read_study(file)?;
+            if let Err(e) = check(&ctx.profiles, &def) {
+                bail!("the study is not valid:\n  - {}", e.0.join("\n  - "));
+            }
+            studies.create(&def).await.map_err(|e| anyhow::anyhow!("{e}"))?.0
+        }
+        (None, Some(id)) => {
+            let row = studies::get(&db, id).await?.with_context(|| format!("no study {id}"))?;
+            if row.state.is_final() {
+                bail!(
+                    "study {id} has ended ({}): {}",
+                    row.state.as_str(),
+                    row.stop_reason.unwrap_or_default()
+                );
+            }
+            studies::set_state(&db, id, StudyState::Running, None).await?;
+            studies.resume_all().await?;
+            id
+        }
+        _ => bail!("give a study file, or --resume ID"),
+    };
+    let row = studies::get(&db, id).await?.context("the study vanished")?;
+    let max = row.definition.budget.max_trials as u64;
+    let bar = ProgressBar::new(max).with_style(
+        ProgressStyle::with_template(
+            "{spinner} study {prefix} [{bar:30}] {pos}/{len} trials, {elapsed} · {msg}",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(id.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let counted = |list: &[TrialView]| {
+        list.iter()
+            .filter(|t| {
+                t.state.is_final()
+                    && t.state != TrialState::Pruned
+                    && t.failure_kind.as_deref() != Some("interrupted")
+            })
+            .count() as u64
+    };
+    bar.set_position(counted(&trials::of_study(&db, id).await?));
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let row = studies::get(&db, id).await?.context("the study vanished")?;
+        if row.state.is_final() {
+            break;
+        }
+        tokio::select! {
+            _ = &mut ctrl_c => {
+                studies.pause(id).await.ok();
+                token.cancel();
+                studies.wait().await;
+                let _ = worker.await;
+                bar.abandon_with_message("paused");
+                eprintln!("study {id} paused; go on with: tunebook run --resume {id}");
+                return Ok(());
+            }
+            event = events.recv() => {
+                if let Some(t) = event.ok().filter(|t| t.study_id == Some(id)) {
+                    let phase = match t.state {
+                        TrialState::Done => format!("trial {}: {:.1} tok/s decode", t.id, t.decode_tps.unwrap_or(f64::NAN)),
+                        TrialState::Failed | TrialState::Pruned => format!("trial {} {}: {}", t.id, t.state.as_str(), t.error.clone().unwrap_or_default()),
+                        s => format!("trial {} {}", t.id, s.as_str()),
+                    };
+                    bar.set_message(phase);
+                    bar.set_position(counted(&trials::of_study(&db, id).await?));
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    token.cancel();
+    studies.wait().await;
+    let _ = worker.await;
+    bar.finish_and_clear();
+    print_summary(&db, id).await
+}
+
+async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
+    let row = studies::get(db, id).await?.context("the study vanished")?;
+    let list = trials::of_study(db, id).await?;
+    println!(
+        "study {id} `{}`: {} — {}",
+        row.name,
+        row.state.as_str(),
+        row.stop_reason.unwrap_or_default()
+    );
+    let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in &list {
+        *by_state.entry(t.state.as_str()).or_default() += 1;
+    }
+    println!("trials: {by_state:?}");
+    let objectives: Vec<(Metric, tunebook_study::Goal)> = row
+        .definition
+        .objectives
+        .iter()
+        .filter_map(|t| Metric::parse(&t.metric).map(|m| (m, t.goal.unwrap_or(m.natural_goal()))))
+        .collect();
+    let done: Vec<(&TrialView, Vec<f64>)> = list
+        .iter()
+        .filter(|t| t.state == TrialState::Done)
+        .filter_map(|t| {
+            let m = metrics(t);
+            Some((
+                t,
+                objectives.iter().map(|(k, _)| m.get(k).copied()).collect::<Option<Vec<f64>>>()?,
+            ))
+        })
+        .collect();
+    let goals: Vec<_> = objectives.iter().map(|(_, g)| *g).collect();
+    let points: Vec<Vec<f64>> = done.iter().map(|(_, v)| v.clone()).collect();
+    println!(
+        "Pareto front ({}):",
+        objectives.iter().map(|(m, _)| m.name()).collect::<Vec<_>>().join(", ")
+    );
+    for i in pareto::front(&points, &goals) {
+        let (t, v) = &done[i];
+        let settings: Vec<String> = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let values: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+        println!("  trial {:>5}  {}  {}", t.id, values.join("  "), settings.join(" "));
+    }
+    Ok(())
+}
+
+/// One exported trial: the stored view, every sample and the full measurement.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Record {
+    #[serde(flatten)]
+    pub trial: TrialView,
+    #[serde(default)]
+    pub samples: Vec<trials::SampleRow>,
+    #[serde(default)]
+    pub measurement: Option<serde_json::Value>,
+}
+
+/// Writes a study's trials (or all trials) as JSONL or CSV.
+pub async fn export(
+    settings: &Settings,
+    study: Option<i64>,
+    csv: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let db = crate::db::Db::connect(&settings.database_url).await?;
+    let mut list = match study {
+        Some(id) => trials::of_study(&db, id).await?,
+        None => trials::list(&db).await?,
+    };
+    list.sort_by_key(|t| t.id);
+    if csv {
+        return write_csv(&list, out);
+    }
+    for t in list {
+        let record = Record {
+            samples: trials::samples(&db, t.id).await?,
+            measurement: trials::measurement(&db, t.id).await?,
+            trial: t,
+        };
+        serde_json::to_writer(&mut *out, &record)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// The CSV's fixed columns, before one `setting.NAME` column per setting.
+const CSV_COLUMNS: [&str; 26] = [
+    "id",
+    "study_id",
+    "role",
+    "state",
+    "profile",
+    "model",
+    "created_ms",
+    "load_ms",
+    "ttft_ms",
+    "prefill_tps",
+    "decode_tps",
+    "client_decode_tps",
+    "prompt_tokens",
+    "tokens_requested",
+    "tokens_generated",
+    "n_ctx",
+    "peak_rss_bytes",
+    "mem_available_drop_bytes",
+    "peak_gpu_bytes",
+    "quality_score",
+    "context_pass_rate",
+    "ceiling_tps",
+    "pct_of_ceiling",
+    "perplexity",
+    "failure_kind",
+    "error",
+];
+
+fn write_csv(list: &[TrialView], out: &mut dyn Write) -> anyhow::Result<()> {
+    let names: BTreeSet<&String> = list.iter().flat_map(|t| t.settings.keys()).collect();
+    let mut w = csv::Writer::from_writer(out);
+    let mut header: Vec<String> = CSV_COLUMNS.iter().map(|c| c.to_string()).collect();
+    header.extend(names.iter().map(|n| format!("setting.{n}")));
+    w.write_record(&header)?;
+    for t in list {
+        let v = serde_json::to_value(t)?;
+        let mut row: Vec<String> = CSV_COLUMNS
+            .iter()
+            .map(|c| match &v[*c] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        row.extend(names.iter().map(|n| t.settings.get(*n).cloned().unwrap_or_default()));
+        w.write_record(&row)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads trials from a Tunebook JSONL or CSV export, or from llama-bench's
+/// JSON or JSONL output, and stores them (all or none). Returns the new ids.
+pub async fn import(settings: &Settings, path: &Path, profile: &str) -> anyhow::Result<Vec<i64>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let records = parse_import(&text, path.extension().is_some_and(|e| e == "csv"), profile)
+        .map_err(|e| anyhow::anyhow!("{}: {e}; nothing was imported", path.display()))?;
+    let db = crate::db::Db::connect(&settings.database_url).await?;
+    Ok(trials::import(&db, &records).await?)
+}
+
+/// Parses an import without touching the database.
+pub fn parse_import(text: &str, is_csv: bool, profile: &str) -> Result<Vec<TrialView>, String> {
+    if is_csv {
+        return parse_csv(text);
+    }
+    let objects: Vec<(usize, serde_json::Value)> = if text.trim_start().starts_with('[') {
+        let all: Vec<serde_json::Value> =
+            serde_json::from_str(text).map_err(|e| format!("not a JSON array: {e}"))?;
+        all.into_iter().enumerate().map(|(i, v)| (i + 1, v)).collect()
+    } else {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str(l)
+                    .map(|v| (i + 1, v))
+                    .map_err(|e| format!("line {}: {e}", i + 1))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    if objects.is_empty() {
+        return Err("no records".into());
+    }
+    if objects.iter().all(|(_, v)| v.get("avg_ts").is_some()) {
+        return llama_bench(&objects, profile);
+    }
+    objects
+        .into_iter()
+        .map(|(n, v)| {
+            let mut record: Record =
+                serde_json::from_value(v).map_err(|e| format!("record {n}: {e}"))?;
+            // Imported trials stand alone: their study and role stay in the note.
+            if let Some(s) = record.trial.study_id.take() {
+                record.trial.note =
+                    Some(format!("imported from study {s} trial {}", record.trial.id));
+            }
+            Ok(record.trial)
+        })
+        .collect()
+}
+
+fn parse_csv(text: &str) -> Result<Vec<TrialView>, String> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().map_err(|e| format!("CSV header: {e}"))?.clone();
+    for c in ["state", "profile", "model"] {
+        if !header.iter().any(|h| h == c) {
+            return Err(format!("CSV header has no `{c}` column"));
+        }
+    }
+    reader
+        .records()
+        .enumerate()
+        .map(|(i, row)| {
+            let row = row.map_err(|e| format!("CSV row {}: {e}", i + 1))?;
+            let mut object = serde_json::Map::new();
+            let mut settings = BTreeMap::new();
+            for (name, value) in header.iter().zip(row.iter()) {
+                if let Some(s) = name.strip_prefix("setting.") {
+                    if !value.is_empty() {
+                        settings.insert(s.to_string(), value.to_string());
+                    }
+                } else if !value.is_empty() {
+                    let parsed = match name {
+                        "role" | "state" | "profile" | "model" | "failure_kind" | "error" => {
+                            serde_json::Value::String(value.into())
+                        }
+                        _ => serde_json::from_str(value).map_err(|_| {
+                            format!("CSV row {}: `{name}` = `{value}` is not a number", i + 1)
+                        })?,
+                    };
+                    object.insert(name.to_string(), parsed);
+                }
+            }
+            object.insert("settings".into(), serde_json::to_value(&settings).expect("map"));
+            object.entry("id").or_insert(0.into());
+            object.entry("created_ms").or_insert(0.into());
+            let study = object.remove("study_id");
+            let mut t: TrialView = serde_json::from_value(serde_json::Value::Object(object))
+                .map_err(|e| format!("CSV row {}: {e}", i + 1))?;
+            if let Some(s) = study {
+                t.note = Some(format!("imported from study {s} trial {}", t.id));
+            }
+            Ok(t)
+        })
+        .collect()
+}
+
+/// llama-bench records: one per test (`pp` with n_gen 0, `tg` with
+/// n_prompt 0); the tests of one configuration become one trial.
+fn llama_bench(
+    objects: &[(usize, serde_json::Value)],
+    profile: &str,
+) -> Result<Vec<TrialView>, String> {
+    let mut trials: BTreeMap<String, TrialView> = BTreeMap::new();
+    for (n, v) in objects {
+        let field = |k: &str| v.get(k).ok_or_else(|| format!("record {n}: no `{k}`"));
+        let int = |k: &str| {
+            field(k).and_then(|x| {
+                x.as_i64().ok_or_else(|| format!("record {n}: `{k}` is not a number"))
+            })
+        };
+        let (n_prompt, n_gen) = (int("n_prompt")?, int("n_gen")?);
+        let tps = field("avg_ts")?
+            .as_f64()
+            .ok_or_else(|| format!("record {n}: `avg_ts` is not a number"))?;
+        let mut settings = BTreeMap::new();
+        for (from, to) in [
+            ("n_batch", "batch_size"),
+            ("n_ubatch", "ubatch_size"),
+            ("n_threads", "threads"),
+            ("type_k", "cache_type_k"),
+            ("type_v", "cache_type_v"),
+            ("n_gpu_layers", "n_gpu_layers"),
+        ] {
+            if let Some(x) = v.get(from).filter(|x| !x.is_null()) {
+                settings.insert(
+                    to.to_string(),
+                    x.as_str().map_or_else(|| x.to_string(), str::to_string),
+                );
+            }
+        }
+        if let Some(fa) = v.get("flash_attn") {
+            let on = fa.as_bool().unwrap_or_else(|| fa.as_i64() == Some(1));
+            settings.insert("flash_attn".into(), if on { "on" } else { "off" }.into());
+        }
+        if v.get("use_mmap").and_then(|m| m.as_bool()) == Some(false) {
+            settings.insert("no_mmap".into(), "true".into());
+        }
+        let model = v.get("model_filename").and_then(|m| m.as_str()).unwrap_or("unknown");
+        let model = Path::new(model)
+            .file_stem()
+            .map_or(model.to_string(), |s| s.to_string_lossy().into_owned());
+        let key = format!("{model} {}", serde_json::to_string(&settings).expect("map"));
+        let build = v.get("build_commit").and_then(|b| b.as_str()).unwrap_or("?");
+        let t = trials.entry(key).or_insert_with(|| TrialView {
+            id: 0,
+            profile: profile.to_string(),
+            model: model.clone(),
+            settings,
+            state: TrialState::Done,
+            command: None,
+            created_ms: crate::db::now_ms(),
+            load_ms: None,
+            ttft_ms: None,
+            prefill_tps: None,
+            decode_tps: None,
+            client_decode_tps: None,
+            prompt_tokens: None,
+            tokens_requested: None,
+            tokens_generated: None,
+            n_ctx: None,
+            peak_rss_bytes: None,
+            mem_available_drop_bytes: None,
+            peak_gpu_bytes: None,
+            quality_score: None,
+            context_pass_rate: None,
+            ceiling_tps: None,
+            pct_of_ceiling: None,
+            perplexity: None,
+            started_ms: None,
+            expected_load_ms: None,
+            load_state: None,
+            failure_kind: None,
+            error: None,
+            study_id: None,
+            role: None,
+            note: Some(format!("imported from llama-bench (build {build})")),
+            drift_pct: None,
+        });
+        if n_gen == 0 && n_prompt > 0 {
+            t.prefill_tps = Some(tps);
+            t.prompt_tokens = Some(n_prompt);
+        } else if n_gen > 0 && n_prompt == 0 {
+            t.decode_tps = Some(tps);
+            t.tokens_generated = Some(n_gen);
+        }
+    }
+    Ok(trials.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_imports_say_where() {
+        let e = parse_import("{\"avg_ts\": 1}\nnot json\n", false, "p").unwrap_err();
+        assert!(e.starts_with("line 2:"), "{e}");
+        let e = parse_import("[{\"avg_ts\": 3.5, \"n_gen\": 8}]", false, "p").unwrap_err();
+        assert_eq!(e, "record 1: no `n_prompt`");
+        let e = parse_import("id,profile\n1,p\n", true, "p").unwrap_err();
+        assert!(e.contains("no `state` column"), "{e}");
+        assert_eq!(parse_import("\n", false, "p").unwrap_err(), "no records");
+    }
+}
