@@ -85,6 +85,8 @@ pub async fn gpu_used_bytes(pids: &[u32]) -> Option<u64> {
 pub struct MemorySampler {
     report: Arc<Mutex<MemoryReport>>,
     task: JoinHandle<()>,
+    pgid: u32,
+    available_before: Option<u64>,
 }
 
 impl MemorySampler {
@@ -99,8 +101,6 @@ impl MemorySampler {
             let mut ticker = tokio::time::interval(interval);
             loop {
                 ticker.tick().await;
-                let rss = group_rss_bytes(pgid);
-                let available = mem_available();
                 let gpu_due = last_gpu.is_none_or(|t| t.elapsed() >= GPU_EVERY);
                 let gpu = if gpu_present && gpu_due {
                     last_gpu = Some(tokio::time::Instant::now());
@@ -111,24 +111,31 @@ impl MemorySampler {
                     None
                 };
                 let mut r = shared.lock().expect("memory report lock");
-                r.samples += 1;
-                r.peak_rss_bytes = r.peak_rss_bytes.max(rss);
-                if let (Some(before), Some(now)) = (available_before, available) {
-                    let drop = before.saturating_sub(now);
-                    r.mem_available_drop_bytes =
-                        Some(r.mem_available_drop_bytes.unwrap_or(0).max(drop));
-                }
+                take_sample(&mut r, pgid, available_before);
                 if let Some(g) = gpu {
                     r.peak_gpu_bytes = Some(r.peak_gpu_bytes.unwrap_or(0).max(g));
                 }
             }
         });
-        Self { report, task }
+        Self { report, task, pgid, available_before }
     }
 
-    /// The peaks so far.
+    /// The peaks so far, a sample taken now included (a trial shorter than
+    /// the interval still gets a reading of its engine at work).
     pub fn report(&self) -> MemoryReport {
-        self.report.lock().expect("memory report lock").clone()
+        let mut r = self.report.lock().expect("memory report lock");
+        take_sample(&mut r, self.pgid, self.available_before);
+        r.clone()
+    }
+}
+
+/// Adds one reading of RSS and MemAvailable to the peaks.
+fn take_sample(r: &mut MemoryReport, pgid: u32, available_before: Option<u64>) {
+    r.samples += 1;
+    r.peak_rss_bytes = r.peak_rss_bytes.max(group_rss_bytes(pgid));
+    if let (Some(before), Some(now)) = (available_before, mem_available()) {
+        let drop = before.saturating_sub(now);
+        r.mem_available_drop_bytes = Some(r.mem_available_drop_bytes.unwrap_or(0).max(drop));
     }
 }
 

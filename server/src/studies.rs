@@ -308,6 +308,19 @@ impl Studies {
                 studies::set_state(&ctx.db, id, StudyState::Done, Some(&reason)).await?;
                 return studies::add_event(&ctx.db, id, "done", &reason).await;
             }
+            // Everything is compared with the baseline: without it, stop.
+            let failed_baseline = history.trials.iter().find(|t| {
+                t.role.as_deref() == Some("baseline") && t.state.is_final() && !interrupted(t)
+            });
+            if let (None, Some(t)) = (&history.baseline, failed_baseline) {
+                let reason = format!(
+                    "the baseline (trial {}) did not run: {}",
+                    t.id,
+                    t.error.clone().unwrap_or_else(|| t.state.as_str().into())
+                );
+                studies::set_state(&ctx.db, id, StudyState::Failed, Some(&reason)).await?;
+                return studies::add_event(&ctx.db, id, "failed", &reason).await;
+            }
             let Some((config, role, note)) = self.next(&study, &history, strategy.as_ref()).await
             else {
                 let reason = "every configuration the space allows has been tried".to_string();

@@ -3,7 +3,8 @@
 //! memory, a rejected flag, a taken port, ignoring SIGTERM).
 //!
 //! It takes llama-server's `--host`/`--port` and ignores other flags, plus
-//! `--fake MODE` and `--fake-ms N`. Modes:
+//! `--fake MODE`, `--fake-ms N` and `--fake-oom-ctx N` (out of memory when
+//! `-c` is above N, for studies with a memory boundary). Modes:
 //! `ok` (healthy, answers completions), `crash-on-load`, `oom`, `reject`,
 //! `port-taken`, `slow-load` (503 for N ms), `never-ready`, `hang-probe`,
 //! `crash-in-probe`, `ignore-sigterm`, `spawn-child` (a grandchild in the
@@ -21,6 +22,9 @@ struct Args {
     port: u16,
     mode: String,
     ms: u64,
+    /// `-c`: with `--fake-oom-ctx N`, a context above N runs out of memory.
+    ctx: Option<u64>,
+    oom_ctx: Option<u64>,
 }
 
 fn parse_args() -> Args {
@@ -32,6 +36,8 @@ fn parse_args() -> Args {
         port: value("--port").and_then(|p| p.parse().ok()).unwrap_or(8080),
         mode: value("--fake").unwrap_or_else(|| "ok".into()),
         ms: value("--fake-ms").and_then(|p| p.parse().ok()).unwrap_or(1000),
+        ctx: value("-c").and_then(|p| p.parse().ok()),
+        oom_ctx: value("--fake-oom-ctx").and_then(|p| p.parse().ok()),
     }
 }
 
@@ -41,14 +47,18 @@ async fn main() {
         println!("-m,    --model FNAME    model path (ignored)");
         println!("--host HOST            address to listen on");
         println!("--port PORT            port to listen on");
+        println!("-t,    --threads N      CPU threads (ignored)");
+        println!("-c,    --ctx-size N     context size (see --fake-oom-ctx)");
         println!("--fake MODE            how to misbehave");
+        println!("--fake-oom-ctx N       run out of memory when -c is above N");
         println!("--fake-ms N            delay for slow modes");
         return;
     }
     let args = parse_args();
     eprintln!("fake engine: mode {} on {}:{}", args.mode, args.host, args.port);
     eprintln!("load_tensors: loading model");
-    match args.mode.as_str() {
+    let too_big = matches!((args.ctx, args.oom_ctx), (Some(c), Some(limit)) if c > limit);
+    match if too_big { "oom" } else { args.mode.as_str() } {
         "crash-on-load" => {
             eprintln!("llama_model_load: something went badly wrong");
             std::process::abort();

@@ -1,0 +1,336 @@
+//! Studies end to end: designed through the API, run against the real
+//! engine, paused, resumed and stopped, exported and imported back, and
+//! llama-bench's own output read as trials.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, eventually, get_json, http};
+use serde_json::{Value, json};
+use tunebook::db::studies::{StudyRow, StudyState};
+use tunebook::study_cli;
+use tunebook_app::types::{TrialState, TrialView};
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn demo_study() -> Value {
+    json!({
+        "name": "cache types",
+        "profile": "demo",
+        "model": "tiny-llama",
+        "space": {
+            "cache_type_k": ["f16", "q8_0", "q4_0"],
+            "cache_type_v": ["f16", "q8_0", "q4_0"],
+            "ubatch_size": [128, 512]
+        },
+        "fixed": { "ctx_size": 1024, "threads": 2 },
+        "baseline": { "cache_type_k": "f16", "cache_type_v": "f16", "ubatch_size": 512 },
+        "constraints": ["cache_type_k == cache_type_v"],
+        "objectives": [{ "metric": "decode_tps" }, { "metric": "peak_rss_bytes" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 20 },
+        "probes": { "speed": { "prompt_tokens": 32, "n_predict": 8, "repeats": 1, "warmup": 0 } }
+    })
+}
+
+async fn post(server: &TestServer, path: &str, body: &Value) -> reqwest::Response {
+    http().post(server.url(path)).json(body).send().await.unwrap()
+}
+
+async fn wait_state(server: &TestServer, id: i64, done: impl Fn(StudyState) -> bool) -> StudyRow {
+    eventually(LIMIT, "the study's state", || async {
+        let row: StudyRow = http()
+            .get(server.url(&format!("/api/studies/{id}")))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        done(row.state).then_some(row)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_grid_study_on_the_real_engine_exports_and_imports() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let check: Value =
+        post(&server, "/api/studies/check", &demo_study()).await.json().await.unwrap();
+    assert_eq!(check["grid_size"], 18);
+    assert_eq!(check["allowed_by_constraints"], 6);
+
+    let created = post(&server, "/api/studies", &demo_study()).await;
+    assert_eq!(created.status(), 201);
+    let study: StudyRow = created.json().await.unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done);
+    assert!(row.stop_reason.unwrap().contains("every configuration"));
+
+    let trials: Vec<TrialView> =
+        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    assert_eq!(trials.len(), 6, "the six allowed configurations, the baseline first");
+    assert_eq!(trials[0].role.as_deref(), Some("baseline"));
+    assert_eq!(trials[0].settings["cache_type_k"], "f16");
+    for t in &trials {
+        assert_eq!(t.state, TrialState::Done, "{t:?}");
+        assert_eq!(t.settings["cache_type_k"], t.settings["cache_type_v"], "the constraint holds");
+        assert!(t.decode_tps.unwrap() > 0.0 && t.peak_rss_bytes.unwrap() > 0);
+        assert!(t.note.is_some());
+    }
+    let configs: std::collections::BTreeSet<_> =
+        trials.iter().map(|t| t.settings.clone()).collect();
+    assert_eq!(configs.len(), 6, "no configuration ran twice");
+
+    let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", study.id)).await;
+    let points = pareto["points"].as_array().unwrap();
+    assert_eq!(points.len(), 6);
+    let on_front = points.iter().filter(|p| p["on_front"] == true).count();
+    assert!(on_front >= 1);
+    // No point off the front beats a front point on both objectives.
+    for p in points.iter().filter(|p| p["on_front"] == false) {
+        let (d, m) = (p["values"][0].as_f64().unwrap(), p["values"][1].as_f64().unwrap());
+        assert!(points.iter().filter(|q| q["on_front"] == true).any(|q| {
+            q["values"][0].as_f64().unwrap() >= d && q["values"][1].as_f64().unwrap() <= m
+        }));
+    }
+
+    // Export both ways and read the files back into another database.
+    let settings = TestServer::settings(server.data.path().to_path_buf());
+    let mut jsonl = Vec::new();
+    study_cli::export(&settings, Some(study.id), false, &mut jsonl).await.unwrap();
+    let text = String::from_utf8(jsonl).unwrap();
+    assert_eq!(text.lines().count(), 6);
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["samples"].as_array().unwrap().len(), 1, "every sample is exported");
+    assert!(first["measurement"]["speed"].is_object());
+    let mut csv = Vec::new();
+    study_cli::export(&settings, Some(study.id), true, &mut csv).await.unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(csv.lines().next().unwrap().contains("setting.cache_type_k"));
+
+    let other = tempfile::tempdir().unwrap();
+    let other_settings = TestServer::settings(other.path().to_path_buf());
+    for (name, content) in [("t.jsonl", &text), ("t.csv", &csv)] {
+        let path = other.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        let ids = study_cli::import(&other_settings, &path, "unused").await.unwrap();
+        assert_eq!(ids.len(), 6, "{name}");
+    }
+    let db = tunebook::db::Db::connect(&other_settings.database_url).await.unwrap();
+    let imported = tunebook::db::trials::list(&db).await.unwrap();
+    assert_eq!(imported.len(), 12);
+    for t in &imported {
+        let original = trials.iter().find(|o| o.settings == t.settings).expect("same settings");
+        assert_eq!(t.decode_tps, original.decode_tps);
+        assert_eq!(t.peak_rss_bytes, original.peak_rss_bytes);
+        assert!(t.note.as_deref().unwrap().contains(&format!("imported from study {}", study.id)));
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn llama_bench_output_becomes_trials() {
+    common::require_demo_engine();
+    let root = common::repo_root();
+    let out = std::process::Command::new(root.join(".tools/engine-bin/llama-bench"))
+        .args([
+            "-m",
+            ".tools/models/tiny-llama.gguf",
+            "-p",
+            "16",
+            "-n",
+            "8",
+            "-t",
+            "1,2",
+            "-r",
+            "1",
+            "-o",
+            "jsonl",
+        ])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let trials = study_cli::parse_import(&text, false, "bench").unwrap();
+    assert_eq!(trials.len(), 2, "one trial per thread count, prefill and decode merged");
+    for (t, threads) in trials.iter().zip(["1", "2"]) {
+        assert_eq!(t.settings["threads"], threads);
+        assert_eq!(t.model, "tiny-llama");
+        assert!(t.prefill_tps.unwrap() > 0.0 && t.decode_tps.unwrap() > 0.0, "{t:?}");
+        assert_eq!((t.prompt_tokens, t.tokens_generated), (Some(16), Some(8)));
+    }
+    // llama-bench's JSON array form reads the same.
+    let array = format!(
+        "[{}]",
+        text.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join(",")
+    );
+    assert_eq!(study_cli::parse_import(&array, false, "bench").unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_wrong_study_is_refused_with_every_reason_and_nothing_is_stored() {
+    let server = TestServer::start().await;
+    let mut bad = demo_study();
+    bad["space"]["cache_type_k"] = json!([]);
+    bad["space"]["threads"] = json!({ "min": 8, "max": 2 });
+    bad["constraints"] = json!(["cache_type_k = cache_type_v"]);
+    bad["objectives"] = json!([]);
+    bad["profile"] = json!("demo");
+    let response = post(&server, "/api/studies", &bad).await;
+    assert_eq!(response.status(), 400);
+    let error = response.json::<Value>().await.unwrap()["error"].as_str().unwrap().to_string();
+    for expected in [
+        "`cache_type_k`: the list of values is empty",
+        "min 8 is above max 2",
+        "cannot parse `cache_type_k = cache_type_v`",
+        "no objective",
+    ] {
+        assert!(error.contains(expected), "missing `{expected}` in {error}");
+    }
+    let mut unknown = demo_study();
+    unknown["profile"] = json!("nope");
+    let error: Value = post(&server, "/api/studies", &unknown).await.json().await.unwrap();
+    assert!(error["error"].as_str().unwrap().contains("unknown engine profile `nope`"));
+    let studies: Vec<StudyRow> = get_json(&server, "/api/studies").await;
+    assert!(studies.is_empty(), "nothing half-saved");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn pause_resume_and_stop() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(
+        profiles.path(),
+        "slow",
+        &["--fake", "slow-load", "--fake-ms", "300"],
+    );
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+    let mut def = json!({
+        "name": "threads",
+        "profile": "slow",
+        "model": "m",
+        "space": { "threads": { "min": 1, "max": 6 } },
+        "baseline": { "threads": 1 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
+    let trials_of = |id: i64| {
+        let url = server.url(&format!("/api/studies/{id}/trials"));
+        async move { http().get(url).send().await.unwrap().json::<Vec<TrialView>>().await.unwrap() }
+    };
+    eventually(LIMIT, "a first finished trial", || async {
+        trials_of(study.id).await.iter().any(|t| t.state == TrialState::Done).then_some(())
+    })
+    .await;
+    let paused: StudyRow = post(&server, &format!("/api/studies/{}/pause", study.id), &json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(paused.state, StudyState::Paused);
+    // The trial in flight finishes; no other starts.
+    let settled = eventually(LIMIT, "the trial in flight to finish", || async {
+        let list = trials_of(study.id).await;
+        list.iter().all(|t| t.state.is_final()).then_some(list)
+    })
+    .await;
+    assert!(settled.len() < 6);
+    let row: StudyRow = get_json(&server, &format!("/api/studies/{}", study.id)).await;
+    assert_eq!(row.state, StudyState::Paused);
+
+    post(&server, &format!("/api/studies/{}/resume", study.id), &json!({}))
+        .await
+        .error_for_status()
+        .unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done);
+    assert_eq!(trials_of(study.id).await.len(), 6);
+    let again = post(&server, &format!("/api/studies/{}/resume", study.id), &json!({})).await;
+    assert_eq!(again.status(), 400, "an ended study cannot be resumed");
+
+    // Stop in the middle of a trial: the engine goes, the trial is interrupted.
+    def["name"] = json!("stopped");
+    def["profile"] = json!("slow");
+    common::write_fake_profile(profiles.path(), "stuck", &["--fake", "never-ready"]);
+    def["profile"] = json!("slow");
+    let second: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
+    eventually(LIMIT, "a trial loading", || async {
+        trials_of(second.id).await.iter().any(|t| t.state == TrialState::Loading).then_some(())
+    })
+    .await;
+    post(&server, &format!("/api/studies/{}/stop", second.id), &json!({}))
+        .await
+        .error_for_status()
+        .unwrap();
+    let row = wait_state(&server, second.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Stopped);
+    let list = eventually(LIMIT, "the cut-off trial to be recorded", || async {
+        let list = trials_of(second.id).await;
+        list.iter().all(|t| t.state.is_final()).then_some(list)
+    })
+    .await;
+    let last = list.last().unwrap();
+    assert_eq!(last.failure_kind.as_deref(), Some("interrupted"), "{last:?}");
+    let engines = server.data.path().join("engines");
+    eventually(LIMIT, "no engine left running", || async {
+        let left = std::fs::read_dir(&engines).map(|d| d.flatten().count()).unwrap_or(0);
+        (left == 0).then_some(())
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(
+        profiles.path(),
+        "small",
+        &["--fake", "ok", "--fake-oom-ctx", "2048"],
+    );
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+    let mut def = json!({
+        "name": "context",
+        "profile": "small",
+        "model": "m",
+        "space": { "ctx_size": [1024, 2048, 4096, 8192] },
+        "baseline": { "ctx_size": 1024 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "two_phase" },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done, "{row:?}");
+    let trials: Vec<TrialView> =
+        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    assert_eq!(trials.len(), 4);
+    for t in &trials {
+        let ctx: u64 = t.settings["ctx_size"].parse().unwrap();
+        if ctx > 2048 {
+            assert_eq!(t.failure_kind.as_deref(), Some("out of memory"), "{t:?}");
+        } else {
+            assert_eq!(t.state, TrialState::Done, "{t:?}");
+        }
+    }
+
+    // A baseline that cannot run ends the study, saying so.
+    def["baseline"] = json!({ "ctx_size": 8192 });
+    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Failed);
+    assert!(row.stop_reason.as_deref().unwrap().contains("the baseline"), "{row:?}");
+    server.stop().await;
+}
