@@ -15,7 +15,7 @@ ALTER TABLE trials ADD COLUMN study_id BIGINT REFERENCES studies (id);
 ALTER TABLE trials ADD COLUMN role TEXT;
 ALTER TABLE trials ADD COLUMN note TEXT;
 -- How far the baseline had drifted when this trial ran, where it had.
-ALTER TABLE trials ADD COLUMN drift_pct REAL;
+ALTER TABLE trials ADD COLUMN drift_pct DOUBLE PRECISION;
 CREATE INDEX trials_study ON trials (study_id, id);
 
 -- What happened in a study, in order (started, paused, drift, stopped, …).

@@ -113,3 +113,113 @@ async fn a_killed_server_leaves_no_engine_and_no_lost_trial() {
     let status = tokio::time::timeout(limit, second.wait()).await.expect("a clean stop").unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test]
+async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_trial() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    // Each engine takes a moment to load: time enough to kill Tunebook mid-trial.
+    common::write_fake_profile(
+        profiles.path(),
+        "slow",
+        &["--fake", "slow-load", "--fake-ms", "400"],
+    );
+    let port = engine_bridge::free_port().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let limit = Duration::from_secs(60);
+    let ready = || async {
+        http()
+            .get(format!("{base}/api/studies"))
+            .send()
+            .await
+            .ok()
+            .filter(|r| r.status().is_success())
+    };
+
+    let mut first = serve(data.path(), profiles.path(), port);
+    eventually(limit, "the server", ready).await;
+    let def = serde_json::json!({
+        "name": "threads",
+        "profile": "slow",
+        "model": "m",
+        "space": { "threads": { "min": 1, "max": 5 } },
+        "baseline": { "threads": 1 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let study: serde_json::Value = http()
+        .post(format!("{base}/api/studies"))
+        .json(&def)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = study["id"].as_i64().unwrap();
+    let trials = || async {
+        http()
+            .get(format!("{base}/api/studies/{id}/trials"))
+            .send()
+            .await
+            .ok()?
+            .json::<Vec<TrialView>>()
+            .await
+            .ok()
+    };
+    // Kill it while the second trial loads, its first trial done.
+    let cut = eventually(limit, "the second trial to be loading", || async {
+        let list = trials().await?;
+        (list.len() == 2
+            && list[0].state == TrialState::Done
+            && list[1].state == TrialState::Loading)
+            .then(|| list[1].clone())
+    })
+    .await;
+    let engines = data.path().join("engines");
+    let pid: u32 = eventually(limit, "the engine record", || {
+        let engines = engines.clone();
+        async move {
+            let entry = std::fs::read_dir(&engines)
+                .ok()?
+                .flatten()
+                .find(|e| e.path().extension().is_some_and(|x| x == "json"))?;
+            entry.path().file_stem()?.to_str()?.parse().ok()
+        }
+    })
+    .await;
+    let _guard = KillOnDrop(pid);
+    first.kill().await.unwrap();
+    first.wait().await.unwrap();
+
+    let mut second = serve(data.path(), profiles.path(), port);
+    eventually(limit, "the study to finish", || async {
+        let row: serde_json::Value =
+            http().get(format!("{base}/api/studies/{id}")).send().await.ok()?.json().await.ok()?;
+        (row["state"] == "done").then_some(())
+    })
+    .await;
+    assert!(start_ticks(pid).is_none(), "the engine of the cut-off trial was stopped");
+    let list = trials().await.unwrap();
+    let interrupted: Vec<_> = list.iter().filter(|t| t.state == TrialState::Failed).collect();
+    assert_eq!(interrupted.len(), 1, "{list:?}");
+    assert_eq!(interrupted[0].id, cut.id);
+    assert_eq!(interrupted[0].failure_kind.as_deref(), Some("interrupted"));
+    let done: Vec<_> = list.iter().filter(|t| t.state == TrialState::Done).collect();
+    assert_eq!(done.len(), 5, "each of the five configurations done once: {list:?}");
+    let configs: std::collections::BTreeSet<_> =
+        done.iter().map(|t| t.settings["threads"].clone()).collect();
+    assert_eq!(configs.len(), 5);
+    let rerun = list
+        .iter()
+        .find(|t| t.id > cut.id && t.settings == cut.settings)
+        .expect("the cut-off configuration ran again");
+    assert!(rerun.note.as_deref().unwrap().contains("interrupted"));
+
+    signal(second.id().unwrap(), Signal::SIGTERM);
+    let status = tokio::time::timeout(limit, second.wait()).await.expect("a clean stop").unwrap();
+    assert!(status.success(), "{status:?}");
+    let left = std::fs::read_dir(&engines).map(|d| d.flatten().count()).unwrap_or(0);
+    assert_eq!(left, 0, "no engine record left: no engine outlives Tunebook");
+}

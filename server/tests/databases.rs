@@ -13,8 +13,10 @@ use engine_bridge::{Failure, FailureKind, Measurement, Outcome};
 use sqlx::{Connection, Executor};
 use std::time::Duration;
 use tunebook::db::Db;
-use tunebook::db::trials::{self, Measured, NewTrial};
+use tunebook::db::studies::{self, StudyState};
+use tunebook::db::trials::{self, Measured, NewTrial, StudyPart};
 use tunebook_app::types::{TrialState, TrialView};
+use tunebook_study::StudyDef;
 
 fn postgres_admin_url() -> String {
     std::env::var("TUNEBOOK_TEST_POSTGRES_URL")
@@ -147,6 +149,54 @@ async fn exercise(db: &Db) {
     assert!(trials::get(db, 999_999).await.unwrap().is_none());
 }
 
+/// Stores a study, its trials and events, and reads them back.
+async fn exercise_studies(db: &Db) {
+    let def = StudyDef::from_toml(
+        "name = \"s\"\nprofile = \"demo\"\nmodel = \"tiny\"\n[space]\nthreads = [1, 2]\n\
+         [[objectives]]\nmetric = \"decode_tps\"\n",
+    )
+    .unwrap();
+    let id = studies::insert(db, &def).await.unwrap();
+    let row = studies::get(db, id).await.unwrap().unwrap();
+    assert_eq!((row.state, row.definition.clone()), (StudyState::Running, def));
+    studies::add_event(db, id, "created", "hello").await.unwrap();
+    studies::set_state(db, id, StudyState::Paused, None).await.unwrap();
+    assert_eq!(studies::ids_in_state(db, StudyState::Paused).await.unwrap(), vec![id]);
+    let settings: BTreeMap<String, String> = [("threads".to_string(), "1".to_string())].into();
+    let part = |role| Some(StudyPart { study_id: id, role, note: "why" });
+    let new = NewTrial {
+        profile: "demo",
+        model: "tiny",
+        settings: &settings,
+        tokens_requested: None,
+        study: part("baseline"),
+    };
+    let a = trials::insert(db, &new).await.unwrap();
+    let b = trials::insert(db, &NewTrial { study: part("search"), ..new }).await.unwrap();
+    trials::finish_pruned(db, b, "predicted not to fit").await.unwrap();
+    trials::append_note(db, b, "and more").await.unwrap();
+    trials::set_drift(db, id, a, b, -7.5).await.unwrap();
+    let list = trials::of_study(db, id).await.unwrap();
+    assert_eq!(list.iter().map(|t| t.id).collect::<Vec<_>>(), vec![a, b]);
+    assert_eq!(list[0].role.as_deref(), Some("baseline"));
+    assert_eq!(list[1].state, TrialState::Pruned);
+    assert_eq!(list[1].error.as_deref(), Some("predicted not to fit"));
+    assert_eq!(list[1].note.as_deref(), Some("why; and more"));
+    assert!(list.iter().all(|t| t.drift_pct == Some(-7.5)));
+    let mut copy = list[0].clone();
+    copy.decode_tps = Some(123.456);
+    copy.study_id = None;
+    let ids = trials::import(db, &[copy]).await.unwrap();
+    assert_eq!(trials::get(db, ids[0]).await.unwrap().unwrap().decode_tps, Some(123.456));
+    studies::set_state(db, id, StudyState::Done, Some("budget spent")).await.unwrap();
+    let row = studies::get(db, id).await.unwrap().unwrap();
+    assert_eq!(row.stop_reason.as_deref(), Some("budget spent"));
+    assert!(row.finished_ms.is_some());
+    let events = studies::events(db, id).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].message, "hello");
+}
+
 #[tokio::test]
 async fn sqlite_stores_trials_in_wal_mode() {
     let dir = tempfile::tempdir().unwrap();
@@ -155,10 +205,15 @@ async fn sqlite_stores_trials_in_wal_mode() {
     let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&db.pool).await.unwrap();
     assert_eq!(mode, "wal");
     exercise(&db).await;
+    exercise_studies(&db).await;
     // Reopening applies no migration twice and keeps the data.
     drop(db);
     let db = Db::connect(&url).await.unwrap();
-    assert_eq!(trials::list(&db).await.unwrap().len(), 2);
+    assert_eq!(
+        trials::list(&db).await.unwrap().len(),
+        5,
+        "two trials, two of a study, one imported"
+    );
 }
 
 #[tokio::test]
@@ -166,6 +221,7 @@ async fn postgres_stores_trials() {
     let (url, name) = fresh_postgres().await;
     let db = Db::connect(&url).await.unwrap();
     exercise(&db).await;
+    exercise_studies(&db).await;
     db.pool.close().await;
     drop_postgres(&name).await;
 }
@@ -183,6 +239,38 @@ async fn the_server_runs_on_postgres() {
     })
     .await;
     assert_eq!(body, "[]");
+    // A study on the real engine, stored in PostgreSQL.
+    common::require_demo_engine();
+    let def = serde_json::json!({
+        "name": "on postgres", "profile": "demo", "model": "tiny-llama",
+        "space": { "ubatch_size": [128, 256] }, "fixed": { "ctx_size": 1024 },
+        "objectives": [{ "metric": "decode_tps" }], "strategy": { "kind": "grid" },
+        "probes": { "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let created: serde_json::Value = common::http()
+        .post(server.url("/api/studies"))
+        .json(&def)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_i64().unwrap();
+    common::eventually(std::time::Duration::from_secs(120), "the study to finish", || {
+        let url = server.url(&format!("/api/studies/{id}"));
+        async move {
+            let row: serde_json::Value =
+                common::http().get(url).send().await.ok()?.json().await.ok()?;
+            (row["state"] == "done").then_some(())
+        }
+    })
+    .await;
+    let trials: Vec<TrialView> =
+        common::get_json(&server, &format!("/api/studies/{id}/trials")).await;
+    // The baseline (engine defaults) and both grid points.
+    assert_eq!(trials.len(), 3, "{trials:?}");
+    assert!(trials.iter().all(|t| t.state == TrialState::Done && t.decode_tps.is_some()));
     server.stop().await;
     drop_postgres(&name).await;
 }
