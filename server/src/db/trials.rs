@@ -446,3 +446,38 @@ pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Er
     tx.commit().await?;
     Ok(ids)
 }
+
+/// A trial as a study's history needs it: settings, state and metrics,
+/// without the command line, load progress and the other display fields.
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct HistoryRow {
+    pub id: i64,
+    pub state: String,
+    pub role: Option<String>,
+    pub settings: String,
+    pub failure_kind: Option<String>,
+    pub load_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub prefill_tps: Option<f64>,
+    pub decode_tps: Option<f64>,
+    pub peak_rss_bytes: Option<i64>,
+    pub mem_available_drop_bytes: Option<i64>,
+    pub peak_gpu_bytes: Option<i64>,
+    pub quality_score: Option<f64>,
+    pub context_pass_rate: Option<f64>,
+    pub pct_of_ceiling: Option<f64>,
+    pub perplexity: Option<f64>,
+}
+
+/// A study's history, oldest first: the lean query behind strategies,
+/// Pareto fronts and large tables.
+pub async fn history(db: &Db, study_id: i64) -> Result<Vec<HistoryRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, state, role, settings, failure_kind, load_ms, ttft_ms, prefill_tps, decode_tps, \
+         peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, quality_score, \
+         context_pass_rate, pct_of_ceiling, perplexity FROM trials WHERE study_id = $1 ORDER BY id",
+    )
+    .bind(study_id)
+    .fetch_all(&db.pool)
+    .await
+}

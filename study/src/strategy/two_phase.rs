@@ -45,12 +45,10 @@ impl Strategy for TwoPhase {
                 o.config.iter().all(|(k, v)| k == &p.name || study.baseline.get(k) == Some(v))
                     && study.baseline.keys().all(|k| k == &p.name || o.config.contains_key(k))
             });
-            if let Some(best) =
-                alone.filter_map(|o| Some((o, score(o)?))).max_by(|a, b| a.1.total_cmp(&b.1))
-            {
-                if let Some(v) = best.0.config.get(&p.name) {
-                    combined.insert(p.name.clone(), v.clone());
-                }
+            let best =
+                alone.filter_map(|o| Some((o, score(o)?))).max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some(v) = best.and_then(|(o, _)| o.config.get(&p.name)) {
+                combined.insert(p.name.clone(), v.clone());
             }
         }
         if fresh(&combined) {
@@ -110,21 +108,10 @@ mod tests {
         let history = testing::run(&study, 40).await;
         // Baseline, then threads 1/8/16, batch 64/256/2048 (one is the
         // baseline's), then the three cache types less the baseline's.
-        let changed = |i: usize| -> Vec<&str> {
-            history[i]
-                .config
-                .iter()
-                .filter(|(k, v)| study.baseline.get(*k) != Some(v))
-                .map(|(k, _)| k.as_str())
-                .collect()
-        };
-        for i in 1..=7 {
-            assert_eq!(
-                changed(i).len(),
-                1,
-                "trial {i} varies one setting: {:?}",
-                history[i].config
-            );
+        for (i, o) in history.iter().enumerate().take(8).skip(1) {
+            let changed =
+                o.config.iter().filter(|(k, v)| study.baseline.get(*k) != Some(v)).count();
+            assert_eq!(changed, 1, "trial {i} varies one setting: {:?}", o.config);
         }
         let best = study.best(&history).unwrap();
         assert_eq!(best.config["cache_type_k"], "q8_0");
