@@ -239,38 +239,6 @@ async fn the_server_runs_on_postgres() {
     })
     .await;
     assert_eq!(body, "[]");
-    // A study on the real engine, stored in PostgreSQL.
-    common::require_demo_engine();
-    let def = serde_json::json!({
-        "name": "on postgres", "profile": "demo", "model": "tiny-llama",
-        "space": { "ubatch_size": [128, 256] }, "fixed": { "ctx_size": 1024 },
-        "objectives": [{ "metric": "decode_tps" }], "strategy": { "kind": "grid" },
-        "probes": { "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 } }
-    });
-    let created: serde_json::Value = common::http()
-        .post(server.url("/api/studies"))
-        .json(&def)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["id"].as_i64().unwrap();
-    common::eventually(std::time::Duration::from_secs(120), "the study to finish", || {
-        let url = server.url(&format!("/api/studies/{id}"));
-        async move {
-            let row: serde_json::Value =
-                common::http().get(url).send().await.ok()?.json().await.ok()?;
-            (row["state"] == "done").then_some(())
-        }
-    })
-    .await;
-    let trials: Vec<TrialView> =
-        common::get_json(&server, &format!("/api/studies/{id}/trials")).await;
-    // The baseline (engine defaults) and both grid points.
-    assert_eq!(trials.len(), 3, "{trials:?}");
-    assert!(trials.iter().all(|t| t.state == TrialState::Done && t.decode_tps.is_some()));
     server.stop().await;
     drop_postgres(&name).await;
 }
