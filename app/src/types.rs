@@ -71,6 +71,53 @@ impl TrialState {
     }
 }
 
+impl TrialView {
+    /// A trial with a configuration and a state and nothing measured yet:
+    /// what imports and tests fill in.
+    pub fn new(
+        profile: &str,
+        model: &str,
+        settings: BTreeMap<String, String>,
+        state: TrialState,
+    ) -> Self {
+        Self {
+            id: 0,
+            profile: profile.into(),
+            model: model.into(),
+            settings,
+            state,
+            command: None,
+            created_ms: 0,
+            load_ms: None,
+            ttft_ms: None,
+            prefill_tps: None,
+            decode_tps: None,
+            client_decode_tps: None,
+            prompt_tokens: None,
+            tokens_requested: None,
+            tokens_generated: None,
+            n_ctx: None,
+            peak_rss_bytes: None,
+            mem_available_drop_bytes: None,
+            peak_gpu_bytes: None,
+            quality_score: None,
+            context_pass_rate: None,
+            ceiling_tps: None,
+            pct_of_ceiling: None,
+            perplexity: None,
+            started_ms: None,
+            expected_load_ms: None,
+            load_state: None,
+            failure_kind: None,
+            error: None,
+            study_id: None,
+            role: None,
+            note: None,
+            drift_pct: None,
+        }
+    }
+}
+
 /// One trial with its measurements (medians over the recorded requests).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialView {

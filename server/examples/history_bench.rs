@@ -21,18 +21,13 @@ fn trial(study_id: i64, i: usize) -> TrialView {
     // Deterministic, varied numbers: a front exists but is small.
     let x = (i as f64 * 0.618_033_988_7).fract();
     let y = (i as f64 * 0.414_213_562_3).fract();
+    let settings = [
+        ("threads".to_string(), (1 + i % 16).to_string()),
+        ("ubatch_size".to_string(), (64 << (i % 6)).to_string()),
+        ("cache_type_k".to_string(), ["f16", "q8_0", "q4_0"][i % 3].to_string()),
+    ]
+    .into();
     TrialView {
-        id: 0,
-        profile: "demo".into(),
-        model: "tiny".into(),
-        settings: [
-            ("threads".to_string(), (1 + i % 16).to_string()),
-            ("ubatch_size".to_string(), (64 << (i % 6)).to_string()),
-            ("cache_type_k".to_string(), ["f16", "q8_0", "q4_0"][i % 3].to_string()),
-        ]
-        .into(),
-        state: TrialState::Done,
-        command: None,
         created_ms: i as i64,
         load_ms: Some(100.0 + y * 50.0),
         ttft_ms: Some(10.0 + x),
@@ -44,22 +39,13 @@ fn trial(study_id: i64, i: usize) -> TrialView {
         tokens_generated: Some(128),
         n_ctx: Some(4096),
         peak_rss_bytes: Some(((4.0 + 4.0 * y + 2.0 * x) * 1e9) as i64),
-        mem_available_drop_bytes: None,
-        peak_gpu_bytes: None,
         quality_score: Some(0.8),
-        context_pass_rate: None,
         ceiling_tps: Some(60.0),
         pct_of_ceiling: Some((30.0 + 20.0 * x) / 0.6),
-        perplexity: None,
-        started_ms: None,
-        expected_load_ms: None,
-        load_state: None,
-        failure_kind: None,
-        error: None,
         study_id: Some(study_id),
         role: Some("search".into()),
         note: Some("random draw".into()),
-        drift_pct: None,
+        ..TrialView::new("demo", "tiny", settings, TrialState::Done)
     }
 }
 

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tunebook_app::types::{TrialState, TrialView};
-use tunebook_study::{Metric, Observation, Study, StudyDef, StudyError, strategy};
+use tunebook_study::{Goal, Metric, Observation, Study, StudyDef, StudyError, strategy};
 
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
@@ -63,6 +63,35 @@ fn interrupted(t: &TrialView) -> bool {
     t.failure_kind.as_deref() == Some(FailureKind::Interrupted.label())
 }
 
+/// Whether a trial counts against the budget: run to an end, not pruned,
+/// not cut off.
+pub fn counts_against_budget(t: &TrialView) -> bool {
+    t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t)
+}
+
+/// A study's objectives as written: each metric with its goal.
+pub fn objectives_of(def: &StudyDef) -> Vec<(Metric, Goal)> {
+    def.objectives
+        .iter()
+        .filter_map(|t| Metric::parse(&t.metric).map(|m| (m, t.goal.unwrap_or(m.natural_goal()))))
+        .collect()
+}
+
+/// The done trials that measured every chosen metric, with those values.
+pub fn points<'a>(
+    trials: &'a [TrialView],
+    chosen: &[(Metric, Goal)],
+) -> Vec<(&'a TrialView, Vec<f64>)> {
+    trials
+        .iter()
+        .filter(|t| t.state == TrialState::Done)
+        .filter_map(|t| {
+            let m = metrics(t);
+            Some((t, chosen.iter().map(|(k, _)| m.get(k).copied()).collect::<Option<Vec<f64>>>()?))
+        })
+        .collect()
+}
+
 /// Checks a study against the server's profiles and the engine's catalog.
 pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> {
     let profile = profiles.iter().find(|p| p.name == def.profile).ok_or_else(|| {
@@ -105,10 +134,7 @@ impl History {
 
     /// Trials that count against the budget: run to an end, not cut off.
     fn spent(&self) -> usize {
-        self.trials
-            .iter()
-            .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
-            .count()
+        self.trials.iter().filter(|t| counts_against_budget(t)).count()
     }
 }
 

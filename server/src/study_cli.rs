@@ -10,12 +10,12 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 use tunebook_app::types::{TrialState, TrialView};
-use tunebook_study::{Metric, StudyDef, pareto};
+use tunebook_study::{StudyDef, pareto};
 
 use crate::db::studies::{self, StudyState};
 use crate::db::trials;
 use crate::runner::Runner;
-use crate::studies::{Studies, check, metrics};
+use crate::studies::{Studies, check, counts_against_budget, objectives_of, points};
 use crate::{Settings, prepare};
 
 /// What `tunebook run` needs.
@@ -81,15 +81,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     bar.set_prefix(id.to_string());
     bar.enable_steady_tick(Duration::from_millis(200));
-    let counted = |list: &[TrialView]| {
-        list.iter()
-            .filter(|t| {
-                t.state.is_final()
-                    && t.state != TrialState::Pruned
-                    && t.failure_kind.as_deref() != Some("interrupted")
-            })
-            .count() as u64
-    };
+    let counted =
+        |list: &[TrialView]| list.iter().filter(|t| counts_against_budget(t)).count() as u64;
     bar.set_position(counted(&trials::of_study(&db, id).await?));
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -143,23 +136,8 @@ async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
         *by_state.entry(t.state.as_str()).or_default() += 1;
     }
     println!("trials: {by_state:?}");
-    let objectives: Vec<(Metric, tunebook_study::Goal)> = row
-        .definition
-        .objectives
-        .iter()
-        .filter_map(|t| Metric::parse(&t.metric).map(|m| (m, t.goal.unwrap_or(m.natural_goal()))))
-        .collect();
-    let done: Vec<(&TrialView, Vec<f64>)> = list
-        .iter()
-        .filter(|t| t.state == TrialState::Done)
-        .filter_map(|t| {
-            let m = metrics(t);
-            Some((
-                t,
-                objectives.iter().map(|(k, _)| m.get(k).copied()).collect::<Option<Vec<f64>>>()?,
-            ))
-        })
-        .collect();
+    let objectives = objectives_of(&row.definition);
+    let done = points(&list, &objectives);
     let goals: Vec<_> = objectives.iter().map(|(_, g)| *g).collect();
     let points: Vec<Vec<f64>> = done.iter().map(|(_, v)| v.clone()).collect();
     println!(
@@ -413,39 +391,9 @@ fn llama_bench(
         let key = format!("{model} {}", serde_json::to_string(&settings).expect("map"));
         let build = v.get("build_commit").and_then(|b| b.as_str()).unwrap_or("?");
         let t = trials.entry(key).or_insert_with(|| TrialView {
-            id: 0,
-            profile: profile.to_string(),
-            model: model.clone(),
-            settings,
-            state: TrialState::Done,
-            command: None,
             created_ms: crate::db::now_ms(),
-            load_ms: None,
-            ttft_ms: None,
-            prefill_tps: None,
-            decode_tps: None,
-            client_decode_tps: None,
-            prompt_tokens: None,
-            tokens_requested: None,
-            tokens_generated: None,
-            n_ctx: None,
-            peak_rss_bytes: None,
-            mem_available_drop_bytes: None,
-            peak_gpu_bytes: None,
-            quality_score: None,
-            context_pass_rate: None,
-            ceiling_tps: None,
-            pct_of_ceiling: None,
-            perplexity: None,
-            started_ms: None,
-            expected_load_ms: None,
-            load_state: None,
-            failure_kind: None,
-            error: None,
-            study_id: None,
-            role: None,
             note: Some(format!("imported from llama-bench (build {build})")),
-            drift_pct: None,
+            ..TrialView::new(profile, &model, settings, TrialState::Done)
         });
         if n_gen == 0 && n_prompt > 0 {
             t.prefill_tps = Some(tps);

@@ -35,6 +35,18 @@ fn signal(pid: u32, signal: Signal) {
     let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
 }
 
+/// The pid of the engine Tunebook recorded in `engines`, once it has.
+async fn engine_pid(engines: &Path, limit: Duration) -> u32 {
+    eventually(limit, "the engine record", || async move {
+        let entry = std::fs::read_dir(engines)
+            .ok()?
+            .flatten()
+            .find(|e| e.path().extension().is_some_and(|x| x == "json"))?;
+        entry.path().file_stem()?.to_str()?.parse().ok()
+    })
+    .await
+}
+
 /// Kills the engine if the test fails before Tunebook does.
 struct KillOnDrop(u32);
 impl Drop for KillOnDrop {
@@ -75,17 +87,7 @@ async fn a_killed_server_leaves_no_engine_and_no_lost_trial() {
 
     // The engine is recorded once it runs; the trial waits for it to load.
     let engines = data.path().join("engines");
-    let pid: u32 = eventually(limit, "the engine record", || {
-        let engines = engines.clone();
-        async move {
-            let entry = std::fs::read_dir(&engines)
-                .ok()?
-                .flatten()
-                .find(|e| e.path().extension().is_some_and(|x| x == "json"))?;
-            entry.path().file_stem()?.to_str()?.parse().ok()
-        }
-    })
-    .await;
+    let pid = engine_pid(&engines, limit).await;
     let _guard = KillOnDrop(pid);
     eventually(limit, "the trial to be loading", || async {
         get_trial(&base, trial.id).await.filter(|t| t.state == TrialState::Loading)
@@ -178,17 +180,7 @@ async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_tria
     })
     .await;
     let engines = data.path().join("engines");
-    let pid: u32 = eventually(limit, "the engine record", || {
-        let engines = engines.clone();
-        async move {
-            let entry = std::fs::read_dir(&engines)
-                .ok()?
-                .flatten()
-                .find(|e| e.path().extension().is_some_and(|x| x == "json"))?;
-            entry.path().file_stem()?.to_str()?.parse().ok()
-        }
-    })
-    .await;
+    let pid = engine_pid(&engines, limit).await;
     let _guard = KillOnDrop(pid);
     first.kill().await.unwrap();
     first.wait().await.unwrap();

@@ -365,41 +365,7 @@ mod tests {
     use super::*;
 
     fn trial(id: i64, state: TrialState) -> TrialView {
-        TrialView {
-            id,
-            profile: "p".into(),
-            model: "m".into(),
-            settings: BTreeMap::new(),
-            state,
-            command: None,
-            created_ms: 0,
-            load_ms: None,
-            ttft_ms: None,
-            prefill_tps: None,
-            decode_tps: None,
-            client_decode_tps: None,
-            prompt_tokens: None,
-            tokens_requested: None,
-            tokens_generated: None,
-            n_ctx: None,
-            peak_rss_bytes: None,
-            mem_available_drop_bytes: None,
-            peak_gpu_bytes: None,
-            quality_score: None,
-            context_pass_rate: None,
-            ceiling_tps: None,
-            pct_of_ceiling: None,
-            perplexity: None,
-            started_ms: None,
-            expected_load_ms: None,
-            load_state: None,
-            failure_kind: None,
-            error: None,
-            study_id: None,
-            role: None,
-            note: None,
-            drift_pct: None,
-        }
+        TrialView { id, ..TrialView::new("p", "m", BTreeMap::new(), state) }
     }
 
     #[test]

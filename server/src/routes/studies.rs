@@ -8,14 +8,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_app::types::TrialView;
 use tunebook_study::{Goal, Metric, StudyDef, pareto};
 
 use crate::AppState;
 use crate::db::studies::{self, Event, StudyRow};
 use crate::db::trials;
 use crate::error::{Error, Result};
-use crate::studies::{check as check_study, metrics};
+use crate::studies::{check as check_study, objectives_of, points};
 
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<StudyRow>>> {
     Ok(Json(studies::list(&state.service.db).await?))
@@ -125,36 +125,18 @@ pub async fn pareto(
                 Ok((m, m.natural_goal()))
             })
             .collect::<Result<_>>()?,
-        None => row
-            .definition
-            .objectives
-            .iter()
-            .filter_map(|t| {
-                let m = Metric::parse(&t.metric)?;
-                Some((m, t.goal.unwrap_or(m.natural_goal())))
-            })
-            .collect(),
+        None => objectives_of(&row.definition),
     };
-    let done: Vec<(i64, Vec<f64>)> = trials::of_study(db, id)
-        .await?
-        .into_iter()
-        .filter(|t| t.state == TrialState::Done)
-        .filter_map(|t| {
-            let m = metrics(&t);
-            Some((
-                t.id,
-                chosen.iter().map(|(k, _)| m.get(k).copied()).collect::<Option<Vec<f64>>>()?,
-            ))
-        })
-        .collect();
+    let trials = trials::of_study(db, id).await?;
+    let done = points(&trials, &chosen);
     let values: Vec<Vec<f64>> = done.iter().map(|(_, v)| v.clone()).collect();
     let goals: Vec<Goal> = chosen.iter().map(|(_, g)| *g).collect();
     let front = pareto::front(&values, &goals);
     let points: Vec<ParetoPoint> = done
         .into_iter()
         .enumerate()
-        .map(|(i, (trial_id, values))| ParetoPoint {
-            trial_id,
+        .map(|(i, (trial, values))| ParetoPoint {
+            trial_id: trial.id,
             values,
             on_front: front.binary_search(&i).is_ok(),
         })

@@ -101,22 +101,10 @@ async fn ask(endpoint: &Endpoint, prompt: &str, seed: u64) -> Result<String, Str
     let url = endpoint.url.trim_end_matches('/');
     let model = match &endpoint.model {
         Some(m) => m.clone(),
-        None => {
-            let models: Value = client
-                .get(format!("{url}/v1/models"))
-                .timeout(TIMEOUT)
-                .send()
-                .await
-                .map_err(|e| format!("listing models: {e}"))?
-                .json()
-                .await
-                .map_err(|e| format!("listing models: {e}"))?;
-            models
-                .pointer("/data/0/id")
-                .and_then(Value::as_str)
-                .ok_or("the endpoint lists no model")?
-                .to_string()
-        }
+        None => engine_bridge::openai::first_model(&client, url)
+            .await
+            .map(|(id, _)| id)
+            .ok_or("the endpoint lists no model")?,
     };
     let mut request =
         client.post(format!("{url}/v1/chat/completions")).timeout(TIMEOUT).json(&json!({
