@@ -1,19 +1,43 @@
 //! What the server functions need from the server, as a trait so this crate
-//! does not depend on the server's database or runner.
+//! does not depend on the server's database or runner. Errors are messages
+//! for the user, already worded.
 
 use std::sync::Arc;
 
-use crate::types::{ProfileView, RunRequest, TrialView};
+use crate::types::{
+    CheckView, MetricView, ParetoView, ProfileView, RunRequest, StudyProgress, StudySummary,
+    StudyView, TrialDetail, TrialPage, TrialQuery, TrialView,
+};
 
 /// The server side of the pages; provided as context to server functions.
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + 'static {
     /// The engine profiles this server may run.
     fn profiles(&self) -> Vec<ProfileView>;
+    /// The metrics a study can optimize or bound.
+    fn metrics(&self) -> Vec<MetricView>;
     /// Every trial, newest first.
     async fn list_trials(&self) -> Result<Vec<TrialView>, String>;
     /// Checks and queues one configuration; the error says what was wrong.
     async fn submit_trial(&self, request: RunRequest) -> Result<TrialView, String>;
+    /// One trial with its command, read-back, samples and log.
+    async fn trial_detail(&self, id: i64) -> Result<TrialDetail, String>;
+    /// Every study, newest first.
+    async fn list_studies(&self) -> Result<Vec<StudySummary>, String>;
+    async fn study(&self, id: i64) -> Result<StudyView, String>;
+    /// One page of a study's trials.
+    async fn study_trials(&self, id: i64, query: TrialQuery) -> Result<TrialPage, String>;
+    /// Where a study stands: budget spent, trial in flight, best so far.
+    async fn study_progress(&self, id: i64) -> Result<StudyProgress, String>;
+    /// Checks a study written as JSON or TOML; the error lists every problem.
+    async fn check_study(&self, text: String) -> Result<CheckView, String>;
+    /// Checks and starts a study; returns its id.
+    async fn create_study(&self, text: String) -> Result<i64, String>;
+    /// The study's done trials on `metrics` (its objectives when empty),
+    /// the Pareto front marked.
+    async fn pareto(&self, id: i64, metrics: Vec<String>) -> Result<ParetoView, String>;
+    /// `pause`, `resume` or `stop`.
+    async fn control_study(&self, id: i64, action: String) -> Result<(), String>;
 }
 
 /// The form in which the backend is provided as context.

@@ -5,7 +5,10 @@
 
 #[cfg(feature = "ssr")]
 pub mod backend;
+pub mod design;
+mod live;
 mod pages;
+pub mod plot;
 pub mod types;
 
 use leptos::prelude::*;
@@ -45,10 +48,19 @@ pub fn App() -> impl IntoView {
         <Router>
             <header class="top">
                 <a href="/" class="brand">"Tunebook"</a>
+                <nav>
+                    <a href="/">"Trials"</a>
+                    <a href="/studies">"Studies"</a>
+                    <a href="/studies/new">"New study"</a>
+                </nav>
                 <span class="tagline">"tuning local LLM inference, measured"</span>
             </header>
             <Routes fallback=|| view! { <p class="empty">"Page not found."</p> }>
                 <Route path=path!("/") view=pages::home::HomePage />
+                <Route path=path!("/studies") view=pages::studies::StudiesPage />
+                <Route path=path!("/studies/new") view=pages::designer::DesignerPage />
+                <Route path=path!("/studies/:id") view=pages::study::StudyPage />
+                <Route path=path!("/trials/:id") view=pages::trial::TrialPage />
             </Routes>
         </Router>
     }

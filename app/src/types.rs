@@ -13,6 +13,36 @@ pub struct ProfileView {
     pub models: Vec<String>,
     /// Known K/V cache types, offered as suggestions.
     pub cache_types: Vec<String>,
+    /// The settings the engine takes, for the study designer.
+    #[serde(default)]
+    pub params: Vec<ParamView>,
+}
+
+/// One setting of an engine's catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParamView {
+    pub name: String,
+    /// How it is written on the command line (`-ctk`).
+    pub flag: String,
+    /// `int`, `float`, `choice`, `bool`, `model` or `text`.
+    pub kind: String,
+    /// The values offered, where the domain is a list.
+    pub choices: Vec<String>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub default: String,
+    /// Changing it needs a new launch (`load_time`) or not (`request_time`).
+    pub phase: String,
+    pub help: String,
+}
+
+/// A metric a study can optimize or bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricView {
+    pub name: String,
+    pub label: String,
+    /// `max` or `min`: which way is better.
+    pub goal: String,
 }
 
 /// A request to run one configuration.
@@ -176,4 +206,176 @@ pub struct TrialView {
     /// How far the baseline had drifted when it ran (percent), where it had.
     #[serde(default)]
     pub drift_pct: Option<f64>,
+}
+
+/// Something that happened to a study, pushed to its watchers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyUpdate {
+    pub study_id: i64,
+    /// The study's state after it: running, paused, done, stopped or failed.
+    pub state: String,
+    /// What happened: created, paused, resumed, drift, done, …
+    pub kind: String,
+    pub message: String,
+    pub at_ms: i64,
+}
+
+/// A study in the list of studies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudySummary {
+    pub id: i64,
+    pub name: String,
+    pub profile: String,
+    pub model: String,
+    pub state: String,
+    pub stop_reason: Option<String>,
+    pub created_ms: i64,
+    pub finished_ms: Option<i64>,
+    /// Trials so far, by state.
+    pub trials: BTreeMap<String, usize>,
+}
+
+/// An objective of a study: which metric, which way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObjectiveView {
+    pub metric: String,
+    pub label: String,
+    pub goal: String,
+}
+
+/// A study with what its page shows besides its trials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyView {
+    pub summary: StudySummary,
+    pub objectives: Vec<ObjectiveView>,
+    pub baseline: BTreeMap<String, String>,
+    /// The study as a file (TOML), to run again from the command line.
+    pub definition_toml: String,
+    pub max_trials: u32,
+    pub events: Vec<StudyUpdate>,
+    pub progress: StudyProgress,
+    /// The newest trials: the table's first page.
+    pub first_page: TrialPage,
+}
+
+/// What the designer shows about a study before it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckView {
+    /// Configurations in the whole grid.
+    pub grid_size: u64,
+    /// Of those, how many the constraints allow (unknown for huge grids).
+    pub allowed: Option<u64>,
+    /// Of the allowed ones, how many the planner says cannot fit, and why
+    /// (a few examples).
+    pub not_fit: u64,
+    pub not_fit_examples: Vec<String>,
+    /// Trials the budget allows: the lesser of the budget and the space.
+    pub planned_trials: u64,
+    /// Wall time estimated from earlier loads and probe times, if known.
+    pub estimate_s: Option<f64>,
+    /// How the estimate was made.
+    pub estimate_basis: String,
+    pub baseline: BTreeMap<String, String>,
+    /// The study as a file (TOML).
+    pub toml: String,
+}
+
+/// One recorded request of a trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleView {
+    pub idx: i64,
+    pub ttft_ms: f64,
+    pub total_ms: f64,
+    pub client_decode_tps: Option<f64>,
+    pub prompt_n: i64,
+    pub prompt_ms: f64,
+    pub prompt_tps: f64,
+    pub predicted_n: i64,
+    pub predicted_ms: f64,
+    pub predicted_tps: f64,
+}
+
+/// Everything known about one trial, for its page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialDetail {
+    pub trial: TrialView,
+    /// The program and arguments exactly as launched.
+    pub argv: Vec<String>,
+    /// Environment variables the configuration set.
+    pub env: BTreeMap<String, String>,
+    /// What the engine reported running (pretty JSON), where it did.
+    pub read_back: Option<String>,
+    pub samples: Vec<SampleView>,
+    /// The last lines the engine wrote, where it failed.
+    pub log_tail: Vec<String>,
+    /// The full measurement (pretty JSON).
+    pub measurement: Option<String>,
+    /// The settings of its study's baseline, to show what differs.
+    pub baseline: Option<BTreeMap<String, String>>,
+}
+
+/// A study's done trials on chosen metrics, with its Pareto front marked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParetoView {
+    pub metrics: Vec<String>,
+    /// `max` or `min`, one for each metric.
+    pub goals: Vec<String>,
+    pub points: Vec<ParetoPointView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParetoPointView {
+    pub trial_id: i64,
+    /// One value for each metric.
+    pub values: Vec<f64>,
+    pub on_front: bool,
+    /// What differs from the study's baseline, for the hover label.
+    pub differs: String,
+}
+
+/// Which of a study's trials a table shows: sorted, filtered, one page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialQuery {
+    /// `id` or a metric's name.
+    pub sort: String,
+    pub descending: bool,
+    /// Case-insensitive text to find in the state, the role or the settings
+    /// (`setting=value`); empty for every trial.
+    pub filter: String,
+    pub offset: u64,
+    pub limit: u64,
+}
+
+impl Default for TrialQuery {
+    fn default() -> Self {
+        Self { sort: "id".into(), descending: true, filter: String::new(), offset: 0, limit: 50 }
+    }
+}
+
+/// One page of a study's trials, and how many match the query in all.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TrialPage {
+    pub rows: Vec<TrialView>,
+    /// Where in the matching trials the page begins.
+    pub offset: u64,
+    pub matching: u64,
+}
+
+/// Where a study stands, read again as trials finish.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StudyProgress {
+    /// Trials that count against the budget.
+    pub counted: u64,
+    /// Trials in a final state, of any kind.
+    pub finished: u64,
+    /// The trial running now, if any.
+    pub in_flight: Option<TrialView>,
+    /// The best done trial on each objective, in the objectives' order.
+    pub best: Vec<Option<BestView>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BestView {
+    pub trial_id: i64,
+    pub value: f64,
 }

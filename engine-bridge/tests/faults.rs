@@ -149,11 +149,21 @@ async fn sigterm_ignored_means_sigkill_after_the_grace() {
 #[tokio::test]
 async fn stop_kills_the_whole_process_group() {
     let engine = launch("spawn-child", &[], Duration::from_secs(20)).await.unwrap();
-    let child: u32 = engine
-        .log_tail(50)
-        .iter()
-        .find_map(|l| l.strip_prefix("child pid ").and_then(|p| p.trim().parse().ok()))
-        .expect("the fake engine reports its child before it is ready");
+    // The line is printed before the engine binds its port, but the log is
+    // drained by its own task, which may read it a moment after the health
+    // check has passed.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let child: u32 = loop {
+        let reported = engine
+            .log_tail(50)
+            .iter()
+            .find_map(|l| l.strip_prefix("child pid ").and_then(|p| p.trim().parse().ok()));
+        if let Some(pid) = reported {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the fake engine never reported its child");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert!(alive(child));
     engine.stop(Duration::from_secs(2)).await;
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -3,7 +3,7 @@
 //! checked against the engine's own log line.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use engine_bridge::planner::{ModelInfo, logged_kv_bytes};
 use engine_bridge::probes::quality::Judge;
@@ -50,8 +50,16 @@ async fn kv_cache_prediction_matches_the_engine_within_5_percent() {
             ("parallel", "1"),
         ]);
         let engine = launch(&profile, &s).await;
-        let logged =
-            logged_kv_bytes(&engine.log_tail(400)).expect("the engine logs its K/V cache size");
+        // The log is drained by its own task: the line may land just after
+        // the health check passes.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let logged = loop {
+            if let Some(bytes) = logged_kv_bytes(&engine.log_tail(400)) {
+                break bytes;
+            }
+            assert!(Instant::now() < deadline, "the engine never logged its K/V cache size");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
         let predicted = model.kv_bytes(ctx.parse().unwrap(), k, v).unwrap();
         let error = (predicted as f64 / logged as f64 - 1.0).abs();
         assert!(error < 0.05, "ctx {ctx} {k}/{v}: predicted {predicted} B, engine {logged} B");

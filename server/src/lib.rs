@@ -2,8 +2,11 @@
 //! runner. `main.rs` parses the command line; everything else is here so
 //! tests can start a server on `127.0.0.1:0`.
 
+#![recursion_limit = "512"]
+
 pub mod db;
 pub mod error;
+pub mod hub;
 pub mod machine;
 pub mod probe_cli;
 pub mod routes;
@@ -23,7 +26,6 @@ use engine_bridge::Profile;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tokio::net::TcpListener;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tunebook_app::backend::SharedBackend;
 use tunebook_app::{App, OUTPUT_NAME, shell};
@@ -115,11 +117,10 @@ pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result
         Some(b) => b,
         None => machine::Machine::load_or_measure(&settings.data_dir).await?.bandwidth_bytes_per_s,
     };
-    let (events, _) = broadcast::channel(256);
     Ok(RunnerContext {
         db,
         profiles,
-        events,
+        events: Default::default(),
         probes: settings.probes.clone(),
         load_timeout: settings.load_timeout,
         logs_dir: settings.data_dir.join("logs"),

@@ -13,7 +13,7 @@ use engine_bridge::probes::Gate;
 use engine_bridge::profile::EngineKind;
 use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
 use serde_json::json;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tunebook_app::types::{TrialState, TrialView};
@@ -29,7 +29,8 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 pub struct RunnerContext {
     pub db: Db,
     pub profiles: Arc<Vec<Profile>>,
-    pub events: broadcast::Sender<TrialView>,
+    /// Where trial and study updates go to their watchers.
+    pub events: Arc<crate::hub::Hub>,
     pub probes: ProbePlan,
     pub load_timeout: Duration,
     /// Engine output is kept here, one file per trial.
@@ -252,8 +253,7 @@ async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<()
 /// Announces a trial's stored state to every listener.
 pub async fn publish(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
     if let Some(view) = trials::get(&ctx.db, id).await? {
-        // No listeners is fine.
-        let _ = ctx.events.send(view);
+        ctx.events.publish(crate::hub::Payload::Trial(view));
     }
     Ok(())
 }

@@ -1,15 +1,21 @@
 //! The server's side of the pages and the JSON API: profiles, trials, and
 //! submitting a configuration to the runner.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine_bridge::Profile;
 use engine_bridge::catalog::CACHE_TYPES;
-use tokio::sync::broadcast;
 use tunebook_app::backend::Backend;
-use tunebook_app::types::{ProfileView, RunRequest, TrialView};
+use tunebook_app::types::{
+    BestView, CheckView, MetricView, ObjectiveView, ParamView, ParetoView, ProfileView, RunRequest,
+    StudyProgress, StudySummary, StudyUpdate, StudyView, TrialDetail, TrialPage, TrialQuery,
+    TrialState, TrialView,
+};
+use tunebook_study::{Goal, Metric, StudyDef};
 
 use crate::db::Db;
+use crate::db::studies::{self, StudyRow};
 use crate::db::trials::{self, NewTrial};
 use crate::error::{Error, Result};
 use crate::runner::Runner;
@@ -20,7 +26,7 @@ pub struct Service {
     pub profiles: Arc<Vec<Profile>>,
     pub runner: Runner,
     pub studies: Arc<crate::studies::Studies>,
-    pub events: broadcast::Sender<TrialView>,
+    pub events: Arc<crate::hub::Hub>,
     /// Tokens each speed probe request generates, stored with each trial.
     pub n_predict: Option<u32>,
 }
@@ -55,7 +61,7 @@ impl Service {
         )
         .await?;
         let view = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
-        let _ = self.events.send(view.clone());
+        self.events.publish(crate::hub::Payload::Trial(view.clone()));
         self.runner.enqueue(id);
         Ok(view)
     }
@@ -70,8 +76,201 @@ impl Service {
                 description: p.description.clone(),
                 models: p.models.iter().map(|m| m.name.clone()).collect(),
                 cache_types: CACHE_TYPES.iter().map(|s| s.to_string()).collect(),
+                params: p.catalog().params.iter().map(param_view).collect(),
             })
             .collect()
+    }
+}
+
+/// An error for the user from a server error: a bad request says what was
+/// wrong, anything else is logged and summed up.
+fn user_error(what: &'static str) -> impl Fn(Error) -> String {
+    move |e| match e {
+        Error::BadRequest(m) => m,
+        Error::NotFound => format!("{what}: not found"),
+        other => {
+            tracing::error!(error = ?other, "{what}");
+            format!("{what}: the database could not be read or written")
+        }
+    }
+}
+
+fn param_view(p: &engine_bridge::catalog::Param) -> ParamView {
+    use engine_bridge::catalog::{Domain, Phase};
+    let (kind, choices, min, max) = match &p.domain {
+        Domain::Int { min, max } => ("int", vec![], Some(*min as f64), Some(*max as f64)),
+        Domain::Float { min, max } => ("float", vec![], Some(*min), Some(*max)),
+        Domain::Choice { choices, .. } => {
+            ("choice", choices.iter().map(|c| c.to_string()).collect(), None, None)
+        }
+        Domain::Mapped { map } => {
+            ("choice", map.iter().map(|(k, _)| k.to_string()).collect(), None, None)
+        }
+        Domain::Bool | Domain::BoolValue | Domain::Negatable { .. } => {
+            ("bool", vec!["false".into(), "true".into()], None, None)
+        }
+        Domain::Model => ("model", vec![], None, None),
+        Domain::Text => ("text", vec![], None, None),
+    };
+    ParamView {
+        name: p.name.to_string(),
+        flag: p.flag.to_string(),
+        kind: kind.into(),
+        choices,
+        min,
+        max,
+        default: p.default.into(),
+        phase: match p.phase {
+            Phase::LoadTime => "load_time",
+            Phase::RequestTime => "request_time",
+        }
+        .into(),
+        help: p.help.into(),
+    }
+}
+
+impl Service {
+    async fn summary(&self, row: &StudyRow) -> Result<StudySummary> {
+        let by_state = trials::state_counts(&self.db, row.id).await?;
+        Ok(StudySummary {
+            id: row.id,
+            name: row.name.clone(),
+            profile: row.definition.profile.clone(),
+            model: row.definition.model.clone(),
+            state: row.state.as_str().into(),
+            stop_reason: row.stop_reason.clone(),
+            created_ms: row.created_ms,
+            finished_ms: row.finished_ms,
+            trials: by_state,
+        })
+    }
+
+    async fn study_view(&self, id: i64) -> Result<StudyView> {
+        let row = studies::get(&self.db, id).await?.ok_or(Error::NotFound)?;
+        let summary = self.summary(&row).await?;
+        let baseline = self.baseline_of(&row).unwrap_or_default();
+        let progress = self.progress(&row, &summary.trials).await?;
+        let events = studies::events(&self.db, id)
+            .await?
+            .into_iter()
+            .map(|e| StudyUpdate {
+                study_id: id,
+                state: summary.state.clone(),
+                kind: e.kind,
+                message: e.message,
+                at_ms: e.at_ms,
+            })
+            .collect();
+        Ok(StudyView {
+            objectives: crate::studies::objectives_of(&row.definition)
+                .into_iter()
+                .map(|(m, g)| ObjectiveView {
+                    metric: m.name().into(),
+                    label: m.label().into(),
+                    goal: goal_name(g).into(),
+                })
+                .collect(),
+            baseline,
+            definition_toml: toml::to_string(&row.definition).unwrap_or_default(),
+            max_trials: row.definition.budget.max_trials,
+            events,
+            summary,
+            progress,
+            first_page: self.trial_page(id, &TrialQuery::default()).await?,
+        })
+    }
+
+    async fn trial_page(&self, id: i64, query: &TrialQuery) -> Result<TrialPage> {
+        let (rows, matching) = trials::page(&self.db, id, query).await?;
+        Ok(TrialPage { rows, offset: query.offset, matching })
+    }
+
+    /// The settings of a study's baseline, where the study still checks
+    /// against this server's profiles.
+    fn baseline_of(&self, row: &StudyRow) -> Option<BTreeMap<String, String>> {
+        crate::studies::check(&self.profiles, &row.definition).ok().map(|s| s.baseline)
+    }
+
+    /// `by_state`: the study's trial counts by state, as its summary has them.
+    async fn progress(
+        &self,
+        row: &StudyRow,
+        by_state: &BTreeMap<String, usize>,
+    ) -> Result<StudyProgress> {
+        let mut best = Vec::new();
+        for (metric, goal) in crate::studies::objectives_of(&row.definition) {
+            let found = trials::best(&self.db, row.id, metric, goal).await?;
+            best.push(found.map(|(trial_id, value)| BestView { trial_id, value }));
+        }
+        let finished = by_state
+            .iter()
+            .filter(|(state, _)| TrialState::parse(state).is_some_and(TrialState::is_final))
+            .map(|(_, n)| *n as u64)
+            .sum();
+        Ok(StudyProgress {
+            counted: trials::counted(&self.db, row.id).await?,
+            finished,
+            in_flight: trials::in_flight(&self.db, row.id).await?,
+            best,
+        })
+    }
+
+    async fn detail(&self, id: i64) -> Result<TrialDetail> {
+        let trial = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
+        let extras = trials::extras(&self.db, id).await?.unwrap_or_default();
+        let command: serde_json::Value = extras
+            .command
+            .as_deref()
+            .and_then(|c| serde_json::from_str(c).ok())
+            .unwrap_or_default();
+        let mut argv: Vec<String> =
+            command["program"].as_str().map(String::from).into_iter().collect();
+        argv.extend(
+            command["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(String::from)),
+        );
+        let env = command["env"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect();
+        let pretty = |text: Option<String>| {
+            text.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        };
+        let measurement = trials::measurement(&self.db, id)
+            .await?
+            .and_then(|v| serde_json::to_string_pretty(&v).ok());
+        let baseline = match trial.study_id {
+            Some(study) => {
+                studies::get(&self.db, study).await?.and_then(|row| self.baseline_of(&row))
+            }
+            None => None,
+        };
+        Ok(TrialDetail {
+            argv,
+            env,
+            read_back: pretty(extras.props),
+            samples: trials::samples(&self.db, id).await?,
+            log_tail: extras
+                .log_tail
+                .map(|t| t.lines().map(String::from).collect())
+                .unwrap_or_default(),
+            measurement,
+            baseline,
+            trial,
+        })
+    }
+}
+
+fn goal_name(g: Goal) -> &'static str {
+    match g {
+        Goal::Max => "max",
+        Goal::Min => "min",
     }
 }
 
@@ -81,20 +280,102 @@ impl Backend for Service {
         self.profile_views()
     }
 
+    fn metrics(&self) -> Vec<MetricView> {
+        Metric::ALL
+            .iter()
+            .map(|m| MetricView {
+                name: m.name().into(),
+                label: m.label().into(),
+                goal: goal_name(m.natural_goal()).into(),
+            })
+            .collect()
+    }
+
     async fn list_trials(&self) -> Result<Vec<TrialView>, String> {
-        trials::list(&self.db).await.map_err(|e| {
-            tracing::error!(error = %e, "listing trials");
-            "could not read trials from the database".to_string()
-        })
+        trials::list(&self.db).await.map_err(|e| user_error("listing trials")(e.into()))
     }
 
     async fn submit_trial(&self, request: RunRequest) -> Result<TrialView, String> {
-        self.submit(request).await.map_err(|e| match e {
-            Error::BadRequest(m) => m,
-            other => {
-                tracing::error!(error = ?other, "submitting a trial");
-                "the trial could not be stored".to_string()
-            }
-        })
+        self.submit(request).await.map_err(user_error("storing the trial"))
+    }
+
+    async fn trial_detail(&self, id: i64) -> Result<TrialDetail, String> {
+        self.detail(id).await.map_err(user_error("trial"))
+    }
+
+    async fn list_studies(&self) -> Result<Vec<StudySummary>, String> {
+        let rows = studies::list(&self.db).await.map_err(|e| user_error("studies")(e.into()))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            out.push(self.summary(row).await.map_err(user_error("studies"))?);
+        }
+        Ok(out)
+    }
+
+    async fn study(&self, id: i64) -> Result<StudyView, String> {
+        self.study_view(id).await.map_err(user_error("study"))
+    }
+
+    async fn study_trials(&self, id: i64, query: TrialQuery) -> Result<TrialPage, String> {
+        self.trial_page(id, &query).await.map_err(user_error("study trials"))
+    }
+
+    async fn study_progress(&self, id: i64) -> Result<StudyProgress, String> {
+        let what = user_error("study");
+        let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
+        let row = row.ok_or_else(|| what(Error::NotFound))?;
+        let by_state = trials::state_counts(&self.db, id).await.map_err(|e| what(e.into()))?;
+        self.progress(&row, &by_state).await.map_err(what)
+    }
+
+    async fn check_study(&self, text: String) -> Result<CheckView, String> {
+        // One problem a line: the designer lists them.
+        let def = StudyDef::from_text(&text).map_err(|e| e.0.join("\n"))?;
+        crate::studies::preview(&self.db, &self.profiles, &def)
+            .await
+            .map_err(|e| user_error("checking the study")(e.into()))?
+            .map_err(|e| e.0.join("\n"))
+    }
+
+    async fn create_study(&self, text: String) -> Result<i64, String> {
+        let def = StudyDef::from_text(&text).map_err(|e| e.0.join("\n"))?;
+        self.studies.create(&def).await.map(|(id, _)| id).map_err(user_error("creating the study"))
+    }
+
+    async fn pareto(&self, id: i64, metrics: Vec<String>) -> Result<ParetoView, String> {
+        let what = user_error("study");
+        let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
+        let row = row.ok_or_else(|| what(Error::NotFound))?;
+        let objectives = crate::studies::objectives_of(&row.definition);
+        let chosen: Vec<(Metric, Goal)> = if metrics.is_empty() {
+            objectives
+        } else {
+            metrics
+                .iter()
+                .map(|name| {
+                    let m =
+                        Metric::parse(name).ok_or_else(|| format!("unknown metric `{name}`"))?;
+                    let goal = objectives
+                        .iter()
+                        .find(|(o, _)| *o == m)
+                        .map_or(m.natural_goal(), |(_, g)| *g);
+                    Ok((m, goal))
+                })
+                .collect::<Result<_, String>>()?
+        };
+        let metrics: Vec<Metric> = chosen.iter().map(|(m, _)| *m).collect();
+        let done = trials::points(&self.db, id, &metrics).await.map_err(|e| what(e.into()))?;
+        let baseline = self.baseline_of(&row).unwrap_or_default();
+        Ok(crate::studies::pareto_view(done, &chosen, &baseline))
+    }
+
+    async fn control_study(&self, id: i64, action: String) -> Result<(), String> {
+        let what = user_error("study");
+        match action.as_str() {
+            "pause" => self.studies.pause(id).await.map_err(what),
+            "resume" => self.studies.resume(id).await.map_err(what),
+            "stop" => self.studies.stop(id).await.map_err(what),
+            other => Err(format!("unknown action `{other}`: use pause, resume or stop")),
+        }
     }
 }

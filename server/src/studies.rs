@@ -17,11 +17,14 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tunebook_app::types::{TrialState, TrialView};
-use tunebook_study::{Goal, Metric, Observation, Study, StudyDef, StudyError, strategy};
+use tunebook_app::types::{
+    CheckView, ParetoPointView, ParetoView, StudyUpdate, TrialState, TrialView,
+};
+use tunebook_study::{Goal, Metric, Observation, Study, StudyDef, StudyError, pareto, strategy};
 
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
+use crate::hub::Payload;
 use crate::runner::{self, RunnerContext};
 
 /// How a running study is told to pause, resume or stop.
@@ -90,6 +93,35 @@ pub fn points<'a>(
             Some((t, chosen.iter().map(|(k, _)| m.get(k).copied()).collect::<Option<Vec<f64>>>()?))
         })
         .collect()
+}
+
+/// Done trials on chosen metrics (id, settings, one value per metric), the
+/// Pareto front marked and what each differs in from the baseline.
+pub fn pareto_view(
+    done: Vec<(i64, BTreeMap<String, String>, Vec<f64>)>,
+    chosen: &[(Metric, Goal)],
+    baseline: &BTreeMap<String, String>,
+) -> ParetoView {
+    let values: Vec<Vec<f64>> = done.iter().map(|(_, _, v)| v.clone()).collect();
+    let goals: Vec<Goal> = chosen.iter().map(|(_, g)| *g).collect();
+    let front = pareto::front(&values, &goals);
+    ParetoView {
+        metrics: chosen.iter().map(|(m, _)| m.name().to_string()).collect(),
+        goals: goals
+            .iter()
+            .map(|g| if *g == Goal::Max { "max" } else { "min" }.to_string())
+            .collect(),
+        points: done
+            .into_iter()
+            .enumerate()
+            .map(|(i, (trial_id, settings, values))| ParetoPointView {
+                trial_id,
+                values,
+                on_front: front.binary_search(&i).is_ok(),
+                differs: tunebook_app::design::differences(&settings, baseline).join(" "),
+            })
+            .collect(),
+    }
 }
 
 /// Checks a study against the server's profiles and the engine's catalog.
@@ -180,32 +212,105 @@ fn stop_reason(study: &Study, h: &History, created_ms: i64) -> Option<String> {
     None
 }
 
-/// The planner's verdict for a CPU-only llama.cpp configuration: `Some`
-/// reason when weights, K/V cache and overhead exceed available memory.
-fn will_not_fit(profile: &Profile, model: &str, config: &Settings) -> Option<String> {
-    if !matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython) {
-        return None;
+/// The planner's memory check for one study: the model read once, the
+/// machine's available memory read once. It applies to llama.cpp on the CPU;
+/// GPU memory is not modelled.
+struct FitCheck {
+    info: Option<(ModelInfo, u64)>,
+}
+
+impl FitCheck {
+    fn new(profile: &Profile, model: &str) -> Self {
+        let applies = matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython);
+        let info = applies
+            .then(|| {
+                let info = ModelInfo::read(&profile.model(model)?.path).ok()?;
+                Some((info, engine_bridge::memory::mem_available()?))
+            })
+            .flatten();
+        Self { info }
     }
-    // Offloaded layers live in GPU memory, which this check does not model.
-    if config.get("n_gpu_layers").is_some_and(|n| n != "0") {
-        return None;
+
+    /// Why `config` cannot fit, if the planner says so.
+    fn will_not_fit(&self, config: &Settings) -> Option<String> {
+        let (info, available) = self.info.as_ref()?;
+        // Offloaded layers live in GPU memory, which this check does not model.
+        if config.get("n_gpu_layers").is_some_and(|n| n != "0") {
+            return None;
+        }
+        let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
+        let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
+        let plan = info.memory_plan(ctx, cache("cache_type_k"), cache("cache_type_v"), *available);
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        (!plan.fits).then(|| {
+            format!(
+                "predicted not to fit: needs {:.2} GiB (weights {:.2}, K/V cache {:.2}, overhead {:.2}) with {:.2} GiB available",
+                gib(plan.total),
+                gib(plan.weights),
+                gib(plan.kv.unwrap_or(0)),
+                gib(plan.overhead),
+                gib(plan.available)
+            )
+        })
     }
-    let info = ModelInfo::read(&profile.model(model)?.path).ok()?;
-    let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
-    let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
-    let available = engine_bridge::memory::mem_available()?;
-    let plan = info.memory_plan(ctx, cache("cache_type_k"), cache("cache_type_v"), available);
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    (!plan.fits).then(|| {
-        format!(
-            "predicted not to fit: needs {:.2} GiB (weights {:.2}, K/V cache {:.2}, overhead {:.2}) with {:.2} GiB available",
-            gib(plan.total),
-            gib(plan.weights),
-            gib(plan.kv.unwrap_or(0)),
-            gib(plan.overhead),
-            gib(plan.available)
-        )
-    })
+}
+
+/// What the designer shows before a study runs: the size of its space, what
+/// the planner rules out, and how long it should take going by earlier
+/// trials of the same model.
+pub async fn preview(
+    db: &crate::db::Db,
+    profiles: &[Profile],
+    def: &StudyDef,
+) -> Result<Result<CheckView, StudyError>, sqlx::Error> {
+    let study = match check(profiles, def) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    let profile = profiles.iter().find(|p| p.name == def.profile).expect("checked");
+    let fit = FitCheck::new(profile, &def.model);
+    let grid_size = study.space.grid_size().min(u64::MAX as u128) as u64;
+    let (mut allowed, mut not_fit, mut examples) = (None, 0, Vec::new());
+    if study.space.grid_size() <= 200_000 {
+        let mut n = 0;
+        for config in study.space.grid().filter(|c| study.space.allows(c)) {
+            n += 1;
+            if let Some(reason) = fit.will_not_fit(&config) {
+                not_fit += 1;
+                if examples.len() < 3 {
+                    let what: Vec<String> =
+                        config.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    examples.push(format!("{}: {reason}", what.join(" ")));
+                }
+            }
+        }
+        allowed = Some(n);
+    }
+    let budget = u64::from(def.budget.max_trials);
+    let planned = allowed.map_or(budget, |a| a.min(budget));
+    let runnable = allowed.map_or(planned, |a| planned.min(a - not_fit));
+    let (mean_ms, n) = trials::mean_wall_ms(db, &def.profile, &def.model).await?;
+    let (estimate_s, estimate_basis) = match mean_ms {
+        Some(ms) => (
+            Some(ms / 1e3 * runnable as f64),
+            format!(
+                "{runnable} trials at {:.1} s each, the mean of {n} earlier trials of this model (their probes may differ)",
+                ms / 1e3
+            ),
+        ),
+        None => (None, "no earlier trial of this model to go by".into()),
+    };
+    Ok(Ok(CheckView {
+        grid_size,
+        allowed,
+        not_fit,
+        not_fit_examples: examples,
+        planned_trials: planned,
+        estimate_s,
+        estimate_basis,
+        baseline: study.baseline.clone(),
+        toml: toml::to_string(def).unwrap_or_default(),
+    }))
 }
 
 impl Studies {
@@ -239,8 +344,7 @@ impl Studies {
     ) -> Result<(i64, JoinHandle<()>), crate::Error> {
         check(&self.ctx.profiles, def).map_err(|e| crate::Error::BadRequest(e.to_string()))?;
         let id = studies::insert(&self.ctx.db, def).await?;
-        studies::add_event(&self.ctx.db, id, "created", &format!("study `{}` created", def.name))
-            .await?;
+        record(&self.ctx, id, "created", &format!("study `{}` created", def.name)).await?;
         Ok((id, self.spawn(id)))
     }
 
@@ -277,7 +381,7 @@ impl Studies {
         }
         studies::set_state(&self.ctx.db, id, to, (to == StudyState::Stopped).then_some(message))
             .await?;
-        studies::add_event(&self.ctx.db, id, to.as_str(), message).await?;
+        record(&self.ctx, id, to.as_str(), message).await?;
         if let Some(c) = self.running.lock().expect("lock").get(&id) {
             c.wake.notify_one();
         }
@@ -296,6 +400,9 @@ impl Studies {
                 result = this.run(id, &control) => {
                     if let Err(e) = result {
                         tracing::error!(study = id, error = %e, "study could not be recorded");
+                        // Say so where the user looks, if the database lets us.
+                        let reason = format!("the study could not be recorded: {e}");
+                        let _ = conclude(&this.ctx, id, StudyState::Failed, &reason).await;
                     }
                 }
             }
@@ -314,11 +421,11 @@ impl Studies {
             }
             Err(e) => {
                 let reason = format!("the study no longer checks: {e}");
-                studies::set_state(&ctx.db, id, StudyState::Failed, Some(&reason)).await?;
-                return studies::add_event(&ctx.db, id, "failed", &reason).await;
+                return conclude(ctx, id, StudyState::Failed, &reason).await;
             }
         };
         let strategy = strategy::for_study(&study);
+        let fit = FitCheck::new(&profile, &study.def.model);
         loop {
             let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
             match row.state {
@@ -331,8 +438,7 @@ impl Studies {
             }
             let history = History::load(ctx, &study, id).await?;
             if let Some(reason) = stop_reason(&study, &history, row.created_ms) {
-                studies::set_state(&ctx.db, id, StudyState::Done, Some(&reason)).await?;
-                return studies::add_event(&ctx.db, id, "done", &reason).await;
+                return conclude(ctx, id, StudyState::Done, &reason).await;
             }
             // Everything is compared with the baseline: without it, stop.
             let failed_baseline = history.trials.iter().find(|t| {
@@ -344,14 +450,12 @@ impl Studies {
                     t.id,
                     t.error.clone().unwrap_or_else(|| t.state.as_str().into())
                 );
-                studies::set_state(&ctx.db, id, StudyState::Failed, Some(&reason)).await?;
-                return studies::add_event(&ctx.db, id, "failed", &reason).await;
+                return conclude(ctx, id, StudyState::Failed, &reason).await;
             }
             let Some((config, role, note)) = self.next(&study, &history, strategy.as_ref()).await
             else {
                 let reason = "every configuration the space allows has been tried".to_string();
-                studies::set_state(&ctx.db, id, StudyState::Done, Some(&reason)).await?;
-                return studies::add_event(&ctx.db, id, "done", &reason).await;
+                return conclude(ctx, id, StudyState::Done, &reason).await;
             };
             let part = StudyPart { study_id: id, role, note: &note };
             let new = NewTrial {
@@ -362,7 +466,7 @@ impl Studies {
                 study: Some(part),
             };
             let trial_id = trials::insert(&ctx.db, &new).await?;
-            if let Some(reason) = will_not_fit(&profile, &study.def.model, &config) {
+            if let Some(reason) = fit.will_not_fit(&config) {
                 trials::finish_pruned(&ctx.db, trial_id, &reason).await?;
                 runner::publish(ctx, trial_id).await?;
                 continue;
@@ -467,8 +571,39 @@ impl Studies {
             first.metric.name()
         );
         tracing::warn!(study = id, "{message}");
-        studies::add_event(&self.ctx.db, id, "drift", &message).await
+        record(&self.ctx, id, "drift", &message).await
     }
+}
+
+/// Records something that happened to a study and tells its watchers.
+async fn record(
+    ctx: &RunnerContext,
+    id: i64,
+    kind: &str,
+    message: &str,
+) -> Result<(), sqlx::Error> {
+    studies::add_event(&ctx.db, id, kind, message).await?;
+    if let Some(row) = studies::get(&ctx.db, id).await? {
+        ctx.events.publish(Payload::Study(StudyUpdate {
+            study_id: id,
+            state: row.state.as_str().into(),
+            kind: kind.into(),
+            message: message.into(),
+            at_ms: crate::db::now_ms(),
+        }));
+    }
+    Ok(())
+}
+
+/// Moves a study to `state` for `reason`, recorded as an event.
+async fn conclude(
+    ctx: &RunnerContext,
+    id: i64,
+    state: StudyState,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    studies::set_state(&ctx.db, id, state, Some(reason)).await?;
+    record(ctx, id, state.as_str(), reason).await
 }
 
 /// A gate that skips the slow probes of a trial some earlier trial of the

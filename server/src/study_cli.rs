@@ -14,6 +14,7 @@ use tunebook_study::{StudyDef, pareto};
 
 use crate::db::studies::{self, StudyState};
 use crate::db::trials;
+use crate::hub::{Payload, Update};
 use crate::runner::Runner;
 use crate::studies::{Studies, check, counts_against_budget, objectives_of, points};
 use crate::{Settings, prepare};
@@ -102,7 +103,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 return Ok(());
             }
             event = events.recv() => {
-                if let Some(t) = event.ok().filter(|t| t.study_id == Some(id)) {
+                let trial = match event.as_deref() {
+                    Ok(Update { payload: Payload::Trial(t), .. }) => Some(t.clone()),
+                    _ => None,
+                };
+                if let Some(t) = trial.filter(|t| t.study_id == Some(id)) {
                     let phase = match t.state {
                         TrialState::Done => format!("trial {}: {:.1} tok/s decode", t.id, t.decode_tps.unwrap_or(f64::NAN)),
                         TrialState::Failed | TrialState::Pruned => format!("trial {} {}: {}", t.id, t.state.as_str(), t.error.clone().unwrap_or_default()),
@@ -159,7 +164,7 @@ pub struct Record {
     #[serde(flatten)]
     pub trial: TrialView,
     #[serde(default)]
-    pub samples: Vec<trials::SampleRow>,
+    pub samples: Vec<tunebook_app::types::SampleView>,
     #[serde(default)]
     pub measurement: Option<serde_json::Value>,
 }

@@ -1,6 +1,8 @@
-//! The page in a real browser (Debian's Chromium, headless, through
-//! chromedriver): it hydrates, runs a trial on the real engine, and the new
-//! row appears without a reload; a rejected setting shows the engine's words.
+//! The pages in a real browser (Debian's Chromium, headless, through
+//! chromedriver): a trial run from the home page on the real engine, its
+//! row arriving without a reload and a rejected setting in the engine's
+//! words; a study designed in the form, watched live and its Pareto plot
+//! clicked through; a study of 10,000 trials opened, sorted and paged.
 
 mod common;
 
@@ -150,14 +152,8 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     // A value Tunebook refuses never reaches the engine: the server's message.
     fill(&client, "#cache_type_k", "--rpc").await;
     client.find(Locator::Css("#run")).await.unwrap().click().await.unwrap();
-    let message = eventually(Duration::from_secs(20), "the validation message", || {
-        let client = client.clone();
-        async move {
-            let text = client.find(Locator::Css("#run-error")).await.ok()?.text().await.ok()?;
-            (!text.is_empty()).then_some(text)
-        }
-    })
-    .await;
+    let message =
+        text_when(&client, "#run-error", "the validation message", |t| t.contains("--rpc")).await;
     assert!(message.contains("setting `cache_type_k`: `--rpc` is not one of"), "{message}");
     screenshot(&client, "trial-rejected").await;
 
@@ -165,6 +161,271 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     assert_eq!(marker, json!(42), "the page was never reloaded");
     let rows = client.find_all(Locator::Css("tr[data-trial-id]")).await.unwrap();
     assert_eq!(rows.len(), 2, "two trials ran, the refused one was not stored");
+
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+/// The text of an element, once `ok` holds for it.
+async fn text_when(client: &Client, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let limit = Duration::from_secs(60);
+    eventually(limit, what, || {
+        let client = client.clone();
+        let ok = &ok;
+        async move {
+            let text = client.find(Locator::Css(css)).await.ok()?.text().await.ok()?;
+            ok(&text).then_some(text)
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
+    require_demo_engine();
+    let server = TestServer::start().await;
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    let long = Duration::from_secs(180);
+
+    client.goto(&server.url("/studies/new")).await.unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css("main.designer[data-hydrated='true']"))
+        .await
+        .expect("the designer hydrates");
+    fill(&client, "#study-name", "ubatch in the browser").await;
+    client.find(Locator::Css("#add-vary")).await.unwrap().click().await.unwrap();
+    let setting = client.find(Locator::Css("#vary-rows select.setting")).await.unwrap();
+    setting.select_by_value("ubatch_size").await.unwrap();
+    // What the form cannot read is said at once, before the server sees it.
+    fill(&client, "#vary-rows input.values", "128..x").await;
+    let errors = text_when(&client, "#study-errors", "the form's error", |t| !t.is_empty()).await;
+    assert!(errors.contains("`ubatch_size`: `x` is not a number"), "{errors}");
+    fill(&client, "#vary-rows input.values", "128, 256").await;
+    fill(&client, "#vary-rows input.baseline", "256").await;
+    for (name, value) in [("ctx_size", "1024"), ("threads", "2"), ("no_such_setting", "1")] {
+        client.find(Locator::Css("#add-fixed")).await.unwrap().click().await.unwrap();
+        fill(&client, "#fixed-rows tbody tr:last-child input.setting-name", name).await;
+        fill(&client, "#fixed-rows tbody tr:last-child input.value", value).await;
+    }
+    // The server's own message, as you type.
+    let errors = text_when(&client, "#study-errors", "the server's error", |t| {
+        t.contains("no_such_setting")
+    })
+    .await;
+    assert!(errors.contains("unknown setting `no_such_setting`"), "{errors}");
+    assert!(
+        client
+            .find(Locator::Css("#launch"))
+            .await
+            .unwrap()
+            .attr("disabled")
+            .await
+            .unwrap()
+            .is_some(),
+        "no launch while the study is wrong"
+    );
+    client
+        .find(Locator::Css("#fixed-rows tbody tr:last-child button.remove"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client.find(Locator::Css("#strategy")).await.unwrap().select_by_value("grid").await.unwrap();
+    fill(&client, "#prompt-tokens", "16").await;
+    fill(&client, "#n-predict", "4").await;
+    fill(&client, "#repeats", "1").await;
+    let planned = text_when(&client, "#planned", "the planner's preview", |t| t == "2").await;
+    assert_eq!(planned, "2");
+    assert_eq!(client.find(Locator::Css("#not-fit")).await.unwrap().text().await.unwrap(), "0");
+    screenshot(&client, "study-designed").await;
+
+    client.find(Locator::Css("#launch")).await.unwrap().click().await.unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css("main.study[data-hydrated='true'] #study-state"))
+        .await
+        .expect("the study's live page opens");
+    assert!(client.current_url().await.unwrap().path().starts_with("/studies/"));
+    client.execute("window.tunebookMarker = 7;", vec![]).await.unwrap();
+    // Trials arrive without a reload, and the study ends by itself.
+    let state = eventually(long, "the study's end on the page", || {
+        let client = client.clone();
+        async move {
+            let done =
+                client.find_all(Locator::Css("#study-trials tr[data-state='done']")).await.ok()?;
+            let state = client.find(Locator::Css("#study-state")).await.ok()?.text().await.ok()?;
+            (done.len() == 2 && state == "done").then_some(state)
+        }
+    })
+    .await;
+    assert_eq!(state, "done");
+    let marker = client.execute("return window.tunebookMarker;", vec![]).await.unwrap();
+    assert_eq!(marker, json!(7), "the live page was never reloaded");
+    let events = client.find(Locator::Css("#events")).await.unwrap().text().await.unwrap();
+    assert!(events.contains("every configuration the space allows"), "{events}");
+
+    // The Pareto plot draws both trials; a click on a point opens its trial.
+    let drawn = eventually(Duration::from_secs(60), "the Pareto plot", || {
+        let client = client.clone();
+        async move {
+            let v = client
+                .execute("const d = document.getElementById('pareto-plot'); return d && d.dataset.drawn;", vec![])
+                .await
+                .ok()?;
+            (v == json!("2")).then_some(v)
+        }
+    })
+    .await;
+    assert_eq!(drawn, json!("2"));
+    screenshot(&client, "study-done").await;
+    let at = client
+        .execute(
+            "const gd = document.getElementById('pareto-plot');
+             const fl = gd._fullLayout, t = gd._fullData.find(t => t.x.length > 0);
+             const r = gd.getBoundingClientRect();
+             return [Math.round(r.left + fl._size.l + fl.xaxis.d2p(t.x[0])),
+                     Math.round(r.top + fl._size.t + fl.yaxis.d2p(t.y[0])), t.customdata[0]];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (x, y, trial) = (at[0].as_f64().unwrap(), at[1].as_f64().unwrap(), at[2].as_i64().unwrap());
+    use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+    let click = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveTo { duration: None, x, y })
+        .then(PointerAction::MoveTo { duration: Some(Duration::from_millis(100)), x: x + 1.0, y })
+        .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+        .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT });
+    client.perform_actions(click).await.unwrap();
+    let path = eventually(Duration::from_secs(20), "the trial page", || {
+        let client = client.clone();
+        async move {
+            let path = client.current_url().await.ok()?.path().to_string();
+            path.starts_with("/trials/").then_some(path)
+        }
+    })
+    .await;
+    assert_eq!(path, format!("/trials/{trial}"));
+    let state = text_when(&client, "#trial-state", "the trial's state", |t| !t.is_empty()).await;
+    assert_eq!(state, "done");
+    let command = client.find(Locator::Css("#command")).await.unwrap().text().await.unwrap();
+    assert!(command.contains("llama-server") && command.contains("-ub"), "{command}");
+    let read_back = client.find(Locator::Css("#read-back")).await.unwrap().text().await.unwrap();
+    assert!(read_back.contains("n_ctx"), "{read_back}");
+    assert_eq!(client.find_all(Locator::Css("#samples tbody tr")).await.unwrap().len(), 1);
+    screenshot(&client, "trial-page").await;
+
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_history() {
+    const TRIALS: usize = 10_000;
+    assert!(
+        common::repo_root().join("target/site/pkg/tunebook_bg.wasm").is_file(),
+        "the browser bundle is missing: run scripts/build-site.sh"
+    );
+    let data = tempfile::tempdir().unwrap();
+    let settings = TestServer::settings(data.path().to_path_buf());
+    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
+    let id = common::synthetic::big_study(&db, TRIALS).await.unwrap();
+    db.pool.close().await;
+    let server = TestServer::start_with(settings, data).await;
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+
+    // Twice: a first visit (nothing cached), then a second.
+    let mut usable_ms = Vec::new();
+    for visit in 0..2 {
+        client.goto(&server.url(&format!("/studies/{id}"))).await.unwrap();
+        let at = eventually(Duration::from_secs(60), "the table and the Pareto plot", || {
+            let client = client.clone();
+            async move {
+                let v = client
+                    .execute(
+                        "const at = (n) => performance.getEntriesByName('tunebook:' + n)[0]?.startTime;
+                         const d = document.getElementById('pareto-plot');
+                         const rows = document.querySelectorAll('#study-trials tr[data-trial-id]').length;
+                         return d && d.dataset.drawn && at('plot-drawn') !== undefined
+                           ? [Number(d.dataset.drawn), rows, at('hydrated'), at('plot-drawn')] : null;",
+                        vec![],
+                    )
+                    .await
+                    .ok()?;
+                v.as_array().map(|a| (a[0].as_u64(), a[1].as_u64(), a[2].as_f64(), a[3].as_f64()))
+            }
+        })
+        .await;
+        assert_eq!(at.0, Some(TRIALS as u64), "every done trial on the plot");
+        assert_eq!(at.1, Some(50), "one page of the table");
+        let (hydrated, drawn) = (at.2.unwrap(), at.3.unwrap());
+        println!(
+            "visit {}: {TRIALS}-trial study: table interactive (hydrated) {hydrated:.0} ms, \
+             Pareto plot drawn {drawn:.0} ms after navigation began",
+            visit + 1
+        );
+        usable_ms.push(drawn);
+        let timeline = client
+            .execute(
+                "const nav = performance.getEntriesByType('navigation')[0];
+                 const res = performance.getEntriesByType('resource')
+                   .map(r => `  ${r.name.replace(location.origin, '')} ${Math.round(r.startTime)}–${Math.round(r.responseEnd)} ms`);
+                 return [`  page ${Math.round(nav.responseEnd)} ms, DOM ready ${Math.round(nav.domContentLoadedEventEnd)} ms`, ...res].join('\\n');",
+                vec![],
+            )
+            .await
+            .unwrap();
+        println!("{}", timeline.as_str().unwrap_or_default());
+    }
+    screenshot(&client, "big-study").await;
+    // A generous bound; the figure itself goes in the output above.
+    assert!(usable_ms.iter().all(|ms| *ms < 10_000.0), "{usable_ms:?}");
+
+    // Sorting asks the server: the fastest trial comes first.
+    let fastest = (0..TRIALS)
+        .filter_map(|i| common::synthetic::trial(id, i).decode_tps)
+        .fold(f64::MIN, f64::max);
+    client
+        .find(Locator::Css("th[data-column='decode_tps'] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let first = text_when(
+        &client,
+        "#study-trials tbody tr:first-child td:nth-child(5)",
+        "the table sorted by decode speed",
+        |t| t == format!("{fastest:.1}"),
+    )
+    .await;
+    assert_eq!(first, format!("{fastest:.1}"));
+    // Filtering and paging, too.
+    fill(&client, "#trial-filter", "cache_type_k=q8").await;
+    let q8 = (0..TRIALS).filter(|i| i % 3 == 1).count();
+    let shown = text_when(&client, "#trials-shown", "the filtered count", |t| {
+        t.ends_with(&format!("of {q8}"))
+    })
+    .await;
+    assert!(shown.starts_with("1–50 "), "{shown}");
+    client.find(Locator::Css("#page-next")).await.unwrap().click().await.unwrap();
+    let shown =
+        text_when(&client, "#trials-shown", "the second page", |t| t.starts_with("51–100 ")).await;
+    assert!(shown.starts_with("51–100"));
+    let settings = client
+        .find(Locator::Css("#study-trials tbody tr:first-child td.settings"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(settings.contains("cache_type_k=q8_0"), "{settings}");
 
     client.close().await.unwrap();
     server.stop().await;

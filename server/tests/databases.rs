@@ -13,10 +13,10 @@ use engine_bridge::{Failure, FailureKind, Measurement, Outcome};
 use sqlx::{Connection, Executor};
 use std::time::Duration;
 use tunebook::db::Db;
-use tunebook::db::studies::{self, StudyState};
+use tunebook::db::studies::{self, StudyRow, StudyState};
 use tunebook::db::trials::{self, Measured, NewTrial, StudyPart};
-use tunebook_app::types::{TrialState, TrialView};
-use tunebook_study::StudyDef;
+use tunebook_app::types::{TrialQuery, TrialState, TrialView};
+use tunebook_study::{Goal, Metric, StudyDef};
 
 fn postgres_admin_url() -> String {
     std::env::var("TUNEBOOK_TEST_POSTGRES_URL")
@@ -188,6 +188,19 @@ async fn exercise_studies(db: &Db) {
     copy.study_id = None;
     let ids = trials::import(db, &[copy]).await.unwrap();
     assert_eq!(trials::get(db, ids[0]).await.unwrap().unwrap().decode_tps, Some(123.456));
+    // The packed history query gives exactly what row-by-row decoding gives,
+    // every digit of a float included.
+    let mut exact = list[1].clone();
+    exact.decode_tps = Some(1.0 / 3.0);
+    exact.peak_rss_bytes = Some(i64::MAX / 3);
+    exact.settings.insert("quote".into(), "a \"b\" \\ c".into());
+    trials::import(db, &[exact]).await.unwrap();
+    let history = trials::history(db, id).await.unwrap();
+    assert_eq!(history.len(), 3);
+    assert_eq!(history, trials::history_rows(db, id).await.unwrap());
+    assert_eq!(history[2].decode_tps, Some(1.0 / 3.0));
+    assert_eq!(trials::of_study(db, id).await.unwrap().len(), 3);
+    assert!(trials::history(db, id + 1000).await.unwrap().is_empty());
     studies::set_state(db, id, StudyState::Done, Some("budget spent")).await.unwrap();
     let row = studies::get(db, id).await.unwrap().unwrap();
     assert_eq!(row.stop_reason.as_deref(), Some("budget spent"));
@@ -195,6 +208,54 @@ async fn exercise_studies(db: &Db) {
     let events = studies::events(db, id).await.unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].message, "hello");
+}
+
+/// The study page's queries: pages sorted and filtered by the database,
+/// the best so far, the budget count and the plot's points.
+async fn exercise_pages(db: &Db) {
+    let n = 300;
+    let id = common::synthetic::big_study(db, n).await.unwrap();
+    let made: Vec<TrialView> = (0..n).map(|i| common::synthetic::trial(id, i)).collect();
+    let page = |q: TrialQuery| async move { trials::page(db, id, &q).await.unwrap() };
+
+    let (rows, matching) = page(TrialQuery::default()).await;
+    assert_eq!((rows.len(), matching), (50, n as u64), "one page, newest first");
+    assert!(rows.windows(2).all(|w| w[0].id > w[1].id));
+    let (rows, _) = page(TrialQuery {
+        sort: "peak_rss_bytes".into(),
+        descending: false,
+        offset: 100,
+        limit: 20,
+        ..TrialQuery::default()
+    })
+    .await;
+    let mut rss: Vec<i64> = made.iter().filter_map(|t| t.peak_rss_bytes).collect();
+    rss.sort();
+    let got: Vec<i64> = rows.iter().filter_map(|t| t.peak_rss_bytes).collect();
+    assert_eq!(got, rss[100..120], "a later page, sorted on a metric");
+
+    let q8 = made.iter().filter(|t| t.settings["cache_type_k"] == "q8_0").count();
+    let filtered =
+        |text: &str| TrialQuery { filter: text.into(), limit: 1000, ..TrialQuery::default() };
+    let (rows, matching) = page(filtered("CACHE_type_k=q8")).await;
+    assert_eq!((rows.len(), matching as usize), (q8, q8), "`setting=value`, any case");
+    assert!(rows.iter().all(|t| t.settings["cache_type_k"] == "q8_0"));
+    assert_eq!(page(filtered("cache%k")).await.1, 0, "`%` is no wildcard");
+    assert_eq!(page(filtered("cache_type_k=q_")).await.1, 0, "nor is `_`");
+    assert_eq!(page(filtered("search")).await.1, n as u64, "the role");
+
+    let fastest = made.iter().filter_map(|t| t.decode_tps).fold(f64::MIN, f64::max);
+    let best = trials::best(db, id, Metric::DecodeTps, Goal::Max).await.unwrap().unwrap();
+    assert_eq!(best.1, fastest);
+    let best = trials::best(db, id, Metric::PeakRssBytes, Goal::Min).await.unwrap().unwrap();
+    assert_eq!(best.1, rss[0] as f64);
+    assert_eq!(trials::counted(db, id).await.unwrap(), n as u64);
+    assert!(trials::in_flight(db, id).await.unwrap().is_none());
+    let points = trials::points(db, id, &[Metric::DecodeTps, Metric::PeakRssBytes]).await.unwrap();
+    assert_eq!(points.len(), n);
+    let first = &made[0];
+    assert_eq!(points[0].1, first.settings);
+    assert_eq!(points[0].2, vec![first.decode_tps.unwrap(), first.peak_rss_bytes.unwrap() as f64]);
 }
 
 #[tokio::test]
@@ -211,9 +272,10 @@ async fn sqlite_stores_trials_in_wal_mode() {
     let db = Db::connect(&url).await.unwrap();
     assert_eq!(
         trials::list(&db).await.unwrap().len(),
-        5,
-        "two trials, two of a study, one imported"
+        6,
+        "two trials, three of a study (one imported), one imported alone"
     );
+    exercise_pages(&db).await;
 }
 
 #[tokio::test]
@@ -222,7 +284,41 @@ async fn postgres_stores_trials() {
     let db = Db::connect(&url).await.unwrap();
     exercise(&db).await;
     exercise_studies(&db).await;
+    exercise_pages(&db).await;
     db.pool.close().await;
+    drop_postgres(&name).await;
+}
+
+/// On one connection, a statement run first with a NULL float and then with
+/// a number (see `Db::connect_options`).
+#[tokio::test]
+async fn postgres_takes_a_number_where_it_took_a_null() {
+    let (url, name) = fresh_postgres().await;
+    Db::connect(&url).await.unwrap().pool.close().await;
+    let mut conn =
+        sqlx::AnyConnection::connect_with(&Db::connect_options(&url).unwrap()).await.unwrap();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO trials (profile, model, settings, state, created_ms) VALUES ('p', 'm', '{}', 'done', 0) RETURNING id",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    for ms in [None, Some(1234.5), None, Some(99.25)] {
+        sqlx::query("UPDATE trials SET expected_load_ms = $1 WHERE id = $2")
+            .bind(ms)
+            .bind(id)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let stored: Option<f64> =
+        sqlx::query_scalar("SELECT expected_load_ms FROM trials WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(stored, Some(99.25));
+    conn.close().await.unwrap();
     drop_postgres(&name).await;
 }
 
@@ -239,6 +335,37 @@ async fn the_server_runs_on_postgres() {
     })
     .await;
     assert_eq!(body, "[]");
+
+    // A study on the real engine runs to its end on PostgreSQL too.
+    common::require_demo_engine();
+    let study = serde_json::json!({
+        "name": "ubatch on postgres",
+        "profile": "demo",
+        "model": "tiny-llama",
+        "space": { "ubatch_size": [128, 256] },
+        "fixed": { "ctx_size": 1024, "threads": 2 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "probes": { "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let created =
+        common::http().post(server.url("/api/studies")).json(&study).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<StudyRow>().await.unwrap().id;
+    let row = common::eventually(Duration::from_secs(180), "the study's end", || {
+        let url = server.url(&format!("/api/studies/{id}"));
+        async move {
+            let row: StudyRow = common::http().get(url).send().await.ok()?.json().await.ok()?;
+            row.state.is_final().then_some(row)
+        }
+    })
+    .await;
+    assert_eq!(row.state, StudyState::Done, "{:?}", row.stop_reason);
+    let list: Vec<TrialView> =
+        common::get_json(&server, &format!("/api/studies/{id}/trials")).await;
+    // The baseline leaves ubatch_size to the engine; then both values.
+    assert_eq!(list.len(), 3, "the baseline and the two values: {list:#?}");
+    assert!(list.iter().all(|t| t.state == TrialState::Done), "{list:?}");
     server.stop().await;
     drop_postgres(&name).await;
 }

@@ -6,8 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{TestServer, get_json, http, require_demo_engine, wait_final};
-use tunebook::db::trials::SampleRow;
-use tunebook_app::types::{RunRequest, TrialState, TrialView};
+use tunebook_app::types::{RunRequest, SampleView, TrialState, TrialView};
 
 fn request(settings: &[(&str, &str)]) -> RunRequest {
     RunRequest {
@@ -81,7 +80,8 @@ async fn a_real_trial_stores_consistent_measurements() {
     let rss = t.peak_rss_bytes.expect("peak RSS recorded");
     assert!(rss > weights * 9 / 10 && rss < 4 << 30, "peak RSS {rss} B for {weights} B of weights");
 
-    let samples: Vec<SampleRow> = get_json(&server, &format!("/api/trials/{}/samples", t.id)).await;
+    let samples: Vec<SampleView> =
+        get_json(&server, &format!("/api/trials/{}/samples", t.id)).await;
     assert_eq!(samples.len(), probe.repeats as usize, "warm-up is not recorded");
     for s in &samples {
         assert_eq!(s.predicted_n, probe.n_predict as i64);

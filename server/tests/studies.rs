@@ -60,7 +60,10 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     let check: Value =
         post(&server, "/api/studies/check", &demo_study()).await.json().await.unwrap();
     assert_eq!(check["grid_size"], 18);
-    assert_eq!(check["allowed_by_constraints"], 6);
+    assert_eq!(check["allowed"], 6);
+    assert_eq!(check["planned_trials"], 6, "the space is smaller than the budget");
+    assert_eq!(check["not_fit"], 0);
+    assert!(check["toml"].as_str().unwrap().contains("cache_type_k == cache_type_v"));
 
     let created = post(&server, "/api/studies", &demo_study()).await;
     assert_eq!(created.status(), 201);

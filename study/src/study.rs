@@ -63,6 +63,23 @@ impl Metric {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// How pages and reports name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::DecodeTps => "decode tok/s",
+            Metric::PrefillTps => "prefill tok/s",
+            Metric::TtftMs => "time to first token (ms)",
+            Metric::LoadMs => "load time (ms)",
+            Metric::PeakRssBytes => "peak RSS (bytes)",
+            Metric::MemAvailableDropBytes => "drop in available memory (bytes)",
+            Metric::PeakGpuBytes => "peak GPU memory (bytes)",
+            Metric::QualityScore => "quality score",
+            Metric::ContextPassRate => "context recall",
+            Metric::PctOfCeiling => "% of bandwidth ceiling",
+            Metric::Perplexity => "perplexity",
+        }
+    }
+
     /// Which way is better, unless the study says otherwise.
     pub fn natural_goal(self) -> Goal {
         match self {
@@ -257,6 +274,20 @@ pub struct StudyError(pub Vec<String>);
 impl StudyDef {
     pub fn from_toml(text: &str) -> Result<Self, StudyError> {
         toml::from_str(text).map_err(|e| StudyError(vec![e.message().to_string()]))
+    }
+
+    /// Reads a study written as JSON (text starting with `{`) or TOML.
+    pub fn from_text(text: &str) -> Result<Self, StudyError> {
+        if text.trim_start().starts_with('{') {
+            serde_json::from_str(text)
+                .map_err(|e| StudyError(vec![format!("the study is not valid JSON: {e}")]))
+        } else {
+            toml::from_str(text).map_err(|e| {
+                let line = e.span().map(|s| text[..s.start].lines().count().max(1));
+                let at = line.map_or(String::new(), |l| format!(" (line {l})"));
+                StudyError(vec![format!("the study is not valid TOML{at}: {}", e.message())])
+            })
+        }
     }
 
     /// Checks everything against the engine's catalog and the profile's

@@ -5,30 +5,25 @@ use std::collections::BTreeMap;
 
 use leptos::prelude::*;
 
+use super::{error_text, fmt};
 use crate::types::{ProfileView, RunRequest, TrialState, TrialView};
 
 /// The engine profiles this server may run.
 #[server]
 pub async fn list_profiles() -> Result<Vec<ProfileView>, ServerFnError> {
-    Ok(backend()?.profiles())
+    Ok(super::backend()?.profiles())
 }
 
 /// Every trial, newest first.
 #[server]
 pub async fn list_trials() -> Result<Vec<TrialView>, ServerFnError> {
-    backend()?.list_trials().await.map_err(ServerFnError::new)
+    super::backend()?.list_trials().await.map_err(ServerFnError::new)
 }
 
 /// Checks and queues one configuration.
 #[server]
 pub async fn run_trial(request: RunRequest) -> Result<TrialView, ServerFnError> {
-    backend()?.submit_trial(request).await.map_err(ServerFnError::new)
-}
-
-#[cfg(feature = "ssr")]
-fn backend() -> Result<crate::backend::SharedBackend, ServerFnError> {
-    use_context::<crate::backend::SharedBackend>()
-        .ok_or_else(|| ServerFnError::new("the server provided no backend"))
+    super::backend()?.submit_trial(request).await.map_err(ServerFnError::new)
 }
 
 /// Trials as the server last reported them, by id.
@@ -43,8 +38,16 @@ pub fn HomePage() -> impl IntoView {
     let hydrated = RwSignal::new(false);
     Effect::new(move |_| {
         hydrated.set(true);
-        #[cfg(feature = "hydrate")]
-        live_updates::subscribe(live, trials);
+        crate::live::subscribe(crate::live::Handlers {
+            trial: Box::new(move |t| {
+                live.update(|m| {
+                    m.insert(t.id, t);
+                });
+            }),
+            study: Box::new(|_| {}),
+            // What happened while we were not listening is in the database.
+            reset: Box::new(move || trials.refetch()),
+        });
     });
 
     view! {
@@ -82,14 +85,6 @@ pub fn HomePage() -> impl IntoView {
                 </Suspense>
             </section>
         </main>
-    }
-}
-
-/// The message of a server function error, without the framework's prefix.
-fn error_text(e: &ServerFnError) -> String {
-    match e {
-        ServerFnError::ServerError(m) => m.clone(),
-        other => other.to_string(),
     }
 }
 
@@ -288,7 +283,7 @@ fn TrialRow(t: TrialView) -> impl IntoView {
     let cause = t.failure_kind.clone().unwrap_or_default();
     view! {
         <tr data-trial-id=t.id data-state=t.state.as_str() title=t.command.clone().unwrap_or_default()>
-            <td>{t.id}</td>
+            <td><a href=format!("/trials/{}", t.id)>{t.id}</a></td>
             <td>
                 <span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span>
                 {expected}
@@ -315,48 +310,6 @@ fn TrialRow(t: TrialView) -> impl IntoView {
                 </td>
             </tr>
         </Show>
-    }
-}
-
-fn fmt(v: Option<f64>, digits: usize) -> String {
-    v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_default()
-}
-
-/// Server-sent events: each message is one trial's new state.
-#[cfg(feature = "hydrate")]
-mod live_updates {
-    use leptos::prelude::*;
-    use send_wrapper::SendWrapper;
-    use wasm_bindgen::JsCast;
-    use wasm_bindgen::closure::Closure;
-
-    use super::LiveTrials;
-    use crate::types::TrialView;
-
-    type TrialsResource = Resource<Result<Vec<TrialView>, ServerFnError>>;
-
-    pub fn subscribe(live: LiveTrials, trials: TrialsResource) {
-        let Ok(source) = web_sys::EventSource::new("/api/events") else {
-            return;
-        };
-        let on_message =
-            Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
-                let trial =
-                    ev.data().as_string().and_then(|s| serde_json::from_str::<TrialView>(&s).ok());
-                if let Some(trial) = trial {
-                    live.update(|m| {
-                        m.insert(trial.id, trial);
-                    });
-                }
-            });
-        // Whatever happened while we were not connected is in the database.
-        let on_open = Closure::<dyn FnMut()>::new(move || trials.refetch());
-        source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
-        on_message.forget();
-        on_open.forget();
-        let source = SendWrapper::new(source);
-        on_cleanup(move || source.close());
     }
 }
 

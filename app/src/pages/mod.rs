@@ -1,3 +1,108 @@
-//! The pages of the app.
+//! The pages, and what they share: the server's backend, error wording and
+//! number formatting.
 
+pub mod designer;
 pub mod home;
+pub mod studies;
+pub mod study;
+pub mod trial;
+
+use leptos::prelude::*;
+
+#[cfg(feature = "ssr")]
+pub(crate) fn backend() -> Result<crate::backend::SharedBackend, ServerFnError> {
+    use_context::<crate::backend::SharedBackend>()
+        .ok_or_else(|| ServerFnError::new("the server provided no backend"))
+}
+
+/// The `:id` of the page's route (0 when it is not a number: the server
+/// then answers "not found").
+pub(crate) fn id_param() -> impl Fn() -> i64 + Copy + Send + Sync + 'static {
+    let params = leptos_router::hooks::use_params_map();
+    move || params.with(|p| p.get("id").and_then(|s| s.parse::<i64>().ok()).unwrap_or(0))
+}
+
+/// The message of a server function error, without the framework's prefix.
+pub(crate) fn error_text(e: &ServerFnError) -> String {
+    match e {
+        ServerFnError::ServerError(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A number with `digits` decimals; blank when unknown.
+pub(crate) fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_default()
+}
+
+/// A metric's value as people read it: bytes in MiB, scores in percent.
+pub(crate) fn fmt_metric(metric: &str, v: Option<f64>) -> String {
+    match metric {
+        m if m.ends_with("_bytes") => {
+            fmt(v.map(|b| b / 1048576.0), 0) + if v.is_some() { " MiB" } else { "" }
+        }
+        "quality_score" | "context_pass_rate" => {
+            fmt(v.map(|q| q * 100.0), 0) + if v.is_some() { " %" } else { "" }
+        }
+        _ => fmt(v, 1),
+    }
+}
+
+/// Seconds as `1 h 05 min`, `3 min 20 s` or `12.5 s`.
+pub(crate) fn fmt_duration(secs: f64) -> String {
+    let s = secs.max(0.0);
+    if s >= 3600.0 {
+        format!("{} h {:02} min", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64)
+    } else if s >= 60.0 {
+        format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// Keeps a signal filled with what a server function answers for the
+/// current `args`, asking again whenever a signal `args` reads changes.
+/// An answer that comes back after a newer question is dropped, so answers
+/// arriving out of order never show stale data. `skip_first`: the page
+/// already has the first answer from the server's render. In the browser
+/// only; the server renders what it was given.
+#[cfg(feature = "hydrate")]
+pub(crate) fn keep_fetched<A, T, Fut>(
+    args: impl Fn() -> A + 'static,
+    fetch: impl Fn(A) -> Fut + 'static,
+    into: RwSignal<T>,
+    skip_first: bool,
+) where
+    A: 'static,
+    T: Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<T, ServerFnError>> + 'static,
+{
+    let latest = StoredValue::new(0u64);
+    Effect::new(move |ran: Option<()>| {
+        let question = args();
+        if skip_first && ran.is_none() {
+            return;
+        }
+        latest.update_value(|n| *n += 1);
+        let mine = latest.get_value();
+        let answer = fetch(question);
+        leptos::task::spawn_local(async move {
+            if let Ok(v) = answer.await
+                && latest.get_value() == mine
+            {
+                into.set(v);
+            }
+        });
+    });
+}
+
+/// Marks a moment in the browser's performance timeline (`tunebook:NAME`),
+/// for measuring how soon a page is usable.
+pub(crate) fn mark(name: &str) {
+    #[cfg(feature = "hydrate")]
+    if let Some(p) = web_sys::window().and_then(|w| w.performance()) {
+        let _ = p.mark(&format!("tunebook:{name}"));
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = name;
+}

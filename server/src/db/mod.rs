@@ -47,7 +47,7 @@ impl Db {
         if kind == Kind::Sqlite {
             create_sqlite_parent(url)?;
         }
-        let options = AnyConnectOptions::from_str(url)?;
+        let options = Self::connect_options(url)?;
         let pool = AnyPoolOptions::new()
             .max_connections(if kind == Kind::Sqlite { 4 } else { 8 })
             .after_connect(move |conn, _meta| {
@@ -68,6 +68,23 @@ impl Db {
             Kind::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
         }
         Ok(Self { pool, kind })
+    }
+}
+
+impl Db {
+    /// The options for a URL. On PostgreSQL, prepared statements are not
+    /// kept: sqlx 0.9.0's generic driver gives a NULL `f64` parameter the
+    /// type `real` (its `Double` and `Real` are swapped), and a kept
+    /// statement first run with a NULL then refuses the number of a later
+    /// run ("incorrect binary data format in bind parameter").
+    pub fn connect_options(url: &str) -> Result<AnyConnectOptions, sqlx::Error> {
+        let url = if Kind::of(url)? == Kind::Postgres && !url.contains("statement-cache-capacity") {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{sep}statement-cache-capacity=0")
+        } else {
+            url.to_string()
+        };
+        AnyConnectOptions::from_str(&url)
     }
 }
 

@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 
 use engine_bridge::{Failure, Outcome};
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_app::types::{SampleView, TrialQuery, TrialState, TrialView};
+use tunebook_study::{Goal, Metric};
 
-use super::{Db, now_ms};
+use super::{Db, Kind, now_ms};
 
 /// A trial as it is first stored.
 pub struct NewTrial<'a> {
@@ -173,6 +174,26 @@ pub async fn mean_load_ms(db: &Db, profile: &str, model: &str) -> Result<Option<
     .await
 }
 
+/// The mean wall time of done trials of a model (launch to stop), and how
+/// many there were: what estimates of a study's time go by.
+pub async fn mean_wall_ms(
+    db: &Db,
+    profile: &str,
+    model: &str,
+) -> Result<(Option<f64>, i64), sqlx::Error> {
+    let (mean, n): (Option<f64>, i64) = sqlx::query_as(
+        "SELECT AVG(CAST(finished_ms - started_ms AS DOUBLE PRECISION)), COUNT(*) FROM trials \
+         WHERE profile = $1 AND model = $2 AND state = $3 AND started_ms IS NOT NULL \
+         AND finished_ms IS NOT NULL",
+    )
+    .bind(profile)
+    .bind(model)
+    .bind(TrialState::Done.as_str())
+    .fetch_one(&db.pool)
+    .await?;
+    Ok((mean, n))
+}
+
 /// Notes how long the load is expected to take.
 pub async fn set_expected_load(db: &Db, id: i64, ms: Option<f64>) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE trials SET expected_load_ms = $1 WHERE id = $2")
@@ -273,6 +294,23 @@ pub async fn measurement(db: &Db, id: i64) -> Result<Option<serde_json::Value>, 
     Ok(text.flatten().and_then(|t| serde_json::from_str(&t).ok()))
 }
 
+/// What a trial's page shows besides its [`TrialView`]: the command as
+/// launched (JSON: program, args, env), what the engine read back (JSON),
+/// and the engine's last lines.
+#[derive(Debug, Default, sqlx::FromRow)]
+pub struct Extras {
+    pub command: Option<String>,
+    pub props: Option<String>,
+    pub log_tail: Option<String>,
+}
+
+pub async fn extras(db: &Db, id: i64) -> Result<Option<Extras>, sqlx::Error> {
+    sqlx::query_as("SELECT command, props, log_tail FROM trials WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await
+}
+
 /// Marks a trial failed, with its cause and the engine's log tail.
 pub async fn finish_failed(db: &Db, id: i64, failure: &Failure) -> Result<(), sqlx::Error> {
     sqlx::query(
@@ -369,30 +407,41 @@ pub async fn ids_in_state(db: &Db, state: TrialState) -> Result<Vec<i64>, sqlx::
         .await
 }
 
-/// One recorded request, as stored.
-#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
-pub struct SampleRow {
-    pub idx: i64,
-    pub ttft_ms: f64,
-    pub total_ms: f64,
-    pub client_decode_tps: Option<f64>,
-    pub prompt_n: i64,
-    pub prompt_ms: f64,
-    pub prompt_tps: f64,
-    pub predicted_n: i64,
-    pub predicted_ms: f64,
-    pub predicted_tps: f64,
-}
-
 /// The recorded samples of a trial, in order.
-pub async fn samples(db: &Db, id: i64) -> Result<Vec<SampleRow>, sqlx::Error> {
-    sqlx::query_as(
+pub async fn samples(db: &Db, id: i64) -> Result<Vec<SampleView>, sqlx::Error> {
+    type Row = (i64, f64, f64, Option<f64>, i64, f64, f64, i64, f64, f64);
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT idx, ttft_ms, total_ms, client_decode_tps, prompt_n, prompt_ms, prompt_tps, \
          predicted_n, predicted_ms, predicted_tps FROM samples WHERE trial_id = $1 ORDER BY idx",
     )
     .bind(id)
     .fetch_all(&db.pool)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| SampleView {
+            idx: r.0,
+            ttft_ms: r.1,
+            total_ms: r.2,
+            client_decode_tps: r.3,
+            prompt_n: r.4,
+            prompt_ms: r.5,
+            prompt_tps: r.6,
+            predicted_n: r.7,
+            predicted_ms: r.8,
+            predicted_tps: r.9,
+        })
+        .collect())
+}
+
+/// How many trials of a study are in each state.
+pub async fn state_counts(db: &Db, study_id: i64) -> Result<BTreeMap<String, usize>, sqlx::Error> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT state, COUNT(*) FROM trials WHERE study_id = $1 GROUP BY state")
+            .bind(study_id)
+            .fetch_all(&db.pool)
+            .await?;
+    Ok(rows.into_iter().map(|(state, n)| (state, n as usize)).collect())
 }
 
 /// Stores a finished trial read from an export or from llama-bench, with
@@ -449,7 +498,8 @@ pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Er
 
 /// A trial as a study's history needs it: settings, state and metrics,
 /// without the command line, load progress and the other display fields.
-#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+/// The field order is the column order of [`history`]'s arrays.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
 pub struct HistoryRow {
     pub id: i64,
     pub state: String,
@@ -469,15 +519,223 @@ pub struct HistoryRow {
     pub perplexity: Option<f64>,
 }
 
+/// The columns of [`HistoryRow`], in its field order; REAL ones marked.
+const HISTORY_COLUMNS: [(&str, bool); 16] = [
+    ("id", false),
+    ("state", false),
+    ("role", false),
+    ("settings", false),
+    ("failure_kind", false),
+    ("load_ms", true),
+    ("ttft_ms", true),
+    ("prefill_tps", true),
+    ("decode_tps", true),
+    ("peak_rss_bytes", false),
+    ("mem_available_drop_bytes", false),
+    ("peak_gpu_bytes", false),
+    ("quality_score", true),
+    ("context_pass_rate", true),
+    ("pct_of_ceiling", true),
+    ("perplexity", true),
+];
+
 /// A study's history, oldest first: the lean query behind strategies,
 /// Pareto fronts and large tables.
+///
+/// The database packs the rows into one JSON array of arrays, which serde
+/// reads far faster than the generic driver decodes a row at a time
+/// (100,000 trials: see `examples/history_bench.rs`).
 pub async fn history(db: &Db, study_id: i64) -> Result<Vec<HistoryRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, state, role, settings, failure_kind, load_ms, ttft_ms, prefill_tps, decode_tps, \
-         peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, quality_score, \
-         context_pass_rate, pct_of_ceiling, perplexity FROM trials WHERE study_id = $1 ORDER BY id",
+    let columns = |real: fn(&str) -> String| {
+        HISTORY_COLUMNS
+            .iter()
+            .map(|(c, is_real)| if *is_real { real(c) } else { c.to_string() })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let sql = match db.kind {
+        // SQLite's JSON writes floats with 15 digits; printf's `%!.17g`
+        // keeps every one.
+        Kind::Sqlite => format!(
+            "SELECT COALESCE(json_group_array(json_array({})), '[]') FROM \
+             (SELECT * FROM trials WHERE study_id = $1 ORDER BY id)",
+            columns(|c| format!("IIF({c} IS NULL, NULL, json(printf('%!.17g', {c})))"))
+        ),
+        Kind::Postgres => format!(
+            "SELECT COALESCE(json_agg(json_build_array({}) ORDER BY id), '[]')::text \
+             FROM trials WHERE study_id = $1",
+            columns(|c| c.to_string())
+        ),
+    };
+    let packed: String =
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(study_id).fetch_one(&db.pool).await?;
+    serde_json::from_str(&packed).map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}
+
+/// The same rows, decoded one at a time; kept to check [`history`] against.
+pub async fn history_rows(db: &Db, study_id: i64) -> Result<Vec<HistoryRow>, sqlx::Error> {
+    let columns: Vec<&str> = HISTORY_COLUMNS.iter().map(|(c, _)| *c).collect();
+    let sql = format!("SELECT {} FROM trials WHERE study_id = $1 ORDER BY id", columns.join(", "));
+    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(study_id).fetch_all(&db.pool).await
+}
+
+/// The page of a study's trials a table asks for, and how many match.
+///
+/// Sorting and filtering happen in the database, so a study of 100,000
+/// trials costs one page of rows (see `examples/history_bench.rs`).
+pub async fn page(
+    db: &Db,
+    study_id: i64,
+    query: &TrialQuery,
+) -> Result<(Vec<TrialView>, u64), sqlx::Error> {
+    // The sort column comes from a closed set: a metric's column, or `id`.
+    let direction = if query.descending { "DESC" } else { "ASC" };
+    let order = match Metric::parse(&query.sort) {
+        // Unknown values last either way; ties newest first.
+        Some(m) => format!("{0} IS NULL, {0} {direction}, id DESC", m.name()),
+        // By id the index on (study_id, id) gives the order.
+        None => format!("id {direction}"),
+    };
+    let filter = Filter::new(&query.filter);
+    let limit = query.limit.clamp(1, 1000);
+    let offset = query.offset.min(i64::MAX as u64);
+    // The page's ids first, so sorting carries two columns, not whole rows.
+    let sql = format!(
+        "{} WHERE id IN (SELECT id FROM trials WHERE study_id = $1{} ORDER BY {order} \
+         LIMIT {limit} OFFSET {offset}) ORDER BY {order}",
+        select_trials!(""),
+        filter.clause()
+    );
+    let rows: Vec<Row> = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), filter.arguments(study_id)?)
+        .fetch_all(&db.pool)
+        .await?;
+    let count = format!("SELECT COUNT(*) FROM trials WHERE study_id = $1{}", filter.clause());
+    let matching: i64 =
+        sqlx::query_scalar_with(sqlx::AssertSqlSafe(count), filter.arguments(study_id)?)
+            .fetch_one(&db.pool)
+            .await?;
+    Ok((rows.into_iter().map(Row::into_view).collect(), matching as u64))
+}
+
+/// A table's filter text as two `LIKE` patterns: $2 for the state and the
+/// role, $3 for the settings' JSON, where `k=v` is stored as `"k":"v"`.
+/// Blank text matches every trial.
+struct Filter(Option<(String, String)>);
+
+impl Filter {
+    fn new(text: &str) -> Self {
+        let needle = text.trim().to_lowercase();
+        let like = |s: &str| {
+            format!("%{}%", s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"))
+        };
+        Self((!needle.is_empty()).then(|| (like(&needle), like(&needle.replace('=', "\":\"")))))
+    }
+
+    fn clause(&self) -> &'static str {
+        match self.0 {
+            None => "",
+            Some(_) => {
+                " AND (LOWER(state) LIKE $2 ESCAPE '\\' OR LOWER(COALESCE(role, '')) LIKE $2 \
+                 ESCAPE '\\' OR LOWER(settings) LIKE $3 ESCAPE '\\')"
+            }
+        }
+    }
+
+    /// The study ($1) and, where there is a filter, its patterns.
+    fn arguments(&self, study_id: i64) -> Result<sqlx::any::AnyArguments, sqlx::Error> {
+        use sqlx::Arguments as _;
+        let mut args = sqlx::any::AnyArguments::default();
+        args.add(study_id).map_err(sqlx::Error::Encode)?;
+        if let Some((state, settings)) = &self.0 {
+            args.add(state.clone()).map_err(sqlx::Error::Encode)?;
+            args.add(settings.clone()).map_err(sqlx::Error::Encode)?;
+        }
+        Ok(args)
+    }
+}
+
+/// Trials of a study that count against its budget: run to an end, not
+/// pruned, not cut off (as `studies::counts_against_budget` says).
+pub async fn counted(db: &Db, study_id: i64) -> Result<u64, sqlx::Error> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM trials WHERE study_id = $1 AND state IN ($2, $3) \
+         AND COALESCE(failure_kind, '') <> $4",
     )
     .bind(study_id)
-    .fetch_all(&db.pool)
-    .await
+    .bind(TrialState::Done.as_str())
+    .bind(TrialState::Failed.as_str())
+    .bind(engine_bridge::FailureKind::Interrupted.label())
+    .fetch_one(&db.pool)
+    .await?;
+    Ok(n as u64)
+}
+
+/// The newest trial of a study that has not reached a final state.
+pub async fn in_flight(db: &Db, study_id: i64) -> Result<Option<TrialView>, sqlx::Error> {
+    let row: Option<Row> = sqlx::query_as(select_trials!(
+        "WHERE study_id = $1 AND state NOT IN ($2, $3, $4) ORDER BY id DESC LIMIT 1"
+    ))
+    .bind(study_id)
+    .bind(TrialState::Done.as_str())
+    .bind(TrialState::Failed.as_str())
+    .bind(TrialState::Pruned.as_str())
+    .fetch_optional(&db.pool)
+    .await?;
+    Ok(row.map(Row::into_view))
+}
+
+/// The done trial with the best value of a metric: its id and the value.
+pub async fn best(
+    db: &Db,
+    study_id: i64,
+    metric: Metric,
+    goal: Goal,
+) -> Result<Option<(i64, f64)>, sqlx::Error> {
+    let column = metric.name();
+    let direction = if goal == Goal::Max { "DESC" } else { "ASC" };
+    let sql = format!(
+        "SELECT id, CAST({column} AS DOUBLE PRECISION) FROM trials \
+         WHERE study_id = $1 AND state = $2 AND {column} IS NOT NULL \
+         ORDER BY {column} {direction}, id LIMIT 1"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(study_id)
+        .bind(TrialState::Done.as_str())
+        .fetch_optional(&db.pool)
+        .await
+}
+
+/// The done trials that measured every one of `metrics`, oldest first:
+/// id, settings (JSON) and the values, for plots and Pareto fronts.
+pub async fn points(
+    db: &Db,
+    study_id: i64,
+    metrics: &[Metric],
+) -> Result<Vec<(i64, BTreeMap<String, String>, Vec<f64>)>, sqlx::Error> {
+    use sqlx::Row as _;
+    let values: Vec<String> =
+        metrics.iter().map(|m| format!("CAST({} AS DOUBLE PRECISION)", m.name())).collect();
+    let measured: String =
+        metrics.iter().map(|m| format!(" AND {} IS NOT NULL", m.name())).collect();
+    let sql = format!(
+        "SELECT id, settings{}{} FROM trials WHERE study_id = $1 AND state = $2{measured} ORDER BY id",
+        if values.is_empty() { "" } else { ", " },
+        values.join(", ")
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(study_id)
+        .bind(TrialState::Done.as_str())
+        .fetch_all(&db.pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let settings: String = row.try_get(1)?;
+            let settings =
+                serde_json::from_str(&settings).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+            let values = (0..metrics.len())
+                .map(|i| row.try_get::<f64, _>(i + 2))
+                .collect::<Result<Vec<f64>, _>>()?;
+            Ok((row.try_get(0)?, settings, values))
+        })
+        .collect()
 }

@@ -1,23 +1,59 @@
-//! `/api/events`: server-sent events, one JSON trial per message, whenever
-//! a trial is created or changes phase. Streams end when the server stops.
+//! `/api/events`: server-sent events whenever a trial is created or changes
+//! phase (plain messages, one JSON trial each) and whenever something
+//! happens to a study (`event: study`, a JSON `StudyUpdate`).
+//!
+//! Every event has an id. A browser's `EventSource` sends the last one back
+//! when it reconnects (`Last-Event-ID`), and the stream starts with what it
+//! missed; when that is no longer known (the server restarted, or too much
+//! happened) the stream starts with `event: reset`, and the page reloads its
+//! data. A watcher too slow to keep up gets a reset too, never a silent gap.
+//! Streams end when the server stops.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::{Stream, StreamExt};
-use tokio_stream::wrappers::BroadcastStream;
+use futures::{Stream, StreamExt, stream};
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
+use crate::hub::{Hub, Start, Update};
 
 pub async fn stream(
     State(state): State<AppState>,
+    headers: HeaderMap,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let updates = BroadcastStream::new(state.service.events.subscribe())
-        // A listener that fell behind skips what it missed; the page reloads
-        // the list when it reconnects.
-        .filter_map(|msg| async move { msg.ok() })
-        .map(|trial| Ok(Event::default().json_data(trial).expect("a trial serializes")))
-        .take_until(state.shutdown.cancelled_owned());
+    let hub = state.service.events.clone();
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    let (start, rx) = hub.watch(last);
+    let first: Vec<Event> = match start {
+        Start::Backlog(list) => list.iter().map(|u| event(&hub, u)).collect(),
+        Start::Reset => vec![reset()],
+    };
+    let live = stream::unfold((rx, hub), |(mut rx, hub)| async move {
+        let next = match rx.recv().await {
+            Ok(update) => event(&hub, &update),
+            // Fell behind: say so, and carry on from here.
+            Err(RecvError::Lagged(_)) => reset(),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((next, (rx, hub)))
+    });
+    let updates =
+        stream::iter(first).chain(live).map(Ok).take_until(state.shutdown.cancelled_owned());
     Sse::new(updates).keep_alive(KeepAlive::default())
+}
+
+fn event(hub: &Hub, update: &Arc<Update>) -> Event {
+    let event = Event::default().id(hub.id_of(update)).data(&update.json);
+    match update.event_name() {
+        Some(name) => event.event(name),
+        None => event,
+    }
+}
+
+fn reset() -> Event {
+    Event::default().event("reset").data("reload")
 }

@@ -3,10 +3,10 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use tunebook_app::types::{ProfileView, RunRequest, TrialView};
+use tunebook_app::types::{ProfileView, RunRequest, SampleView, TrialView};
 
 use crate::AppState;
-use crate::db::trials::{self, SampleRow};
+use crate::db::trials;
 use crate::error::{Error, Result};
 
 pub async fn profiles(State(state): State<AppState>) -> Json<Vec<ProfileView>> {
@@ -32,7 +32,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<i64>) -> Result<J
 pub async fn samples(
     State(state): State<AppState>,
     Path(id): Path<i64>,
-) -> Result<Json<Vec<SampleRow>>> {
+) -> Result<Json<Vec<SampleView>>> {
     trials::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     Ok(Json(trials::samples(&state.service.db, id).await?))
 }

@@ -13,6 +13,8 @@ use tokio::task::JoinHandle;
 use tunebook::Settings;
 use tunebook_app::types::TrialView;
 
+pub mod synthetic;
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

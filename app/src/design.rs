@@ -1,0 +1,476 @@
+//! The study designer's form, as plain data, and how it becomes a study
+//! file (JSON) the server checks. Kept free of the UI so it is tested on its
+//! own.
+//!
+//! A varied setting's values are written the way people write them:
+//! `f16, q8_0, q4_0` (a list), `bool`, `512..4096 log` (the doublings),
+//! `1..8 step 1`, `0.80..0.95 points 4` (a float range).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::types::{MetricView, ParamView};
+
+/// A setting the study varies.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VaryRow {
+    pub key: u32,
+    pub name: String,
+    pub values: String,
+    /// The baseline's value; blank for the engine's default.
+    pub baseline: String,
+}
+
+/// A setting held at one value.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FixedRow {
+    pub key: u32,
+    pub name: String,
+    pub value: String,
+}
+
+/// An objective or bound: a metric, which way is better, optional limits
+/// (`baseline - 1%`, `120 GiB`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ObjectiveRow {
+    pub key: u32,
+    pub metric: String,
+    pub goal: String,
+    pub min: String,
+    pub max: String,
+}
+
+/// Everything on the designer's form, as typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Form {
+    pub name: String,
+    pub profile: String,
+    pub model: String,
+    pub vary: Vec<VaryRow>,
+    pub fixed: Vec<FixedRow>,
+    /// One constraint a line.
+    pub constraints: String,
+    pub objectives: Vec<ObjectiveRow>,
+    pub strategy: String,
+    pub seed: String,
+    pub endpoint_url: String,
+    pub endpoint_model: String,
+    pub max_trials: String,
+    pub max_minutes: String,
+    pub patience: String,
+    pub min_gain: String,
+    pub rerun_every: String,
+    pub prompt_tokens: String,
+    pub n_predict: String,
+    pub repeats: String,
+    pub quality: bool,
+    /// Context recall: sizes in tokens and depths (0 to 1), comma separated;
+    /// blank sizes leave the probe out.
+    pub context_sizes: String,
+    pub context_depths: String,
+}
+
+impl Default for Form {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            profile: String::new(),
+            model: String::new(),
+            vary: Vec::new(),
+            fixed: Vec::new(),
+            constraints: String::new(),
+            objectives: vec![
+                ObjectiveRow {
+                    key: 1,
+                    metric: "decode_tps".into(),
+                    goal: "max".into(),
+                    ..Default::default()
+                },
+                ObjectiveRow {
+                    key: 2,
+                    metric: "peak_rss_bytes".into(),
+                    goal: "min".into(),
+                    ..Default::default()
+                },
+            ],
+            strategy: "two_phase".into(),
+            seed: "0".into(),
+            endpoint_url: String::new(),
+            endpoint_model: String::new(),
+            max_trials: "30".into(),
+            max_minutes: String::new(),
+            patience: String::new(),
+            min_gain: String::new(),
+            rerun_every: String::new(),
+            prompt_tokens: "128".into(),
+            n_predict: "32".into(),
+            repeats: "2".into(),
+            quality: false,
+            context_sizes: String::new(),
+            context_depths: "0.1, 0.5, 0.9".into(),
+        }
+    }
+}
+
+/// A named set of settings to vary, for one kind of engine.
+pub struct Preset {
+    pub label: &'static str,
+    /// The engine names (as profiles report them) it is meant for.
+    pub engines: &'static [&'static str],
+    /// Setting, values, baseline.
+    pub rows: &'static [(&'static str, &'static str, &'static str)],
+    pub constraints: &'static str,
+}
+
+/// The seeds' llama.cpp axes, and a vLLM throughput set.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        label: "llama.cpp axes",
+        engines: &["llama-server", "llama-cpp-python"],
+        rows: &[
+            ("n_gpu_layers", "0, 99", "99"),
+            ("ctx_size", "4096..32768 log", "8192"),
+            ("cache_type_k", "f16, q8_0, q4_0", "f16"),
+            ("cache_type_v", "f16, q8_0, q4_0", "f16"),
+            ("flash_attn", "on, off", "on"),
+            ("batch_size", "512, 2048", "2048"),
+            ("ubatch_size", "128, 512", "512"),
+        ],
+        constraints: "cache_type_k == cache_type_v\nflash_attn == \"on\" when cache_type_v != \"f16\"",
+    },
+    Preset {
+        label: "vLLM throughput",
+        engines: &["vllm"],
+        rows: &[
+            ("gpu_memory_utilization", "0.80..0.95 points 4", "0.9"),
+            ("max_num_seqs", "64, 128, 256", "256"),
+            ("max_num_batched_tokens", "2048..16384 log", "8192"),
+            ("kv_cache_dtype", "auto, fp8", "auto"),
+            ("enable_prefix_caching", "bool", "true"),
+        ],
+        constraints: "",
+    },
+];
+
+impl Preset {
+    /// The rows whose settings the engine has.
+    pub fn rows_for(&self, params: &[ParamView], next_key: &mut u32) -> Vec<VaryRow> {
+        self.rows
+            .iter()
+            .filter(|(name, _, _)| params.iter().any(|p| p.name == *name))
+            .map(|(name, values, baseline)| {
+                *next_key += 1;
+                VaryRow {
+                    key: *next_key,
+                    name: name.to_string(),
+                    values: values.to_string(),
+                    baseline: baseline.to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A value as JSON: a number where it reads as one, else text.
+fn scalar(text: &str) -> Value {
+    let t = text.trim();
+    if let Ok(i) = t.parse::<i64>() {
+        return json!(i);
+    }
+    match t.parse::<f64>() {
+        Ok(f) if f.is_finite() && !t.eq_ignore_ascii_case("nan") => json!(f),
+        _ => {
+            let unquoted = t.trim_matches('"');
+            match unquoted {
+                "true" => json!(true),
+                "false" => json!(false),
+                _ => json!(unquoted),
+            }
+        }
+    }
+}
+
+/// Reads a varied setting's values (see the module's comment).
+pub fn parse_values(text: &str) -> Result<Value, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("no values".into());
+    }
+    if t == "bool" {
+        return Ok(json!("bool"));
+    }
+    if let Some((lo, rest)) = t.split_once("..") {
+        let mut words = rest.split_whitespace();
+        let hi = words.next().ok_or("a range needs an end: `1..8`")?;
+        let number = |s: &str| {
+            s.trim().parse::<f64>().map_err(|_| format!("`{}` is not a number", s.trim()))
+        };
+        let (lo_n, hi_n) = (number(lo)?, number(hi)?);
+        let whole = |s: &str| s.trim().parse::<i64>().is_ok();
+        let mut range = Map::new();
+        let is_int = whole(lo) && whole(hi);
+        range.insert("min".into(), if is_int { json!(lo_n as i64) } else { json!(lo_n) });
+        range.insert("max".into(), if is_int { json!(hi_n as i64) } else { json!(hi_n) });
+        while let Some(word) = words.next() {
+            match word {
+                "log" => {
+                    range.insert("log".into(), json!(true));
+                }
+                "step" | "points" => {
+                    let n = words.next().ok_or(format!("`{word}` needs a number after it"))?;
+                    let n: i64 = n.parse().map_err(|_| format!("`{n}` is not a whole number"))?;
+                    range.insert(word.into(), json!(n));
+                }
+                other => {
+                    return Err(format!("`{other}`: a range takes `log`, `step N` or `points N`"));
+                }
+            }
+        }
+        if !is_int && !range.contains_key("points") {
+            range.insert("points".into(), json!(3));
+        }
+        return Ok(Value::Object(range));
+    }
+    let items: Vec<Value> =
+        t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(scalar).collect();
+    if items.is_empty() {
+        return Err("no values".into());
+    }
+    Ok(Value::Array(items))
+}
+
+fn optional_number(map: &mut Map<String, Value>, key: &str, text: &str) -> Result<(), String> {
+    let t = text.trim();
+    if !t.is_empty() {
+        let v = scalar(t);
+        if !v.is_number() {
+            return Err(format!("{}: `{t}` is not a number", key.replace('_', " ")));
+        }
+        map.insert(key.into(), v);
+    }
+    Ok(())
+}
+
+fn list(text: &str) -> Vec<Value> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(scalar).collect()
+}
+
+impl Form {
+    /// The study as JSON, or what on the form cannot be read (the server
+    /// checks everything else).
+    pub fn to_json(&self) -> Result<Value, Vec<String>> {
+        let mut errors = Vec::new();
+        let mut space = Map::new();
+        let mut baseline = Map::new();
+        for row in self.vary.iter().filter(|r| !r.name.is_empty()) {
+            match parse_values(&row.values) {
+                Ok(v) => {
+                    space.insert(row.name.clone(), v);
+                }
+                Err(e) => errors.push(format!("`{}`: {e}", row.name)),
+            }
+            if !row.baseline.trim().is_empty() {
+                baseline.insert(row.name.clone(), scalar(&row.baseline));
+            }
+        }
+        let fixed: Map<String, Value> = self
+            .fixed
+            .iter()
+            .filter(|r| !r.name.is_empty() && !r.value.trim().is_empty())
+            .map(|r| (r.name.clone(), scalar(&r.value)))
+            .collect();
+        let objectives: Vec<Value> = self
+            .objectives
+            .iter()
+            .filter(|o| !o.metric.is_empty())
+            .map(|o| {
+                let mut m = Map::new();
+                m.insert("metric".into(), json!(o.metric));
+                if !o.goal.is_empty() {
+                    m.insert("goal".into(), json!(o.goal));
+                }
+                for (k, v) in [("min", &o.min), ("max", &o.max)] {
+                    if !v.trim().is_empty() {
+                        m.insert(k.into(), json!(v.trim()));
+                    }
+                }
+                Value::Object(m)
+            })
+            .collect();
+        let mut strategy = Map::new();
+        strategy.insert("kind".into(), json!(self.strategy));
+        if let Err(e) = optional_number(&mut strategy, "seed", &self.seed) {
+            errors.push(e);
+        }
+        if self.strategy == "llm" && !self.endpoint_url.trim().is_empty() {
+            let mut endpoint = Map::new();
+            endpoint.insert("url".into(), json!(self.endpoint_url.trim()));
+            if !self.endpoint_model.trim().is_empty() {
+                endpoint.insert("model".into(), json!(self.endpoint_model.trim()));
+            }
+            strategy.insert("endpoint".into(), Value::Object(endpoint));
+        }
+        let mut budget = Map::new();
+        for (key, text) in [
+            ("max_trials", &self.max_trials),
+            ("max_minutes", &self.max_minutes),
+            ("patience", &self.patience),
+            ("min_gain", &self.min_gain),
+            ("rerun_baseline_every", &self.rerun_every),
+        ] {
+            if let Err(e) = optional_number(&mut budget, key, text) {
+                errors.push(e);
+            }
+        }
+        let mut speed = Map::new();
+        for (key, text) in [
+            ("prompt_tokens", &self.prompt_tokens),
+            ("n_predict", &self.n_predict),
+            ("repeats", &self.repeats),
+        ] {
+            if let Err(e) = optional_number(&mut speed, key, text) {
+                errors.push(e);
+            }
+        }
+        let mut probes = Map::new();
+        probes.insert("speed".into(), Value::Object(speed));
+        if self.quality {
+            probes.insert("quality".into(), json!({}));
+        }
+        let sizes = list(&self.context_sizes);
+        if !sizes.is_empty() {
+            probes.insert(
+                "context".into(),
+                json!({ "sizes": sizes, "depths": list(&self.context_depths) }),
+            );
+        }
+        let constraints: Vec<&str> =
+            self.constraints.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(json!({
+            "name": self.name.trim(),
+            "profile": self.profile,
+            "model": self.model,
+            "space": space,
+            "fixed": fixed,
+            "baseline": baseline,
+            "constraints": constraints,
+            "objectives": objectives,
+            "strategy": strategy,
+            "budget": budget,
+            "probes": probes,
+        }))
+    }
+}
+
+/// The metric's label, for a name.
+pub fn metric_label<'a>(metrics: &'a [MetricView], name: &'a str) -> &'a str {
+    metrics.iter().find(|m| m.name == name).map_or(name, |m| m.label.as_str())
+}
+
+/// Settings of `config` that differ from `baseline`, as `name=value`.
+pub fn differences(
+    config: &BTreeMap<String, String>,
+    baseline: &BTreeMap<String, String>,
+) -> Vec<String> {
+    config
+        .iter()
+        .filter(|(k, v)| baseline.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_read_as_lists_switches_and_ranges() {
+        assert_eq!(parse_values("f16, q8_0 ,q4_0").unwrap(), json!(["f16", "q8_0", "q4_0"]));
+        assert_eq!(parse_values("128, 512").unwrap(), json!([128, 512]));
+        assert_eq!(parse_values("bool").unwrap(), json!("bool"));
+        assert_eq!(
+            parse_values("4096..32768 log").unwrap(),
+            json!({ "min": 4096, "max": 32768, "log": true })
+        );
+        assert_eq!(parse_values("1..8 step 2").unwrap(), json!({ "min": 1, "max": 8, "step": 2 }));
+        assert_eq!(
+            parse_values("0.80..0.95 points 4").unwrap(),
+            json!({ "min": 0.8, "max": 0.95, "points": 4 })
+        );
+        assert_eq!(parse_values("0.5..1").unwrap(), json!({ "min": 0.5, "max": 1.0, "points": 3 }));
+        assert!(parse_values("").unwrap_err().contains("no values"));
+        assert!(parse_values("1..x").unwrap_err().contains("`x` is not a number"));
+        assert!(parse_values("1..8 every 2").unwrap_err().contains("`every`"));
+        assert!(parse_values("1..8 step").unwrap_err().contains("needs a number"));
+    }
+
+    #[test]
+    fn a_form_becomes_a_study() {
+        let form = Form {
+            name: " cache ".into(),
+            profile: "demo".into(),
+            model: "tiny".into(),
+            vary: vec![VaryRow {
+                key: 1,
+                name: "cache_type_k".into(),
+                values: "f16, q8_0".into(),
+                baseline: "f16".into(),
+            }],
+            fixed: vec![FixedRow { key: 2, name: "ctx_size".into(), value: "1024".into() }],
+            constraints: "a == b\n\n  c != d ".into(),
+            quality: true,
+            context_sizes: "1024, 2048".into(),
+            ..Form::default()
+        };
+        let v = form.to_json().unwrap();
+        assert_eq!(v["name"], "cache");
+        assert_eq!(v["space"]["cache_type_k"], json!(["f16", "q8_0"]));
+        assert_eq!(v["baseline"]["cache_type_k"], "f16");
+        assert_eq!(v["fixed"]["ctx_size"], 1024);
+        assert_eq!(v["constraints"], json!(["a == b", "c != d"]));
+        assert_eq!(v["objectives"][0], json!({ "metric": "decode_tps", "goal": "max" }));
+        assert_eq!(v["budget"]["max_trials"], 30);
+        assert!(v["budget"].get("patience").is_none(), "blank numbers are left out");
+        assert_eq!(v["probes"]["quality"], json!({}));
+        assert_eq!(v["probes"]["context"]["sizes"], json!([1024, 2048]));
+    }
+
+    #[test]
+    fn what_the_form_cannot_read_is_listed() {
+        let form = Form {
+            vary: vec![VaryRow {
+                key: 1,
+                name: "threads".into(),
+                values: " ".into(),
+                ..Default::default()
+            }],
+            max_trials: "lots".into(),
+            ..Form::default()
+        };
+        let errors = form.to_json().unwrap_err();
+        assert_eq!(errors, ["`threads`: no values", "max trials: `lots` is not a number"]);
+    }
+
+    #[test]
+    fn presets_keep_the_settings_the_engine_has() {
+        let param = |name: &str| ParamView {
+            name: name.into(),
+            flag: String::new(),
+            kind: "int".into(),
+            choices: vec![],
+            min: None,
+            max: None,
+            default: String::new(),
+            phase: "load_time".into(),
+            help: String::new(),
+        };
+        let mut key = 0;
+        let rows = PRESETS[0].rows_for(&[param("ctx_size"), param("threads")], &mut key);
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].name.as_str(), rows[0].key), ("ctx_size", 1));
+    }
+}

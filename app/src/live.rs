@@ -1,0 +1,56 @@
+//! The live feed in the browser: `/api/events` as server-sent events.
+//! Trials arrive as plain messages, study updates as `study` events, and a
+//! `reset` says the page must reload its data (the server restarted, or
+//! this page fell behind). The browser reconnects on its own and sends the
+//! last event's id, so the server replays what was missed.
+
+use crate::types::{StudyUpdate, TrialView};
+
+/// What a page does with each kind of update.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub struct Handlers {
+    pub trial: Box<dyn Fn(TrialView)>,
+    pub study: Box<dyn Fn(StudyUpdate)>,
+    pub reset: Box<dyn Fn()>,
+}
+
+/// Subscribes for as long as the current reactive owner lives. Call it
+/// from an effect: it does nothing on the server.
+#[cfg(feature = "hydrate")]
+pub fn subscribe(handlers: Handlers) {
+    use leptos::prelude::on_cleanup;
+    use send_wrapper::SendWrapper;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+
+    let Ok(source) = web_sys::EventSource::new("/api/events") else {
+        return;
+    };
+    let Handlers { trial, study, reset } = handlers;
+    let data = |ev: &web_sys::MessageEvent| ev.data().as_string().unwrap_or_default();
+    let on_trial =
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+            if let Ok(t) = serde_json::from_str::<TrialView>(&data(&ev)) {
+                trial(t);
+            }
+        });
+    let on_study =
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+            if let Ok(s) = serde_json::from_str::<StudyUpdate>(&data(&ev)) {
+                study(s);
+            }
+        });
+    let on_reset = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| reset());
+    source.set_onmessage(Some(on_trial.as_ref().unchecked_ref()));
+    let _ = source.add_event_listener_with_callback("study", on_study.as_ref().unchecked_ref());
+    let _ = source.add_event_listener_with_callback("reset", on_reset.as_ref().unchecked_ref());
+    // Closed on cleanup; the closures live as long as the page.
+    on_trial.forget();
+    on_study.forget();
+    on_reset.forget();
+    let source = SendWrapper::new(source);
+    on_cleanup(move || source.close());
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub fn subscribe(_: Handlers) {}

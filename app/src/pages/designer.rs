@@ -1,0 +1,531 @@
+//! The study designer: a form (or a study file pasted in), checked by the
+//! server as you type, with the planner's preview before launch.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_navigate;
+
+use super::home::list_profiles;
+use super::{error_text, fmt_duration};
+use crate::design::{FixedRow, Form, ObjectiveRow, PRESETS, VaryRow};
+use crate::types::{CheckView, MetricView, ParamView, ProfileView};
+
+/// The metrics a study can optimize or bound.
+#[server]
+pub async fn list_metrics() -> Result<Vec<MetricView>, ServerFnError> {
+    Ok(super::backend()?.metrics())
+}
+
+/// Checks a study (JSON or TOML): every problem, one a line, or the preview.
+#[server]
+pub async fn check_study(text: String) -> Result<CheckView, ServerFnError> {
+    super::backend()?.check_study(text).await.map_err(ServerFnError::new)
+}
+
+/// Checks and starts a study; returns its id.
+#[server]
+pub async fn create_study(text: String) -> Result<i64, ServerFnError> {
+    super::backend()?.create_study(text).await.map_err(ServerFnError::new)
+}
+
+#[component]
+pub fn DesignerPage() -> impl IntoView {
+    let info = Resource::new(
+        || (),
+        |_| async move { Ok::<_, ServerFnError>((list_profiles().await?, list_metrics().await?)) },
+    );
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    view! {
+        <main class="designer" data-hydrated=move || hydrated.get().to_string()>
+            <h1>"Design a study"</h1>
+            <Suspense fallback=|| view! { <p class="muted">"Loading engine profiles…"</p> }>
+                {move || Suspend::new(async move {
+                    match info.await {
+                        Ok((profiles, _)) if profiles.is_empty() => view! {
+                            <p class="error">"No engine profiles. Add a TOML file to the profiles folder."</p>
+                        }.into_any(),
+                        Ok((profiles, metrics)) => view! { <Designer profiles metrics /> }.into_any(),
+                        Err(e) => view! { <p class="error">{error_text(&e)}</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </main>
+    }
+}
+
+/// A text input bound to one field of the form.
+fn text_input(
+    form: RwSignal<Form>,
+    id: &'static str,
+    get: fn(&Form) -> &String,
+    set: fn(&mut Form, String),
+) -> impl IntoView {
+    view! {
+        <input
+            id=id
+            prop:value=move || form.with(|f| get(f).clone())
+            on:input=move |ev| form.update(|f| set(f, event_target_value(&ev)))
+        />
+    }
+}
+
+#[component]
+fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoView {
+    let profiles = StoredValue::new(profiles);
+    let metrics = StoredValue::new(metrics);
+    let first = profiles.with_value(|p| p[0].clone());
+    let form = RwSignal::new(Form {
+        name: "my study".into(),
+        profile: first.name.clone(),
+        model: first.models.first().cloned().unwrap_or_default(),
+        ..Form::default()
+    });
+    let next_key = StoredValue::new(100u32);
+    let key = move || {
+        next_key.update_value(|k| *k += 1);
+        next_key.get_value()
+    };
+    // The form, or a study file pasted in (TOML or JSON).
+    let file_mode = RwSignal::new(false);
+    let file_text = RwSignal::new(String::new());
+    let current = move || {
+        profiles.with_value(|all| {
+            all.iter().find(|p| p.name == form.with(|f| f.profile.clone())).cloned()
+        })
+    };
+    let params = Memo::new(move |_| current().map(|p| p.params).unwrap_or_default());
+
+    let draft = Memo::new(move |_| {
+        if file_mode.get() {
+            Ok(file_text.get())
+        } else {
+            form.with(Form::to_json).map(|v| v.to_string())
+        }
+    });
+    let check = Resource::new(
+        move || draft.get(),
+        |draft| async move {
+            match draft {
+                Ok(text) => check_study(text)
+                    .await
+                    .map_err(|e| error_text(&e).lines().map(String::from).collect::<Vec<_>>()),
+                Err(errors) => Err(errors),
+            }
+        },
+    );
+
+    let launch = ServerAction::<CreateStudy>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(id)) = launch.value().get() {
+            use_navigate()(&format!("/studies/{id}"), Default::default());
+        }
+    });
+    let on_launch = move |_| {
+        if let Ok(text) = draft.get_untracked() {
+            launch.dispatch(CreateStudy { text });
+        }
+    };
+    // The last study that checked, as a file: where the file view starts.
+    let last_toml = StoredValue::new(String::new());
+    let to_file = move |_| {
+        if !file_mode.get_untracked() {
+            file_text.set(last_toml.get_value());
+        }
+        file_mode.set(true);
+    };
+
+    view! {
+        <div class="mode-switch" role="tablist">
+            <button type="button" id="mode-form" class:active=move || !file_mode.get() on:click=move |_| file_mode.set(false)>
+                "Form"
+            </button>
+            <button type="button" id="mode-file" class:active=move || file_mode.get() on:click=to_file>
+                "Study file (TOML or JSON)"
+            </button>
+        </div>
+        <div class="designer-grid">
+            <form class="design-form" on:submit=|ev| ev.prevent_default()>
+                <Show when=move || file_mode.get()>
+                    <section class="panel">
+                        <h2>"Study file"</h2>
+                        <p class="muted">"The same format as " <code>"tunebook run study.toml"</code> "."</p>
+                        <textarea
+                            id="study-file"
+                            rows="28"
+                            prop:value=move || file_text.get()
+                            on:input=move |ev| file_text.set(event_target_value(&ev))
+                        ></textarea>
+                    </section>
+                </Show>
+                <Show when=move || !file_mode.get()>
+                <section class="panel">
+                    <h2>"What and where"</h2>
+                    <label>"Name" {text_input(form, "study-name", |f| &f.name, |f, v| f.name = v)}</label>
+                    <label>
+                        "Engine profile"
+                        <select
+                            id="study-profile"
+                            prop:value=move || form.with(|f| f.profile.clone())
+                            on:change=move |ev| {
+                                let name = event_target_value(&ev);
+                                let model = profiles.with_value(|all| {
+                                    all.iter().find(|p| p.name == name).and_then(|p| p.models.first().cloned())
+                                });
+                                form.update(|f| {
+                                    f.profile = name;
+                                    f.model = model.unwrap_or_default();
+                                });
+                            }
+                        >
+                            {profiles.get_value().into_iter().map(|p| {
+                                view! { <option value=p.name.clone()>{format!("{} ({})", p.name, p.engine)}</option> }
+                            }).collect_view()}
+                        </select>
+                    </label>
+                    <label>
+                        "Model"
+                        <select
+                            id="study-model"
+                            prop:value=move || form.with(|f| f.model.clone())
+                            on:change=move |ev| form.update(|f| f.model = event_target_value(&ev))
+                        >
+                            {move || current().map(|p| p.models).unwrap_or_default().into_iter().map(|m| {
+                                view! { <option value=m.clone()>{m.clone()}</option> }
+                            }).collect_view()}
+                        </select>
+                    </label>
+                </section>
+
+                <section class="panel">
+                    <h2>"Settings to vary"</h2>
+                    <p class="muted">
+                        "Values: a list (" <code>"f16, q8_0"</code> "), " <code>"bool"</code> ", or a range ("
+                        <code>"4096..32768 log"</code> ", " <code>"1..8 step 1"</code> ", " <code>"0.8..0.95 points 4"</code>
+                        "). The baseline is what every trial is compared with."
+                    </p>
+                    <div class="presets">
+                        {move || {
+                            let engine = current().map(|p| p.engine).unwrap_or_default();
+                            PRESETS.iter().filter(|p| p.engines.contains(&engine.as_str())).map(|preset| {
+                                let label = preset.label;
+                                view! {
+                                    <button type="button" class="preset" on:click=move |_| {
+                                        let preset = PRESETS.iter().find(|p| p.label == label).expect("a preset");
+                                        let mut k = next_key.get_value();
+                                        let rows = preset.rows_for(&params.get_untracked(), &mut k);
+                                        next_key.set_value(k);
+                                        form.update(|f| {
+                                            f.vary = rows;
+                                            f.constraints = preset.constraints.to_string();
+                                        });
+                                    }>{format!("Preset: {label}")}</button>
+                                }
+                            }).collect_view()
+                        }}
+                    </div>
+                    <table class="rows" id="vary-rows">
+                        <thead><tr><th>"setting"</th><th>"values"</th><th>"baseline"</th><th></th></tr></thead>
+                        <tbody>
+                            <For each=move || form.with(|f| f.vary.clone()) key=|r| r.key let:row>
+                                <VaryRowView form params row />
+                            </For>
+                        </tbody>
+                    </table>
+                    <button type="button" id="add-vary" on:click=move |_| {
+                        let k = key();
+                        form.update(|f| f.vary.push(VaryRow { key: k, ..Default::default() }));
+                    }>"Add a setting to vary"</button>
+                </section>
+
+                <section class="panel">
+                    <h2>"Fixed settings"</h2>
+                    <table class="rows" id="fixed-rows">
+                        <thead><tr><th>"setting"</th><th>"value"</th><th></th></tr></thead>
+                        <tbody>
+                            <For each=move || form.with(|f| f.fixed.clone()) key=|r| r.key let:row>
+                                <FixedRowView form params row />
+                            </For>
+                        </tbody>
+                    </table>
+                    <button type="button" id="add-fixed" on:click=move |_| {
+                        let k = key();
+                        form.update(|f| f.fixed.push(FixedRow { key: k, ..Default::default() }));
+                    }>"Add a fixed setting"</button>
+                </section>
+
+                <section class="panel">
+                    <h2>"Constraints"</h2>
+                    <p class="muted">
+                        "One a line, e.g. " <code>"cache_type_k == cache_type_v"</code> " or "
+                        <code>"flash_attn == \"on\" when cache_type_v != \"f16\""</code> "."
+                    </p>
+                    <textarea
+                        id="constraints"
+                        rows="3"
+                        prop:value=move || form.with(|f| f.constraints.clone())
+                        on:input=move |ev| form.update(|f| f.constraints = event_target_value(&ev))
+                    ></textarea>
+                </section>
+
+                <section class="panel">
+                    <h2>"Objectives"</h2>
+                    <p class="muted">"Bounds are optional: " <code>"baseline - 1%"</code> ", " <code>"120 GiB"</code> ", " <code>"2s"</code> "."</p>
+                    <table class="rows" id="objective-rows">
+                        <thead><tr><th>"metric"</th><th>"better is"</th><th>"at least"</th><th>"at most"</th><th></th></tr></thead>
+                        <tbody>
+                            <For each=move || form.with(|f| f.objectives.clone()) key=|r| r.key let:row>
+                                <ObjectiveRowView form metrics=metrics.get_value() row />
+                            </For>
+                        </tbody>
+                    </table>
+                    <button type="button" id="add-objective" on:click=move |_| {
+                        let k = key();
+                        form.update(|f| f.objectives.push(ObjectiveRow { key: k, metric: "decode_tps".into(), goal: "max".into(), ..Default::default() }));
+                    }>"Add an objective"</button>
+                </section>
+
+                <section class="panel">
+                    <h2>"Strategy and budget"</h2>
+                    <label>
+                        "Strategy"
+                        <select
+                            id="strategy"
+                            prop:value=move || form.with(|f| f.strategy.clone())
+                            on:change=move |ev| form.update(|f| f.strategy = event_target_value(&ev))
+                        >
+                            <option value="two_phase">"two-phase: each axis alone, then around the best"</option>
+                            <option value="grid">"grid: every combination"</option>
+                            <option value="random">"random"</option>
+                            <option value="motpe">"model-based (multi-objective TPE)"</option>
+                            <option value="llm">"proposed by an LLM"</option>
+                        </select>
+                    </label>
+                    <Show when=move || form.with(|f| f.strategy == "llm")>
+                        <label>"Endpoint URL (OpenAI-compatible)" {text_input(form, "endpoint-url", |f| &f.endpoint_url, |f, v| f.endpoint_url = v)}</label>
+                        <label>"Endpoint model (blank: its first)" {text_input(form, "endpoint-model", |f| &f.endpoint_model, |f, v| f.endpoint_model = v)}</label>
+                    </Show>
+                    <label>"Seed" {text_input(form, "seed", |f| &f.seed, |f, v| f.seed = v)}</label>
+                    <label>"Maximum trials" {text_input(form, "max-trials", |f| &f.max_trials, |f, v| f.max_trials = v)}</label>
+                    <label>"Maximum minutes" {text_input(form, "max-minutes", |f| &f.max_minutes, |f, v| f.max_minutes = v)}</label>
+                    <label>"Stop after this many trials without gain" {text_input(form, "patience", |f| &f.patience, |f, v| f.patience = v)}</label>
+                    <label>"Smallest gain that counts" {text_input(form, "min-gain", |f| &f.min_gain, |f, v| f.min_gain = v)}</label>
+                    <label>"Re-run the baseline every N trials" {text_input(form, "rerun-every", |f| &f.rerun_every, |f, v| f.rerun_every = v)}</label>
+                </section>
+
+                <section class="panel">
+                    <h2>"Probes"</h2>
+                    <label>"Prompt tokens" {text_input(form, "prompt-tokens", |f| &f.prompt_tokens, |f, v| f.prompt_tokens = v)}</label>
+                    <label>"Tokens to generate" {text_input(form, "n-predict", |f| &f.n_predict, |f, v| f.n_predict = v)}</label>
+                    <label>"Repeats" {text_input(form, "repeats", |f| &f.repeats, |f, v| f.repeats = v)}</label>
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            id="quality"
+                            prop:checked=move || form.with(|f| f.quality)
+                            on:change=move |ev| form.update(|f| f.quality = event_target_checked(&ev))
+                        />
+                        "Quality: the known-answer prompt suite"
+                    </label>
+                    <label>"Context recall: sizes in tokens (blank: none)" {text_input(form, "context-sizes", |f| &f.context_sizes, |f, v| f.context_sizes = v)}</label>
+                    <label>"Context recall: depths (0 to 1)" {text_input(form, "context-depths", |f| &f.context_depths, |f, v| f.context_depths = v)}</label>
+                </section>
+                </Show>
+            </form>
+
+            <aside class="panel preview" aria-live="polite">
+                <h2>"Before it runs"</h2>
+                // The check is read only in here: read outside, it would
+                // suspend the whole page, and the form with it, as you type.
+                <Transition fallback=|| view! { <p class="muted">"Checking…"</p> }>
+                    {move || Suspend::new(async move {
+                        let result = check.await;
+                        let ok = result.is_ok();
+                        let shown = match result {
+                            Ok(c) => {
+                                last_toml.set_value(c.toml.clone());
+                                view! { <Preview check=c /> }.into_any()
+                            }
+                            Err(errors) => view! {
+                                <ul id="study-errors" class="error">
+                                    {errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}
+                                </ul>
+                            }.into_any(),
+                        };
+                        view! {
+                            {shown}
+                            <button
+                                type="button"
+                                id="launch"
+                                disabled=move || !ok || launch.pending().get()
+                                on:click=on_launch
+                            >
+                                {move || if launch.pending().get() { "Starting…" } else { "Launch the study" }}
+                            </button>
+                        }
+                    })}
+                </Transition>
+                <p id="launch-error" class="error" role="alert">
+                    {move || match launch.value().get() {
+                        Some(Err(e)) => error_text(&e),
+                        _ => String::new(),
+                    }}
+                </p>
+            </aside>
+        </div>
+    }
+}
+
+#[component]
+fn Preview(check: CheckView) -> impl IntoView {
+    let allowed =
+        check.allowed.map_or("not counted (a very large space)".to_string(), |a| a.to_string());
+    let estimate = check.estimate_s.map_or("unknown".to_string(), fmt_duration);
+    view! {
+        <dl id="study-preview" class="facts">
+            <dt>"Configurations"</dt>
+            <dd id="grid-size">{check.grid_size}</dd>
+            <dt>"Allowed by the constraints"</dt>
+            <dd id="allowed">{allowed}</dd>
+            <dt>"Predicted not to fit"</dt>
+            <dd id="not-fit">{check.not_fit}</dd>
+            <dt>"Trials the budget runs"</dt>
+            <dd id="planned">{check.planned_trials}</dd>
+            <dt>"Estimated time"</dt>
+            <dd id="estimate">{estimate} <span class="muted">{format!(" ({})", check.estimate_basis)}</span></dd>
+        </dl>
+        <ul class="muted">
+            {check.not_fit_examples.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}
+        </ul>
+        <p class="muted">
+            "Baseline: "
+            {check.baseline.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}
+        </p>
+    }
+}
+
+/// The domain of a setting, in words, under its row.
+fn domain_hint(p: &ParamView) -> String {
+    let range = match (p.min, p.max) {
+        (Some(lo), Some(hi)) => format!(" {lo}..{hi}"),
+        _ => String::new(),
+    };
+    let choices =
+        if p.choices.is_empty() { String::new() } else { format!(": {}", p.choices.join(", ")) };
+    format!("{} ({}{range}{choices}; default {}) — {}", p.flag, p.kind, p.default, p.help)
+}
+
+fn setting_select(
+    params: Memo<Vec<ParamView>>,
+    selected: String,
+    on_change: impl Fn(String) + 'static,
+) -> impl IntoView {
+    view! {
+        <select class="setting" on:change=move |ev| on_change(event_target_value(&ev))>
+            <option value="" selected=selected.is_empty()>"choose…"</option>
+            {move || params.get().into_iter().map(|p| {
+                let is = p.name == selected;
+                view! { <option value=p.name.clone() selected=is>{p.name.clone()}</option> }
+            }).collect_view()}
+            <option value="env." disabled=true>"env.NAME for an environment variable: type it as a fixed setting"</option>
+        </select>
+    }
+}
+
+#[component]
+fn VaryRowView(form: RwSignal<Form>, params: Memo<Vec<ParamView>>, row: VaryRow) -> impl IntoView {
+    let k = row.key;
+    let edit = move |f: fn(&mut VaryRow, String), v: String| {
+        form.update(|form| {
+            if let Some(r) = form.vary.iter_mut().find(|r| r.key == k) {
+                f(r, v);
+            }
+        });
+    };
+    let hint = move || {
+        let name = form.with(|f| f.vary.iter().find(|r| r.key == k).map(|r| r.name.clone()));
+        params.with(|ps| ps.iter().find(|p| Some(&p.name) == name.as_ref()).map(domain_hint))
+    };
+    view! {
+        <tr data-key=k>
+            <td>{setting_select(params, row.name.clone(), move |v| edit(|r, v| r.name = v, v))}</td>
+            <td><input class="values" prop:value=row.values.clone() on:input=move |ev| edit(|r, v| r.values = v, event_target_value(&ev)) /></td>
+            <td><input class="baseline" prop:value=row.baseline.clone() on:input=move |ev| edit(|r, v| r.baseline = v, event_target_value(&ev)) /></td>
+            <td><button type="button" class="remove" aria-label="remove" on:click=move |_| form.update(|f| f.vary.retain(|r| r.key != k))>"×"</button></td>
+        </tr>
+        <tr class="hint"><td colspan="4" class="muted">{hint}</td></tr>
+    }
+}
+
+#[component]
+fn FixedRowView(
+    form: RwSignal<Form>,
+    params: Memo<Vec<ParamView>>,
+    row: FixedRow,
+) -> impl IntoView {
+    let k = row.key;
+    let edit = move |f: fn(&mut FixedRow, String), v: String| {
+        form.update(|form| {
+            if let Some(r) = form.fixed.iter_mut().find(|r| r.key == k) {
+                f(r, v);
+            }
+        });
+    };
+    view! {
+        <tr data-key=k>
+            <td>
+                <input class="setting-name" list="setting-names" prop:value=row.name.clone()
+                    on:input=move |ev| edit(|r, v| r.name = v, event_target_value(&ev)) />
+                <datalist id="setting-names">
+                    {move || params.get().into_iter().map(|p| view! { <option value=p.name.clone() /> }).collect_view()}
+                </datalist>
+            </td>
+            <td><input class="value" prop:value=row.value.clone() on:input=move |ev| edit(|r, v| r.value = v, event_target_value(&ev)) /></td>
+            <td><button type="button" class="remove" aria-label="remove" on:click=move |_| form.update(|f| f.fixed.retain(|r| r.key != k))>"×"</button></td>
+        </tr>
+    }
+}
+
+#[component]
+fn ObjectiveRowView(
+    form: RwSignal<Form>,
+    metrics: Vec<MetricView>,
+    row: ObjectiveRow,
+) -> impl IntoView {
+    let k = row.key;
+    let edit = move |f: fn(&mut ObjectiveRow, String), v: String| {
+        form.update(|form| {
+            if let Some(r) = form.objectives.iter_mut().find(|r| r.key == k) {
+                f(r, v);
+            }
+        });
+    };
+    let goal = row.goal.clone();
+    let natural = metrics.clone();
+    view! {
+        <tr data-key=k>
+            <td>
+                <select class="metric" on:change=move |ev| {
+                    let m = event_target_value(&ev);
+                    let g = natural.iter().find(|x| x.name == m).map(|x| x.goal.clone()).unwrap_or_default();
+                    edit(|r, v| r.metric = v, m);
+                    edit(|r, v| r.goal = v, g);
+                }>
+                    {metrics.iter().map(|m| {
+                        let is = m.name == row.metric;
+                        view! { <option value=m.name.clone() selected=is>{m.label.clone()}</option> }
+                    }).collect_view()}
+                </select>
+            </td>
+            <td>
+                <select class="goal" prop:value=move || form.with(|f| f.objectives.iter().find(|r| r.key == k).map(|r| r.goal.clone()).unwrap_or(goal.clone()))
+                    on:change=move |ev| edit(|r, v| r.goal = v, event_target_value(&ev))>
+                    <option value="max">"higher"</option>
+                    <option value="min">"lower"</option>
+                </select>
+            </td>
+            <td><input class="min" prop:value=row.min.clone() on:input=move |ev| edit(|r, v| r.min = v, event_target_value(&ev)) /></td>
+            <td><input class="max" prop:value=row.max.clone() on:input=move |ev| edit(|r, v| r.max = v, event_target_value(&ev)) /></td>
+            <td><button type="button" class="remove" aria-label="remove" on:click=move |_| form.update(|f| f.objectives.retain(|r| r.key != k))>"×"</button></td>
+        </tr>
+    }
+}

@@ -1,0 +1,92 @@
+//! The list of studies, newest first, kept current by the live feed.
+
+use leptos::prelude::*;
+
+use super::error_text;
+use crate::types::StudySummary;
+
+/// Every study, newest first.
+#[server]
+pub async fn list_studies() -> Result<Vec<StudySummary>, ServerFnError> {
+    super::backend()?.list_studies().await.map_err(ServerFnError::new)
+}
+
+#[component]
+pub fn StudiesPage() -> impl IntoView {
+    let studies = Resource::new(|| (), |_| list_studies());
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| {
+        hydrated.set(true);
+        // A study's state or trial counts changed: read the list again.
+        crate::live::subscribe(crate::live::Handlers {
+            trial: Box::new(move |t| {
+                if t.study_id.is_some() && t.state.is_final() {
+                    studies.refetch();
+                }
+            }),
+            study: Box::new(move |_| studies.refetch()),
+            reset: Box::new(move || studies.refetch()),
+        });
+    });
+    view! {
+        <main class="studies" data-hydrated=move || hydrated.get().to_string()>
+            <section class="panel">
+                <h1>"Studies"</h1>
+                <p><a class="button" href="/studies/new" id="new-study">"Design a new study"</a></p>
+                <Transition fallback=|| view! { <p class="muted">"Loading studies…"</p> }>
+                    {move || Suspend::new(async move {
+                        match studies.await {
+                            Ok(list) if list.is_empty() => view! {
+                                <p class="muted" id="no-studies">
+                                    "No studies yet. Design one: say what to vary and what better means, and Tunebook runs it."
+                                </p>
+                            }.into_any(),
+                            Ok(list) => view! { <StudyTable list /> }.into_any(),
+                            Err(e) => view! { <p class="error">{error_text(&e)}</p> }.into_any(),
+                        }
+                    })}
+                </Transition>
+            </section>
+        </main>
+    }
+}
+
+#[component]
+fn StudyTable(list: Vec<StudySummary>) -> impl IntoView {
+    view! {
+        <table class="trials">
+            <thead>
+                <tr>
+                    <th>"#"</th>
+                    <th>"name"</th>
+                    <th>"engine profile · model"</th>
+                    <th>"state"</th>
+                    <th class="num">"trials done"</th>
+                    <th class="num">"failed"</th>
+                    <th class="num">"pruned"</th>
+                    <th>"why it ended"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {list
+                    .into_iter()
+                    .map(|s| {
+                        let count = |k: &str| s.trials.get(k).copied().unwrap_or(0);
+                        view! {
+                            <tr data-study-id=s.id>
+                                <td>{s.id}</td>
+                                <td><a href=format!("/studies/{}", s.id)>{s.name.clone()}</a></td>
+                                <td>{format!("{} · {}", s.profile, s.model)}</td>
+                                <td><span class=format!("state state-{}", s.state)>{s.state.clone()}</span></td>
+                                <td class="num">{count("done")}</td>
+                                <td class="num">{count("failed")}</td>
+                                <td class="num">{count("pruned")}</td>
+                                <td class="muted">{s.stop_reason.clone().unwrap_or_default()}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+}

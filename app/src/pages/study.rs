@@ -1,0 +1,498 @@
+//! A study's live page: its state and controls, the trial in flight, the
+//! best so far, the Pareto plot, its trials a page at a time, and what
+//! happened, all kept current by the live feed. Whatever grows with the
+//! study (the table, the best so far, the plot) is asked of the server, so
+//! a study of 10,000 trials loads about as fast as one of ten.
+
+use std::collections::BTreeMap;
+
+use leptos::prelude::*;
+
+use super::{error_text, fmt_metric};
+use crate::design::differences;
+use crate::plot::{Point, pareto_figure};
+use crate::types::{
+    ObjectiveView, ParetoView, StudyProgress, StudyUpdate, StudyView, TrialPage, TrialQuery,
+    TrialState, TrialView,
+};
+
+#[server]
+pub async fn get_study(id: i64) -> Result<StudyView, ServerFnError> {
+    super::backend()?.study(id).await.map_err(ServerFnError::new)
+}
+
+/// One page of the study's trials, sorted and filtered by the database.
+#[server]
+pub async fn study_trials(id: i64, query: TrialQuery) -> Result<TrialPage, ServerFnError> {
+    super::backend()?.study_trials(id, query).await.map_err(ServerFnError::new)
+}
+
+#[server]
+pub async fn get_progress(id: i64) -> Result<StudyProgress, ServerFnError> {
+    super::backend()?.study_progress(id).await.map_err(ServerFnError::new)
+}
+
+/// `metrics`: comma-separated metric names.
+#[server]
+pub async fn study_pareto(id: i64, metrics: String) -> Result<ParetoView, ServerFnError> {
+    let metrics =
+        metrics.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
+    super::backend()?.pareto(id, metrics).await.map_err(ServerFnError::new)
+}
+
+/// `pause`, `resume` or `stop`.
+#[server]
+pub async fn control_study(id: i64, action: String) -> Result<(), ServerFnError> {
+    super::backend()?.control_study(id, action).await.map_err(ServerFnError::new)
+}
+
+/// What the live feed brought since the page loaded.
+#[derive(Clone, Copy)]
+struct Live {
+    /// Each trial's latest state, by id.
+    trials: RwSignal<BTreeMap<i64, TrialView>>,
+    events: RwSignal<Vec<StudyUpdate>>,
+    state: RwSignal<Option<String>>,
+    /// Counts trials that appeared or reached a final state: what the
+    /// server is asked again for.
+    changes: RwSignal<u64>,
+}
+
+#[component]
+pub fn StudyPage() -> impl IntoView {
+    let id = super::id_param();
+    let study = Resource::new(id, get_study);
+    let live = Live {
+        trials: RwSignal::new(BTreeMap::new()),
+        events: RwSignal::new(Vec::new()),
+        state: RwSignal::new(None),
+        changes: RwSignal::new(0),
+    };
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| {
+        hydrated.set(true);
+        super::mark("hydrated");
+        let me = id();
+        crate::live::subscribe(crate::live::Handlers {
+            trial: Box::new(move |t| {
+                if t.study_id == Some(me) {
+                    let new = !live.trials.with_untracked(|m| m.contains_key(&t.id));
+                    if new || t.state.is_final() {
+                        live.changes.update(|n| *n += 1);
+                    }
+                    live.trials.update(|m| {
+                        m.insert(t.id, t);
+                    });
+                }
+            }),
+            study: Box::new(move |s| {
+                if s.study_id == me {
+                    live.state.set(Some(s.state.clone()));
+                    live.events.update(|e| e.push(s));
+                }
+            }),
+            reset: Box::new(move || {
+                live.trials.update(BTreeMap::clear);
+                live.events.update(Vec::clear);
+                live.state.set(None);
+                study.refetch();
+            }),
+        });
+    });
+    view! {
+        <main class="study" data-hydrated=move || hydrated.get().to_string()>
+            <Suspense fallback=|| view! { <p class="muted">"Loading the study…"</p> }>
+                {move || Suspend::new(async move {
+                    match study.await {
+                        Ok(s) => view! { <StudyBody study=s live /> }.into_any(),
+                        Err(e) => view! { <p class="error">{error_text(&e)}</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </main>
+    }
+}
+
+/// A row as the live feed last saw it, where that is further along.
+fn overlaid(t: &TrialView, live: &BTreeMap<i64, TrialView>) -> TrialView {
+    match live.get(&t.id) {
+        Some(l) if !t.state.is_final() || l.state.is_final() => l.clone(),
+        _ => t.clone(),
+    }
+}
+
+/// The trial in flight: the newest the live feed or the server knows of,
+/// unless it has ended.
+fn in_flight(progress: &StudyProgress, live: &BTreeMap<i64, TrialView>) -> Option<TrialView> {
+    let newest = match (progress.in_flight.as_ref(), live.values().next_back()) {
+        (Some(s), Some(l)) if s.id > l.id => s,
+        (_, Some(l)) => l,
+        (s, None) => s?,
+    };
+    (!newest.state.is_final()).then(|| newest.clone())
+}
+
+fn value_of(t: &TrialView, metric: &str) -> Option<f64> {
+    match metric {
+        "decode_tps" => t.decode_tps,
+        "prefill_tps" => t.prefill_tps,
+        "ttft_ms" => t.ttft_ms,
+        "load_ms" => t.load_ms,
+        "peak_rss_bytes" => t.peak_rss_bytes.map(|b| b as f64),
+        "mem_available_drop_bytes" => t.mem_available_drop_bytes.map(|b| b as f64),
+        "peak_gpu_bytes" => t.peak_gpu_bytes.map(|b| b as f64),
+        "quality_score" => t.quality_score,
+        "context_pass_rate" => t.context_pass_rate,
+        "pct_of_ceiling" => t.pct_of_ceiling,
+        "perplexity" => t.perplexity,
+        _ => None,
+    }
+}
+
+#[component]
+fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
+    let id = study.summary.id;
+    let progress = RwSignal::new(study.progress.clone());
+    #[cfg(feature = "hydrate")]
+    super::keep_fetched(move || live.changes.track(), move |()| get_progress(id), progress, true);
+    let state = {
+        let initial = study.summary.state.clone();
+        Memo::new(move |_| live.state.get().unwrap_or_else(|| initial.clone()))
+    };
+    let control = ServerAction::<ControlStudy>::new();
+    let act = move |action: &'static str| {
+        control.dispatch(ControlStudy { id, action: action.into() });
+    };
+    let objectives = StoredValue::new(study.objectives.clone());
+    let baseline = StoredValue::new(study.baseline.clone());
+    let stored_events = study.events.clone();
+    let events = Memo::new(move |_| {
+        let mut all = stored_events.clone();
+        all.extend(live.events.get());
+        all
+    });
+    let max_trials = study.max_trials;
+    let now = Memo::new(move |_| progress.with(|p| live.trials.with(|l| in_flight(p, l))));
+
+    view! {
+        <header class="study-head">
+            <h1>{study.summary.name.clone()}</h1>
+            <span id="study-state" class=move || format!("state state-{}", state.get())>{move || state.get()}</span>
+            <span class="muted">{format!(" {} · {} · study {id}", study.summary.profile, study.summary.model)}</span>
+        </header>
+        <section class="panel controls">
+            <span id="progress">{move || format!("{} of at most {max_trials} trials", progress.with(|p| p.counted))}</span>
+            <button type="button" id="pause" disabled=move || state.get() != "running" on:click=move |_| act("pause")>"Pause"</button>
+            <button type="button" id="resume" disabled=move || state.get() != "paused" on:click=move |_| act("resume")>"Resume"</button>
+            <button type="button" id="stop" disabled=move || !matches!(state.get().as_str(), "running" | "paused") on:click=move |_| act("stop")>"Stop"</button>
+            <span class="error" role="alert">{move || match control.value().get() { Some(Err(e)) => error_text(&e), _ => String::new() }}</span>
+            <p class="muted" id="stop-reason">{study.summary.stop_reason.clone().unwrap_or_default()}</p>
+        </section>
+        <div class="study-grid">
+            <section class="panel">
+                <h2>"Now"</h2>
+                {move || match now.get() {
+                    Some(t) => view! { <InFlight t /> }.into_any(),
+                    None => view! { <p class="muted" id="in-flight">"No trial running."</p> }.into_any(),
+                }}
+                <h2>"Best so far"</h2>
+                <dl class="facts" id="best">
+                    {move || objectives.get_value().into_iter().zip(progress.get().best).map(|(o, found)| {
+                        view! {
+                            <dt>{format!("{} ({})", o.label, if o.goal == "max" { "higher is better" } else { "lower is better" })}</dt>
+                            <dd>{match found {
+                                Some(b) => view! { <a href=format!("/trials/{}", b.trial_id)>{format!("{} — trial {}", fmt_metric(&o.metric, Some(b.value)), b.trial_id)}</a> }.into_any(),
+                                None => view! { <span class="muted">"nothing done yet"</span> }.into_any(),
+                            }}</dd>
+                        }
+                    }).collect_view()}
+                </dl>
+            </section>
+            <section class="panel">
+                <h2>"Pareto front"</h2>
+                <ParetoPlot id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
+            </section>
+        </div>
+        <section class="panel">
+            <h2>"Trials"</h2>
+            <TrialsTable id first=study.first_page.clone() live objectives=study.objectives.clone() baseline=baseline.get_value() />
+        </section>
+        <section class="panel">
+            <h2>"What happened"</h2>
+            <ol class="events" id="events">
+                {move || events.get().into_iter().map(|e| view! {
+                    <li data-kind=e.kind.clone()><strong>{e.kind.clone()}</strong>" "{e.message.clone()}</li>
+                }).collect_view()}
+            </ol>
+            <details>
+                <summary>"The study as a file"</summary>
+                <pre class="study-file">{study.definition_toml.clone()}</pre>
+            </details>
+        </section>
+    }
+}
+
+/// The trial in flight: its phase, and while loading, elapsed against
+/// expected time.
+#[component]
+fn InFlight(t: TrialView) -> impl IntoView {
+    let now = RwSignal::new(t.started_ms.unwrap_or(t.created_ms));
+    #[cfg(feature = "hydrate")]
+    {
+        let handle = set_interval_with_handle(
+            move || now.set(js_sys::Date::now() as i64),
+            std::time::Duration::from_millis(500),
+        );
+        if let Ok(h) = handle {
+            on_cleanup(move || h.clear());
+        }
+    }
+    let started = t.started_ms;
+    let expected = t.expected_load_ms;
+    let phase = match (t.state, t.load_state.as_deref()) {
+        (TrialState::Loading, Some("loading")) => "loading the model",
+        (TrialState::Loading, _) => "starting the engine",
+        (s, _) => s.as_str(),
+    };
+    let settings = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    let loading = t.state == TrialState::Loading;
+    view! {
+        <div id="in-flight" data-trial-id=t.id data-state=t.state.as_str()>
+            <p><a href=format!("/trials/{}", t.id)>{format!("trial {}", t.id)}</a>" — "<strong>{phase}</strong></p>
+            <p class="settings">{settings}</p>
+            <Show when=move || loading>
+                {move || {
+                    let elapsed = started.map(|s| (now.get() - s).max(0) as f64 / 1e3).unwrap_or(0.0);
+                    let text = match expected {
+                        Some(e) => format!("{elapsed:.1} s of ~{:.1} s expected", e / 1e3),
+                        None => format!("{elapsed:.1} s (no earlier load to go by)"),
+                    };
+                    let max = expected.map(|e| e / 1e3).unwrap_or(elapsed.max(1.0));
+                    view! {
+                        <progress max=max value=elapsed.min(max)></progress>
+                        <span class="muted">{text}</span>
+                    }
+                }}
+            </Show>
+            <p class="muted">{t.note.clone().unwrap_or_default()}</p>
+        </div>
+    }
+}
+
+#[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
+#[component]
+fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -> impl IntoView {
+    let names: Vec<String> = objectives.iter().map(|o| o.metric.clone()).collect();
+    let x = RwSignal::new(names.first().cloned().unwrap_or_default());
+    let y = RwSignal::new(names.get(1).cloned().unwrap_or_else(|| x.get_untracked()));
+    // Fetched in the browser only (the plot is drawn there), outside any
+    // suspense, so a refresh never blanks the page; read again whenever
+    // another trial finishes.
+    let pareto: RwSignal<Option<ParetoView>> = RwSignal::new(None);
+    #[cfg(feature = "hydrate")]
+    Effect::new(|_| crate::plot::preload());
+    #[cfg(feature = "hydrate")]
+    super::keep_fetched(
+        move || {
+            finished.track();
+            format!("{},{}", x.get(), y.get())
+        },
+        move |chosen| async move { study_pareto(id, chosen).await.map(Some) },
+        pareto,
+        false,
+    );
+    let labels = StoredValue::new(objectives.clone());
+    let label = move |m: &str| {
+        labels.with_value(|o| {
+            o.iter().find(|o| o.metric == m).map_or(m.to_string(), |o| o.label.clone())
+        })
+    };
+    let figure = Memo::new(move |_| {
+        pareto.with(|p| {
+            let p = p.as_ref()?;
+            let points: Vec<Point> = p
+                .points
+                .iter()
+                .filter(|pt| pt.values.len() >= 2)
+                .map(|pt| Point {
+                    trial_id: pt.trial_id,
+                    x: pt.values[0],
+                    y: pt.values[1],
+                    on_front: pt.on_front,
+                    hover: if pt.differs.is_empty() {
+                        "the baseline".into()
+                    } else {
+                        pt.differs.clone()
+                    },
+                })
+                .collect();
+            let figure = pareto_figure(&points, &label(&p.metrics[0]), &label(&p.metrics[1]));
+            Some((points.len(), figure))
+        })
+    });
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::closure::Closure;
+        let navigate = leptos_router::hooks::use_navigate();
+        let click =
+            send_wrapper::SendWrapper::new(Closure::<dyn FnMut(f64)>::new(move |trial: f64| {
+                navigate(&format!("/trials/{}", trial as i64), Default::default());
+            }));
+        Effect::new(move |_| {
+            if let Some((_, fig)) = figure.get() {
+                crate::plot::draw("pareto-plot", &fig, &click);
+            }
+        });
+    }
+    let options = move |selected: RwSignal<String>| {
+        objectives
+            .clone()
+            .into_iter()
+            .map(move |o| {
+                let is = o.metric == selected.get_untracked();
+                view! { <option value=o.metric.clone() selected=is>{o.label.clone()}</option> }
+            })
+            .collect_view()
+    };
+    view! {
+        <div class="plot-axes">
+            <label>"x " <select id="pareto-x" on:change=move |ev| x.set(event_target_value(&ev))>{options(x)}</select></label>
+            <label>"y " <select id="pareto-y" on:change=move |ev| y.set(event_target_value(&ev))>{options(y)}</select></label>
+        </div>
+        <Show
+            when=move || figure.with(|f| f.as_ref().is_some_and(|(n, _)| *n > 0))
+            fallback=|| view! { <p class="muted" id="pareto-empty">"No finished trial to plot yet."</p> }
+        >
+            <span></span>
+        </Show>
+        <div
+            id="pareto-plot"
+            class="plot"
+            data-points=move || pareto.with(|p| p.as_ref().map_or(-1, |p| p.points.len() as i64))
+            data-finished=move || finished.get()
+        ></div>
+    }
+}
+
+/// The study's trials a page at a time, sorted and filtered by the server
+/// and asked again as trials appear and finish; rows in flight are shown
+/// as the live feed last saw them.
+#[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
+#[component]
+fn TrialsTable(
+    id: i64,
+    first: TrialPage,
+    live: Live,
+    objectives: Vec<ObjectiveView>,
+    baseline: BTreeMap<String, String>,
+) -> impl IntoView {
+    let query = RwSignal::new(TrialQuery::default());
+    let page = RwSignal::new(first);
+    #[cfg(feature = "hydrate")]
+    super::keep_fetched(
+        move || {
+            live.changes.track();
+            query.get()
+        },
+        move |q| study_trials(id, q),
+        page,
+        true,
+    );
+    let metrics: Vec<(String, String)> = {
+        let mut m: Vec<(String, String)> =
+            objectives.iter().map(|o| (o.metric.clone(), o.label.clone())).collect();
+        for (name, label) in [
+            ("decode_tps", "decode tok/s"),
+            ("prefill_tps", "prefill tok/s"),
+            ("ttft_ms", "TTFT ms"),
+            ("peak_rss_bytes", "peak RSS"),
+        ] {
+            if !m.iter().any(|(n, _)| n == name) {
+                m.push((name.into(), label.into()));
+            }
+        }
+        m
+    };
+    let metrics = StoredValue::new(metrics);
+    let baseline = StoredValue::new(baseline);
+    let rows = Memo::new(move |_| {
+        page.with(|p| {
+            live.trials.with(|l| p.rows.iter().map(|t| overlaid(t, l)).collect::<Vec<_>>())
+        })
+    });
+    let header = move |column: String, label: String| {
+        let c = column.clone();
+        let arrow = move || {
+            query.with(|q| match (q.sort == c, q.descending) {
+                (true, true) => " ▼",
+                (true, false) => " ▲",
+                _ => "",
+            })
+        };
+        let c2 = column.clone();
+        view! {
+            <th class="num sortable" data-column=column.clone()>
+                <button type="button" on:click=move |_| query.update(|q| {
+                    q.descending = q.sort != c2 || !q.descending;
+                    q.sort = c2.clone();
+                    q.offset = 0;
+                })>{label}{arrow}</button>
+            </th>
+        }
+    };
+    let limit = TrialQuery::default().limit;
+    let shown = move || {
+        let (offset, matching, n) = page.with(|p| (p.offset, p.matching, p.rows.len() as u64));
+        match n {
+            0 => format!("none of {matching} shown"),
+            _ => format!("{}–{} of {matching}", offset + 1, offset + n),
+        }
+    };
+    view! {
+        <label class="filter">"Filter " <input id="trial-filter" placeholder="state, role or setting=value" prop:value=move || query.with(|q| q.filter.clone()) on:input=move |ev| query.update(|q| { q.filter = event_target_value(&ev); q.offset = 0; }) /></label>
+        <Show
+            when=move || page.with(|p| p.matching > 0) || query.with(|q| !q.filter.trim().is_empty())
+            fallback=|| view! { <p class="muted" id="no-trials">"No trials yet."</p> }
+        >
+            <table class="trials" id="study-trials">
+                <thead>
+                    <tr>
+                        {header("id".into(), "#".into())}
+                        <th>"role"</th>
+                        <th>"state"</th>
+                        <th>"differs from the baseline"</th>
+                        {metrics.get_value().into_iter().map(|(m, l)| header(m, l)).collect_view()}
+                        <th>"note"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    <For each=move || rows.get() key=|t| (t.id, t.state) let:t>
+                        {
+                            let diff = baseline.with_value(|b| differences(&t.settings, b)).join(" ");
+                            let cause = match t.state {
+                                TrialState::Failed | TrialState::Pruned => format!("{}: {}", t.failure_kind.clone().unwrap_or_default(), t.error.clone().unwrap_or_default()),
+                                _ => String::new(),
+                            };
+                            let drift = t.drift_pct.map(|d| format!(" drift {d:+.1} %")).unwrap_or_default();
+                            view! {
+                                <tr data-trial-id=t.id data-state=t.state.as_str()>
+                                    <td><a href=format!("/trials/{}", t.id)>{t.id}</a></td>
+                                    <td>{t.role.clone().unwrap_or_default()}</td>
+                                    <td><span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span></td>
+                                    <td class="settings">{if diff.is_empty() { "(the baseline)".to_string() } else { diff }}</td>
+                                    {metrics.get_value().into_iter().map(|(m, _)| view! { <td class="num">{fmt_metric(&m, value_of(&t, &m))}</td> }).collect_view()}
+                                    <td class="muted note">{format!("{}{}{}", t.note.clone().unwrap_or_default(), drift, if cause.is_empty() { String::new() } else { format!(" — {cause}") })}</td>
+                                </tr>
+                            }
+                        }
+                    </For>
+                </tbody>
+            </table>
+            <nav class="pager">
+                <button type="button" id="page-prev" disabled=move || query.with(|q| q.offset == 0) on:click=move |_| query.update(|q| q.offset = q.offset.saturating_sub(limit))>"← previous"</button>
+                <span class="muted" id="trials-shown">{shown}</span>
+                <button type="button" id="page-next" disabled=move || query.with(|q| q.offset + limit >= page.with(|p| p.matching)) on:click=move |_| query.update(|q| q.offset += limit)>"next →"</button>
+            </nav>
+        </Show>
+    }
+}

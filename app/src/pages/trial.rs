@@ -1,0 +1,162 @@
+//! One trial: its exact command line and environment, the settings the
+//! engine read back, every sample, the log tail and the failure's cause.
+
+use leptos::prelude::*;
+
+use super::{error_text, fmt, fmt_metric};
+use crate::types::{TrialDetail, TrialState};
+
+#[server]
+pub async fn get_trial(id: i64) -> Result<TrialDetail, ServerFnError> {
+    super::backend()?.trial_detail(id).await.map_err(ServerFnError::new)
+}
+
+#[component]
+pub fn TrialPage() -> impl IntoView {
+    let id = super::id_param();
+    let detail = Resource::new(id, get_trial);
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| {
+        hydrated.set(true);
+        let me = id();
+        // A trial still running: show each phase as it comes.
+        crate::live::subscribe(crate::live::Handlers {
+            trial: Box::new(move |t| {
+                if t.id == me {
+                    detail.refetch();
+                }
+            }),
+            study: Box::new(|_| {}),
+            reset: Box::new(move || detail.refetch()),
+        });
+    });
+    view! {
+        <main class="trial" data-hydrated=move || hydrated.get().to_string()>
+            <Transition fallback=|| view! { <p class="muted">"Loading the trial…"</p> }>
+                {move || Suspend::new(async move {
+                    match detail.await {
+                        Ok(d) => view! { <TrialBody d /> }.into_any(),
+                        Err(e) => view! { <p class="error">{error_text(&e)}</p> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </main>
+    }
+}
+
+/// An argument as a shell would need it quoted, for copying.
+fn quoted(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
+}
+
+#[component]
+fn TrialBody(d: TrialDetail) -> impl IntoView {
+    let t = d.trial.clone();
+    let command = d.argv.iter().map(|a| quoted(a)).collect::<Vec<_>>().join(" ");
+    let env = d.env.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect::<Vec<_>>().join(" ");
+    let baseline = d.baseline.clone().unwrap_or_default();
+    let failed = matches!(t.state, TrialState::Failed | TrialState::Pruned);
+    let metrics = [
+        ("decode tok/s", fmt(t.decode_tps, 2)),
+        ("client decode tok/s", fmt(t.client_decode_tps, 2)),
+        ("prefill tok/s", fmt(t.prefill_tps, 1)),
+        ("time to first token (ms)", fmt(t.ttft_ms, 1)),
+        ("load time (s)", fmt(t.load_ms.map(|m| m / 1e3), 2)),
+        ("peak RSS", fmt_metric("peak_rss_bytes", t.peak_rss_bytes.map(|b| b as f64))),
+        (
+            "drop in available memory",
+            fmt_metric("mem_available_drop_bytes", t.mem_available_drop_bytes.map(|b| b as f64)),
+        ),
+        ("peak GPU memory", fmt_metric("peak_gpu_bytes", t.peak_gpu_bytes.map(|b| b as f64))),
+        ("quality", fmt_metric("quality_score", t.quality_score)),
+        ("context recall", fmt_metric("context_pass_rate", t.context_pass_rate)),
+        ("% of bandwidth ceiling", fmt(t.pct_of_ceiling, 0)),
+        ("perplexity", fmt(t.perplexity, 3)),
+        ("context the engine allocated", t.n_ctx.map(|n| n.to_string()).unwrap_or_default()),
+    ];
+    view! {
+        <header class="study-head">
+            <h1>{format!("Trial {}", t.id)}</h1>
+            <span id="trial-state" class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span>
+            <span class="muted">{format!(" {} · {}", t.profile, t.model)}</span>
+            {t.study_id.map(|s| view! { " · " <a id="study-link" href=format!("/studies/{s}")>{format!("study {s}")}</a> })}
+        </header>
+        <Show when=move || failed>
+            <section class="panel failure" id="failure">
+                <h2>{format!("Why it {}", if t.state == TrialState::Pruned { "was skipped" } else { "failed" })}</h2>
+                <p><strong>{d.trial.failure_kind.clone().unwrap_or_default()}</strong></p>
+                <pre class="engine-error">{d.trial.error.clone().unwrap_or_default()}</pre>
+            </section>
+        </Show>
+        <div class="study-grid">
+            <section class="panel">
+                <h2>"Settings"</h2>
+                <table class="kv" id="trial-settings">
+                    {d.trial.settings.iter().map(|(k, v)| {
+                        let differs = d.baseline.is_some() && baseline.get(k) != Some(v);
+                        view! { <tr class:differs=differs><th>{k.clone()}</th><td>{v.clone()}</td><td class="muted">{if differs { format!("baseline: {}", baseline.get(k).cloned().unwrap_or_else(|| "engine default".into())) } else { String::new() }}</td></tr> }
+                    }).collect_view()}
+                </table>
+                <p class="muted">{d.trial.note.clone().unwrap_or_default()}</p>
+            </section>
+            <section class="panel">
+                <h2>"Measured"</h2>
+                <dl class="facts" id="trial-metrics">
+                    {metrics.into_iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+                </dl>
+            </section>
+        </div>
+        <section class="panel">
+            <h2>"Command line"</h2>
+            <pre id="command">{if command.is_empty() { "(not launched)".to_string() } else { command }}</pre>
+            <h3>"Environment it set"</h3>
+            <pre id="env">{if env.is_empty() { "(none)".to_string() } else { env }}</pre>
+            <h3>"What the engine read back"</h3>
+            <pre id="read-back">{d.read_back.clone().unwrap_or_else(|| "(nothing reported)".into())}</pre>
+        </section>
+        <section class="panel">
+            <h2>"Samples"</h2>
+            <Show when={let n = d.samples.len(); move || n > 0} fallback=|| view! { <p class="muted">"No samples recorded."</p> }>
+                <table class="trials" id="samples">
+                    <thead><tr>
+                        <th class="num">"#"</th><th class="num">"TTFT ms"</th><th class="num">"total ms"</th>
+                        <th class="num">"prompt tokens"</th><th class="num">"prefill tok/s"</th>
+                        <th class="num">"generated"</th><th class="num">"decode tok/s"</th><th class="num">"client decode tok/s"</th>
+                    </tr></thead>
+                    <tbody>
+                        {d.samples.iter().map(|s| view! {
+                            <tr>
+                                <td class="num">{s.idx}</td><td class="num">{fmt(Some(s.ttft_ms), 1)}</td><td class="num">{fmt(Some(s.total_ms), 1)}</td>
+                                <td class="num">{s.prompt_n}</td><td class="num">{fmt(Some(s.prompt_tps), 1)}</td>
+                                <td class="num">{s.predicted_n}</td><td class="num">{fmt(Some(s.predicted_tps), 2)}</td><td class="num">{fmt(s.client_decode_tps, 2)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </Show>
+        </section>
+        <section class="panel">
+            <h2>"Engine log tail"</h2>
+            <pre id="log-tail" class="log">{if d.log_tail.is_empty() { "(kept only when a trial fails)".to_string() } else { d.log_tail.join("\n") }}</pre>
+            <details>
+                <summary>"The full measurement (JSON)"</summary>
+                <pre>{d.measurement.clone().unwrap_or_default()}</pre>
+            </details>
+        </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quoted;
+
+    #[test]
+    fn arguments_are_quoted_only_when_needed() {
+        assert_eq!(quoted("-ctk"), "-ctk");
+        assert_eq!(quoted("/models/a b.gguf"), "'/models/a b.gguf'");
+        assert_eq!(quoted("it's"), r"'it'\''s'");
+        assert_eq!(quoted(""), "''");
+    }
+}

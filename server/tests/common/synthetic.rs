@@ -1,0 +1,57 @@
+//! Large studies made up without an engine: deterministic, varied numbers
+//! with a small Pareto front, for the history benchmark and for the page
+//! of a study too large to run in a test.
+
+use tunebook::db::Db;
+use tunebook::db::{studies, trials};
+use tunebook_app::types::{TrialState, TrialView};
+use tunebook_study::StudyDef;
+
+/// The `i`-th made-up trial of a study.
+pub fn trial(study_id: i64, i: usize) -> TrialView {
+    let x = (i as f64 * 0.618_033_988_7).fract();
+    let y = (i as f64 * 0.414_213_562_3).fract();
+    let settings = [
+        ("threads".to_string(), (1 + i % 16).to_string()),
+        ("ubatch_size".to_string(), (64 << (i % 6)).to_string()),
+        ("cache_type_k".to_string(), ["f16", "q8_0", "q4_0"][i % 3].to_string()),
+    ]
+    .into();
+    TrialView {
+        created_ms: i as i64,
+        load_ms: Some(100.0 + y * 50.0),
+        ttft_ms: Some(10.0 + x),
+        prefill_tps: Some(500.0 * (1.0 + y)),
+        decode_tps: Some(30.0 + 20.0 * x),
+        client_decode_tps: Some(30.0 + 20.0 * x),
+        prompt_tokens: Some(512),
+        tokens_requested: Some(128),
+        tokens_generated: Some(128),
+        n_ctx: Some(4096),
+        peak_rss_bytes: Some(((4.0 + 4.0 * y + 2.0 * x) * 1e9) as i64),
+        quality_score: Some(0.8),
+        ceiling_tps: Some(60.0),
+        pct_of_ceiling: Some((30.0 + 20.0 * x) / 0.6),
+        study_id: Some(study_id),
+        role: Some("search".into()),
+        note: Some("random draw".into()),
+        ..TrialView::new("demo", "tiny", settings, TrialState::Done)
+    }
+}
+
+/// Stores a finished study of `n` made-up trials, maximizing decode speed
+/// and minimizing peak memory; returns its id.
+pub async fn big_study(db: &Db, n: usize) -> anyhow::Result<i64> {
+    let def = StudyDef::from_toml(
+        "name = \"big\"\nprofile = \"demo\"\nmodel = \"tiny\"\n[space]\nthreads = [1]\n\
+         [[objectives]]\nmetric = \"decode_tps\"\n[[objectives]]\nmetric = \"peak_rss_bytes\"\n",
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let study = studies::insert(db, &def).await?;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        let batch: Vec<TrialView> = chunk.iter().map(|&i| trial(study, i)).collect();
+        trials::import(db, &batch).await?;
+    }
+    studies::set_state(db, study, studies::StudyState::Done, Some("made up")).await?;
+    Ok(study)
+}
