@@ -62,6 +62,7 @@ pub fn plan(
         let mut spec = LaunchSpec::new(PathBuf::new(), vec![]);
         spec.api = Api::OpenAi;
         spec.health_path = profile.health_path().to_string();
+        spec.request = rendered.request;
         return Ok(spec);
     }
     if !profile.binary.is_file() {
@@ -100,6 +101,7 @@ pub fn plan(
         registry_dir: None,
         api: profile.kind.api(),
         health_path: profile.health_path().to_string(),
+        request: rendered.request,
     })
 }
 
@@ -385,11 +387,13 @@ impl RunningEngine {
     ) -> Result<Completion, Failure> {
         let done = match self.spec.api {
             Api::LlamaServer => {
-                llama_server::completion(&self.client, &self.base_url, request, timeout).await
+                let extra = &self.spec.request;
+                llama_server::completion(&self.client, &self.base_url, request, extra, timeout)
+                    .await
             }
             Api::OpenAi => {
-                openai::completion(&self.client, &self.base_url, &self.model_id, request, timeout)
-                    .await
+                let (url, model, extra) = (&self.base_url, &self.model_id, &self.spec.request);
+                openai::completion(&self.client, url, model, request, extra, timeout).await
             }
         };
         let mut done = match done {
@@ -424,12 +428,29 @@ impl RunningEngine {
         grace: Duration,
         gate: Option<Gate<'_>>,
     ) -> Result<Outcome, Failure> {
-        let props = self.props().await;
-        let result = plan.run_gated(&self, props.as_ref().and_then(|p| p.n_ctx), gate).await;
-        let memory = self.memory();
-        let load_time = self.load_time;
+        let outcome = self.measure_gated(plan, gate).await;
         self.stop(grace).await;
-        Ok(Outcome { load_time, props, measurement: result?, memory })
+        outcome
+    }
+
+    /// Reads back what runs and runs the probe plan, leaving the engine
+    /// running (to be measured again with other request-time settings).
+    /// Memory peaks count from the launch.
+    pub async fn measure_gated(
+        &self,
+        plan: &ProbePlan,
+        gate: Option<Gate<'_>>,
+    ) -> Result<Outcome, Failure> {
+        let props = self.props().await;
+        let result = plan.run_gated(self, props.as_ref().and_then(|p| p.n_ctx), gate).await;
+        let memory = self.memory();
+        Ok(Outcome { load_time: self.load_time, props, measurement: result?, memory })
+    }
+
+    /// Whether the engine's process has exited (never, for an endpoint
+    /// Tunebook does not run).
+    pub fn has_exited(&self) -> bool {
+        self.process.as_ref().is_some_and(|p| p.exit_info().is_some())
     }
 
     /// Stops the engine (SIGTERM, `grace`, SIGKILL).

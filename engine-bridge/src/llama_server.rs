@@ -171,6 +171,19 @@ pub struct CompletionRequest<'a> {
 pub struct Completion {
     pub sample: CompletionSample,
     pub text: String,
+    /// The sampling settings the engine says it used (llama-server's
+    /// `generation_settings`), where it reports them.
+    pub settings: Option<serde_json::Value>,
+}
+
+/// Adds request-time settings to a request body (they win over its own).
+pub(crate) fn with_fields(
+    body: &mut serde_json::Value,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) {
+    if let Some(body) = body.as_object_mut() {
+        body.extend(fields.clone());
+    }
 }
 
 /// Sends one streamed completion and times it on the client: the first
@@ -180,6 +193,7 @@ pub async fn completion(
     client: &reqwest::Client,
     base_url: &str,
     request: &CompletionRequest<'_>,
+    extra: &serde_json::Map<String, serde_json::Value>,
     timeout: Duration,
 ) -> Result<Completion, Failure> {
     let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
@@ -187,7 +201,7 @@ pub async fn completion(
         Prompt::Tokens(t) => json!(t),
         Prompt::Text(t) => json!(t),
     };
-    let body = json!({
+    let mut body = json!({
         "prompt": prompt,
         "n_predict": request.n_predict,
         "stream": true,
@@ -196,6 +210,7 @@ pub async fn completion(
         "temperature": 0.0,
         "seed": 42,
     });
+    with_fields(&mut body, extra);
     let run = async {
         let sent = Instant::now();
         let response = client
@@ -238,7 +253,8 @@ pub async fn completion(
                 client_decode_tps,
                 timings,
             };
-            return Ok(Completion { sample, text });
+            let settings = chunk.get("generation_settings").cloned();
+            return Ok(Completion { sample, text, settings });
         }
         Err(probe_err(FailureKind::ProbeFailed, "stream ended without a final event".into()))
     };

@@ -62,6 +62,7 @@ pub async fn completion(
     base_url: &str,
     model: &str,
     request: &CompletionRequest<'_>,
+    extra: &serde_json::Map<String, Value>,
     timeout: Duration,
 ) -> Result<Completion, Failure> {
     let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
@@ -82,6 +83,7 @@ pub async fn completion(
         // vLLM and SGLang honour it; others ignore it.
         body["ignore_eos"] = json!(true);
     }
+    crate::llama_server::with_fields(&mut body, extra);
     let run = async {
         let sent = Instant::now();
         let response = client
@@ -150,7 +152,7 @@ pub async fn completion(
             client_decode_tps: decode_tps.is_finite().then_some(decode_tps),
             timings,
         };
-        Ok(Completion { sample, text })
+        Ok(Completion { sample, text, settings: None })
     };
     tokio::time::timeout(timeout, run).await.unwrap_or_else(|_| {
         Err(probe_err(FailureKind::ProbeTimeout, format!("no complete answer within {timeout:?}")))

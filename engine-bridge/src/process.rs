@@ -46,6 +46,10 @@ pub struct LaunchSpec {
     pub api: Api,
     /// The path that answers 200 once it is ready.
     pub health_path: String,
+    /// Request-time settings: fields added to every request sent to it.
+    /// Changing them needs no new launch.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub request: serde_json::Map<String, serde_json::Value>,
 }
 
 impl LaunchSpec {
@@ -59,6 +63,7 @@ impl LaunchSpec {
             registry_dir: None,
             api: Api::LlamaServer,
             health_path: "/health".into(),
+            request: serde_json::Map::new(),
         }
     }
 

@@ -41,8 +41,37 @@ pub struct RunnerContext {
     pub bandwidth: Option<f64>,
     pub shutdown: CancellationToken,
     /// Held while an engine runs: one engine at a time on this machine,
-    /// whether its trial came alone or from a study.
-    pub slot: Arc<tokio::sync::Mutex<()>>,
+    /// whether its trial came alone or from a study. Between a study's
+    /// trials it may hold that study's engine, still running.
+    pub slot: Arc<tokio::sync::Mutex<Option<Warm>>>,
+}
+
+/// A study's engine kept running after its trial, for a next trial that
+/// differs from it only in request-time settings.
+pub struct Warm {
+    /// What a launch depends on: profile, model, load-time settings.
+    key: (String, String, engine_bridge::Settings),
+    engine: RunningEngine,
+    study_id: i64,
+    /// The trial that launched it, and the command line stored for it.
+    launched_by: i64,
+    command: serde_json::Value,
+}
+
+/// What a launch of `trial` depends on.
+fn launch_key(profile: &Profile, trial: &TrialView) -> (String, String, engine_bridge::Settings) {
+    let load_time = profile.catalog().load_time(&trial.settings);
+    (trial.profile.clone(), trial.model.clone(), load_time)
+}
+
+/// Stops the engine kept for study `study_id`, if one is.
+pub async fn release(ctx: &RunnerContext, study_id: i64) {
+    let mut slot = ctx.slot.lock().await;
+    if slot.as_ref().is_some_and(|w| w.study_id == study_id)
+        && let Some(warm) = slot.take()
+    {
+        warm.engine.stop(STOP_GRACE).await;
+    }
 }
 
 /// Hands trials to the worker.
@@ -126,8 +155,8 @@ pub async fn run_trial(
     if trial.state != TrialState::Queued {
         return Ok(());
     }
-    let _slot = ctx.slot.lock().await;
-    match measure(ctx, &trial, probes, gate).await? {
+    let mut slot = ctx.slot.lock().await;
+    match measure(ctx, &trial, probes, gate, &mut slot).await? {
         Ok(()) => {}
         Err(failure) => {
             tracing::info!(trial = id, cause = failure.kind.label(), "trial failed");
@@ -137,12 +166,16 @@ pub async fn run_trial(
     publish(ctx, id).await
 }
 
-/// Runs one trial; the outer error is the database's, the inner the trial's.
+/// Runs one trial on the engine `slot` holds when it was launched with the
+/// same load-time settings, else on a new launch; a study's engine stays
+/// in `slot` afterwards. The outer error is the database's, the inner the
+/// trial's.
 async fn measure(
     ctx: &RunnerContext,
     trial: &TrialView,
     probes: &ProbePlan,
     gate: Option<Gate<'_>>,
+    slot: &mut Option<Warm>,
 ) -> Result<Result<(), Failure>, sqlx::Error> {
     let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
     set_state(ctx, trial.id, TrialState::Launching).await?;
@@ -152,12 +185,51 @@ async fn measure(
             format!("engine profile `{}` no longer exists", trial.profile),
         );
     };
-    let engine = match start_engine(ctx, profile, trial).await? {
-        Ok(engine) => engine,
-        Err(failure) => return Ok(Err(failure)),
+    let key = launch_key(profile, trial);
+    let (mut engine, command, reused_from) = match slot.take() {
+        Some(warm) if warm.key == key && !warm.engine.has_exited() => {
+            trials::set_command(&ctx.db, trial.id, &warm.command).await?;
+            let note = format!(
+                "ran on the engine launched for trial {}: only request-time settings differ",
+                warm.launched_by
+            );
+            trials::append_note(&ctx.db, trial.id, &note).await?;
+            (warm.engine, warm.command, Some(warm.launched_by))
+        }
+        other => {
+            if let Some(warm) = other {
+                warm.engine.stop(STOP_GRACE).await;
+            }
+            match start_engine(ctx, profile, trial).await? {
+                Ok(launched) => (launched.0, launched.1, None),
+                Err(failure) => return Ok(Err(failure)),
+            }
+        }
     };
+    match profile.catalog().render(&trial.settings) {
+        Ok(rendered) => engine.spec.request = rendered.request,
+        Err(e) => {
+            engine.stop(STOP_GRACE).await;
+            return fail(FailureKind::Rejected, e.to_string());
+        }
+    }
     set_state(ctx, trial.id, TrialState::Probing).await?;
-    let mut outcome = match engine.measure_and_stop_gated(probes, STOP_GRACE, gate).await {
+    let measured = engine.measure_gated(probes, gate).await;
+    // Kept for the study's next trial, unless something runs after the
+    // engine (perplexity needs its memory) or the engine is in doubt.
+    let keep = trial
+        .study_id
+        .filter(|_| measured.is_ok() && probes.perplexity.is_none() && !engine.has_exited());
+    match keep {
+        Some(study_id) => {
+            let launched_by = reused_from.unwrap_or(trial.id);
+            *slot = Some(Warm { key, engine, study_id, launched_by, command });
+        }
+        None => {
+            engine.stop(STOP_GRACE).await;
+        }
+    }
+    let mut outcome = match measured {
         Ok(o) => o,
         Err(failure) => return Ok(Err(failure)),
     };
@@ -171,19 +243,20 @@ async fn measure(
     if let Some(why) = &outcome.measurement.skipped {
         trials::append_note(&ctx.db, trial.id, why).await?;
     }
-    let measured = Measured { outcome: &outcome, ceiling_tps };
+    let measured = Measured { outcome: &outcome, ceiling_tps, reused: reused_from.is_some() };
     trials::finish_done(&ctx.db, trial.id, &measured).await?;
     Ok(Ok(()))
 }
 
 /// Launches the trial's engine and waits until it is ready (or, for an
 /// external endpoint, waits until it answers), recording the command line,
-/// the expected load time and readiness changes as it goes.
+/// the expected load time and readiness changes as it goes. Gives the
+/// engine and the command line stored.
 async fn start_engine(
     ctx: &RunnerContext,
     profile: &Profile,
     trial: &TrialView,
-) -> Result<Result<RunningEngine, Failure>, sqlx::Error> {
+) -> Result<Result<(RunningEngine, serde_json::Value), Failure>, sqlx::Error> {
     let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
     if let (EngineKind::External, Some(url)) = (profile.kind, &profile.url) {
         if let Err(e) = engine_bridge::plan(profile, &trial.model, &trial.settings, 0) {
@@ -192,7 +265,8 @@ async fn start_engine(
         let command = json!({ "url": url, "display": format!("external endpoint {url}") });
         trials::set_command(&ctx.db, trial.id, &command).await?;
         set_state(ctx, trial.id, TrialState::Loading).await?;
-        return Ok(RunningEngine::attach(url, &trial.model, ctx.load_timeout).await);
+        let attached = RunningEngine::attach(url, &trial.model, ctx.load_timeout).await;
+        return Ok(attached.map(|engine| (engine, command)));
     }
     let port = match engine_bridge::free_port() {
         Ok(p) => p,
@@ -242,7 +316,7 @@ async fn start_engine(
         RunningEngine::launch_watched(spec, port, ctx.load_timeout, Some(&progress)).await;
     drop(progress);
     let _ = forward.await;
-    Ok(launched)
+    Ok(launched.map(|engine| (engine, command)))
 }
 
 async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<(), sqlx::Error> {

@@ -406,6 +406,7 @@ impl Studies {
                     }
                 }
             }
+            runner::release(&this.ctx, id).await;
             this.running.lock().expect("lock").remove(&id);
         })
     }
@@ -430,6 +431,8 @@ impl Studies {
             let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
             match row.state {
                 StudyState::Paused => {
+                    // A paused study holds no engine.
+                    runner::release(ctx, id).await;
                     control.wake.notified().await;
                     continue;
                 }

@@ -114,7 +114,7 @@ async fn exercise(db: &Db) {
     };
     let outcome =
         Outcome { load_time: Duration::from_millis(250), props: None, measurement, memory };
-    let measured = Measured { outcome: &outcome, ceiling_tps: Some(200.0) };
+    let measured = Measured { outcome: &outcome, ceiling_tps: Some(200.0), reused: false };
     trials::finish_done(db, done, &measured).await.unwrap();
     let failure = Failure {
         kind: FailureKind::Rejected,

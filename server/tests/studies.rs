@@ -135,6 +135,56 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
 }
 
 #[tokio::test]
+async fn request_time_settings_reuse_the_running_engine() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let mut def = demo_study();
+    def["name"] = json!("sampling");
+    def["space"] = json!({ "top_k": [1, 40], "threads": [1, 2] });
+    def["fixed"] = json!({ "ctx_size": 1024 });
+    def["baseline"] = json!({ "threads": 1, "top_k": 40 });
+    def["constraints"] = json!([]);
+    let created = post(&server, "/api/studies", &def).await;
+    assert_eq!(created.status(), 201);
+    let study: StudyRow = created.json().await.unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done, "{:?}", row.stop_reason);
+
+    let mut trials: Vec<TrialView> =
+        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    trials.sort_by_key(|t| t.id);
+    let order: Vec<(&str, &str)> = trials
+        .iter()
+        .map(|t| (t.settings["threads"].as_str(), t.settings["top_k"].as_str()))
+        .collect();
+    // The baseline, then grid order with the request-time setting fastest.
+    assert_eq!(order, [("1", "40"), ("1", "1"), ("2", "1"), ("2", "40")]);
+    let launched: Vec<i64> = trials.iter().filter(|t| t.load_ms.is_some()).map(|t| t.id).collect();
+    assert_eq!(launched, [trials[0].id, trials[2].id], "two launches for two thread counts");
+    for (t, by) in [(&trials[1], &trials[0]), (&trials[3], &trials[2])] {
+        assert_eq!(t.state, TrialState::Done, "{t:?}");
+        assert!(t.decode_tps.unwrap() > 0.0);
+        let note = t.note.as_deref().unwrap_or_default();
+        assert!(note.contains(&format!("the engine launched for trial {}", by.id)), "{note}");
+        assert_eq!(t.command, by.command, "the same command line ran");
+    }
+    // Each trial's top_k reached the engine: it reports what it sampled with.
+    for t in &trials {
+        let m: Value = get_json(&server, &format!("/api/trials/{}/measurement", t.id)).await;
+        let sent: i64 = t.settings["top_k"].parse().unwrap();
+        assert_eq!(m["speed"]["read_back"]["top_k"], json!(sent), "trial {}", t.id);
+    }
+    // The study is over: the engine it kept between trials is stopped.
+    let engines = server.data.path().join("engines");
+    common::eventually(LIMIT, "no engine left running", || async {
+        let left = std::fs::read_dir(&engines).map(|d| d.count()).unwrap_or(0);
+        (left == 0).then_some(())
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn llama_bench_output_becomes_trials() {
     common::require_demo_engine();
     let root = common::repo_root();

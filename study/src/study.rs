@@ -343,6 +343,13 @@ impl StudyDef {
             }
             out
         };
+        // Request-time settings last, so they change fastest in grid order
+        // and the running engine is reused between neighbouring trials.
+        params.sort_by_key(|p| {
+            catalog
+                .get(&p.name)
+                .is_some_and(|c| c.phase == engine_bridge::catalog::Phase::RequestTime)
+        });
         let fixed = texts(&self.fixed, "fixed setting", &mut errors);
         let baseline_given = texts(&self.baseline, "baseline setting", &mut errors);
         for name in fixed.keys().filter(|n| self.space.contains_key(*n)) {
@@ -554,6 +561,19 @@ min = "baseline - 1%"
         assert_eq!(study.objectives[1].goal, Goal::Min);
         assert_eq!(study.def.strategy.kind, StrategyKind::TwoPhase);
         assert!(study.probes.speed.is_some() && study.probes.quality.is_none());
+    }
+
+    #[test]
+    fn request_time_settings_change_fastest_in_the_grid() {
+        let text = SEEDS.replace("[space]\n", "[space]\ntop_k = [1, 40]\n");
+        let study = check(&text).unwrap();
+        let names: Vec<&str> = study.space.params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names.last(), Some(&"top_k"), "{names:?}");
+        let grid: Vec<Settings> = study.space.grid().take(2).collect();
+        assert_eq!(grid[0]["top_k"], "1");
+        assert_eq!(grid[1]["top_k"], "40");
+        let catalog = Catalog::llama_server();
+        assert_eq!(catalog.load_time(&grid[0]), catalog.load_time(&grid[1]));
     }
 
     #[test]

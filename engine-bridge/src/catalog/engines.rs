@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::{CACHE_TYPES, Catalog, Domain, Param, Phase, int, param};
+use super::{CACHE_TYPES, Catalog, Domain, Param, Phase, int, param, request_param};
 
 /// ggml type numbers for cache type names, as llama-cpp-python takes them.
 pub const GGML_TYPE_NUMBERS: &[(&str, &str)] = &[
@@ -86,6 +86,16 @@ impl Catalog {
                 ),
                 param("draft_max", "--draft-max", int(0, 256), "16", "Most tokens drafted."),
                 param("draft_min", "--draft-min", int(0, 256), "0", "Fewest tokens drafted."),
+                // Sent with each request: changing it keeps the engine running.
+                // (Per-request speculative settings exist in llama-server's
+                // source but are compiled out, so drafting stays load-time.)
+                request_param(
+                    "top_k",
+                    "top_k",
+                    int(0, 1 << 20),
+                    "40",
+                    "Sampling: keep the k likeliest tokens (0: all); costs a sort per token.",
+                ),
             ],
             env_prefixes: &["CUDA_", "GGML_", "HIP_", "ROCR_", "OMP_", "LLAMA_"],
         }

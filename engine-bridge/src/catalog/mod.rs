@@ -102,10 +102,12 @@ pub struct Catalog {
 }
 
 /// Settings turned into what the engine is given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rendered {
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Request-time settings: fields added to every request's JSON body.
+    pub request: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A setting read when the engine starts (every catalog's settings are).
@@ -124,6 +126,18 @@ pub(crate) fn param(
         phase: Phase::LoadTime,
         help,
     }
+}
+
+/// A setting sent with each request: `key` is its field in the request's
+/// JSON body, and the running engine is kept when only these change.
+pub(crate) fn request_param(
+    name: &'static str,
+    key: &'static str,
+    domain: Domain,
+    default: &'static str,
+    help: &'static str,
+) -> Param {
+    Param { phase: Phase::RequestTime, ..param(name, key, domain, default, help) }
 }
 
 pub(crate) fn int(min: i64, max: i64) -> Domain {
@@ -145,8 +159,19 @@ impl Catalog {
         self.params.iter().find(|p| p.name == name)
     }
 
-    /// Checks every setting and renders them: flags in catalog order, and
-    /// `env.NAME` settings as environment variables.
+    /// The settings that need a new launch when they change: everything
+    /// but the request-time settings (environment variables included).
+    pub fn load_time(&self, settings: &Settings) -> Settings {
+        settings
+            .iter()
+            .filter(|(name, _)| self.get(name).is_none_or(|p| p.phase == Phase::LoadTime))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Checks every setting and renders them: flags in catalog order,
+    /// `env.NAME` settings as environment variables, request-time settings
+    /// as request fields.
     pub fn render(&self, settings: &Settings) -> Result<Rendered, SettingError> {
         let mut out = Rendered::default();
         for (name, value) in settings {
@@ -172,8 +197,13 @@ impl Catalog {
             }
         }
         for param in &self.params {
-            if let Some(value) = settings.get(param.name.as_ref()) {
-                out.args.extend(param.render(value.trim())?);
+            let Some(value) = settings.get(param.name.as_ref()) else { continue };
+            let value = value.trim();
+            match param.phase {
+                Phase::LoadTime => out.args.extend(param.render(value)?),
+                Phase::RequestTime => {
+                    out.request.insert(param.flag.to_string(), param.request_value(value)?);
+                }
             }
         }
         Ok(out)
@@ -181,6 +211,20 @@ impl Catalog {
 }
 
 impl Param {
+    /// Checks one value and writes it as a JSON request field: numbers as
+    /// numbers, switches as `true`/`false`, anything else as text.
+    pub fn request_value(&self, value: &str) -> Result<serde_json::Value, SettingError> {
+        let rendered = self.render(value)?;
+        Ok(match &self.domain {
+            Domain::Int { .. } => value.parse::<i64>().map(Into::into).expect("checked"),
+            Domain::Float { .. } => value.parse::<f64>().map(Into::into).expect("checked"),
+            Domain::Bool | Domain::BoolValue | Domain::Negatable { .. } => {
+                matches!(value, "true" | "on" | "1").into()
+            }
+            _ => rendered.last().cloned().unwrap_or_default().into(),
+        })
+    }
+
     /// Checks one value and renders it as arguments.
     pub fn render(&self, value: &str) -> Result<Vec<String>, SettingError> {
         let name = self.name.to_string();
@@ -308,6 +352,28 @@ mod tests {
         assert!(matches!(err, SettingError::OutOfRange { value: 0, .. }), "{err}");
         let err = cat.render(&settings(&[("flash_attn", "maybe")])).unwrap_err();
         assert!(err.to_string().contains("on, off, auto"), "{err}");
+    }
+
+    #[test]
+    fn request_time_settings_become_request_fields() {
+        let cat = Catalog::llama_server();
+        let s = settings(&[("top_k", "1"), ("threads", "2")]);
+        let r = cat.render(&s).unwrap();
+        assert_eq!(r.args, ["-t", "2"]);
+        assert_eq!(r.request["top_k"], serde_json::json!(1));
+        let p_min = Param {
+            phase: Phase::RequestTime,
+            ..param("p_min", "speculative.p_min", Domain::Float { min: 0.0, max: 1.0 }, "", "")
+        };
+        assert_eq!(p_min.request_value("0.5").unwrap(), serde_json::json!(0.5));
+        let on =
+            Param { phase: Phase::RequestTime, ..param("c", "cache_prompt", Domain::Bool, "", "") };
+        assert_eq!(on.request_value("on").unwrap(), serde_json::json!(true));
+        assert_eq!(cat.load_time(&s), settings(&[("threads", "2")]));
+        let err = cat.render(&settings(&[("top_k", "-3")])).unwrap_err();
+        assert!(matches!(err, SettingError::OutOfRange { value: -3, .. }), "{err}");
+        let err = p_min.request_value("x").unwrap_err();
+        assert!(matches!(err, SettingError::NotANumber { .. }), "{err}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! streamed completions, with warm-up, spread, and the client's decode
 //! speed cross-checked against the engine's own timings.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -9,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::stats::Stats;
 use crate::engine::RunningEngine;
 use crate::failure::Failure;
-use crate::llama_server::CompletionSample;
+use crate::llama_server::{CompletionRequest, CompletionSample};
 
 /// Timed completions: warm-up requests, then measured repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,20 +66,37 @@ pub struct SpeedResult {
     /// Client decode speed over the engine's, median: near 1 when both agree.
     pub client_engine_ratio: Option<f64>,
     pub samples: Vec<CompletionSample>,
+    /// The request-time settings as the engine reported using them (where
+    /// it reports them): what was sent, read back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub read_back: BTreeMap<String, serde_json::Value>,
 }
 
 impl SpeedProbe {
     /// Runs the probe on a ready engine.
     pub async fn run(&self, engine: &RunningEngine) -> Result<SpeedResult, Failure> {
         let prompt = engine.prompt_of_len(self.prompt_tokens).await?;
+        let request = CompletionRequest {
+            prompt: prompt.as_prompt(),
+            n_predict: self.n_predict,
+            ignore_eos: true,
+        };
         let mut samples = Vec::new();
+        let mut read_back = BTreeMap::new();
         for i in 0..self.warmup + self.repeats {
-            let sample = engine.completion(&prompt, self.n_predict, self.request_timeout).await?;
+            let done = engine.generate(&request, self.request_timeout).await?;
+            if let Some(used) = &done.settings {
+                for key in engine.spec.request.keys() {
+                    if let Some(value) = used.get(key) {
+                        read_back.insert(key.clone(), value.clone());
+                    }
+                }
+            }
             if i >= self.warmup {
-                samples.push(sample);
+                samples.push(done.sample);
             }
         }
-        Ok(summarize(samples))
+        Ok(SpeedResult { read_back, ..summarize(samples) })
     }
 }
 
@@ -111,5 +129,6 @@ pub fn summarize(samples: Vec<CompletionSample>) -> SpeedResult {
         client_decode_tps,
         client_engine_ratio,
         samples,
+        read_back: BTreeMap::new(),
     }
 }

@@ -30,6 +30,9 @@ pub struct Measured<'a> {
     pub outcome: &'a Outcome,
     /// The decode speed memory bandwidth allows (see `planner`).
     pub ceiling_tps: Option<f64>,
+    /// Measured on an engine an earlier trial launched: no load time of
+    /// its own.
+    pub reused: bool,
 }
 
 #[derive(sqlx::FromRow)]
@@ -260,7 +263,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
-    .bind(o.load_time.as_secs_f64() * 1e3)
+    .bind((!m.reused).then(|| o.load_time.as_secs_f64() * 1e3))
     .bind(s.map(|s| s.ttft_ms))
     .bind(s.map(|s| s.prefill_tps))
     .bind(s.map(|s| s.decode_tps))
