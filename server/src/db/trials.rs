@@ -263,7 +263,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
-    .bind((!m.reused).then(|| o.load_time.as_secs_f64() * 1e3))
+    .bind((!m.reused).then_some(o.load_time.as_secs_f64() * 1e3))
     .bind(s.map(|s| s.ttft_ms))
     .bind(s.map(|s| s.prefill_tps))
     .bind(s.map(|s| s.decode_tps))
