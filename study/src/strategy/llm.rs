@@ -96,7 +96,45 @@ pub fn parse_answer(
     Ok(config)
 }
 
-async fn ask(endpoint: &Endpoint, prompt: &str, seed: u64) -> Result<String, String> {
+/// The JSON Schema of an answer: every setting of the space, each within
+/// its domain, and nothing else. Engines that constrain decoding to a
+/// schema (llama-server, vLLM, SGLang, OpenAI) can then only answer with a
+/// configuration of the space; whether it is new and allowed is still
+/// checked.
+pub fn answer_schema(study: &Study) -> Value {
+    let properties: serde_json::Map<String, Value> = study
+        .space
+        .params
+        .iter()
+        .map(|param| {
+            let schema = match &param.domain {
+                Domain::Int { min, max, step: 1, log: false } => {
+                    json!({ "type": "integer", "minimum": min, "maximum": max })
+                }
+                Domain::Float { min, max, .. } => {
+                    json!({ "type": "number", "minimum": min, "maximum": max })
+                }
+                // Listed values, log scales and steps: the grid's values.
+                _ => json!({ "enum": param.domain.grid() }),
+            };
+            (param.name.clone(), schema)
+        })
+        .collect();
+    let required: Vec<&String> = properties.keys().collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+async fn ask(
+    endpoint: &Endpoint,
+    prompt: &str,
+    schema: &Value,
+    seed: u64,
+) -> Result<String, String> {
     let client = reqwest::Client::new();
     let url = endpoint.url.trim_end_matches('/');
     let model = match &endpoint.model {
@@ -113,6 +151,10 @@ async fn ask(endpoint: &Endpoint, prompt: &str, seed: u64) -> Result<String, Str
             "temperature": 0.0,
             "seed": seed,
             "max_tokens": 512,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": { "name": "configuration", "schema": schema, "strict": true },
+            },
         }));
     if let Some(var) = &endpoint.api_key_env {
         request = request.bearer_auth(std::env::var(var).map_err(|_| format!("{var} is not set"))?);
@@ -137,18 +179,21 @@ impl Strategy for Llm {
     async fn propose(&self, study: &Study, history: &[Observation]) -> Option<Proposal> {
         let why = match &self.endpoint {
             None => "no endpoint is configured".to_string(),
-            Some(endpoint) => match ask(endpoint, &prompt(study, history), self.seed).await {
-                Ok(answer) => match parse_answer(study, history, &answer) {
-                    Ok(config) => {
-                        return Some(Proposal {
-                            config,
-                            note: "proposed by the language model".into(),
-                        });
-                    }
-                    Err(e) => format!("its answer was unusable: {e}"),
-                },
-                Err(e) => format!("the model could not be asked: {e}"),
-            },
+            Some(endpoint) => {
+                match ask(endpoint, &prompt(study, history), &answer_schema(study), self.seed).await
+                {
+                    Ok(answer) => match parse_answer(study, history, &answer) {
+                        Ok(config) => {
+                            return Some(Proposal {
+                                config,
+                                note: "proposed by the language model".into(),
+                            });
+                        }
+                        Err(e) => format!("its answer was unusable: {e}"),
+                    },
+                    Err(e) => format!("the model could not be asked: {e}"),
+                }
+            }
         };
         let mut fallback = TwoPhase { seed: self.seed }.propose(study, history).await?;
         fallback.note = format!("{} (language model skipped: {why})", fallback.note);
@@ -186,6 +231,13 @@ mod tests {
                 .contains("not a setting of this study")
         );
         assert!(e("{\"threads\": [1]}").contains("not a single value"));
+        let schema = answer_schema(&study);
+        assert_eq!(
+            schema["properties"]["threads"],
+            json!({"type": "integer", "minimum": 1, "maximum": 16})
+        );
+        assert_eq!(schema["required"], json!(["batch_size", "cache_type_k", "threads"]));
+        assert_eq!(schema["additionalProperties"], json!(false));
         let p = prompt(&study, &history);
         assert!(
             p.contains("threads: an integer from 1 to 16") && p.contains("decode_tps (Max)"),
