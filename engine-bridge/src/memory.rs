@@ -81,6 +81,26 @@ pub async fn gpu_used_bytes(pids: &[u32]) -> Option<u64> {
     out.status.success().then(|| parse_gpu_apps(&String::from_utf8_lossy(&out.stdout), pids))
 }
 
+/// Free memory of every GPU together, from `nvidia-smi` (`None` without
+/// one). llama.cpp spreads offloaded layers over all visible GPUs.
+pub async fn gpu_free_bytes() -> Option<u64> {
+    let out = tokio::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=memory.free", "--format=csv,noheader,nounits"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .await
+        .ok()?;
+    out.status.success().then(|| parse_gpu_free(&String::from_utf8_lossy(&out.stdout))).flatten()
+}
+
+/// Sums `nvidia-smi --query-gpu=memory.free` output (MiB a line).
+pub fn parse_gpu_free(csv: &str) -> Option<u64> {
+    let mib: Option<Vec<u64>> =
+        csv.lines().filter(|l| !l.trim().is_empty()).map(|l| l.trim().parse().ok()).collect();
+    mib.filter(|m| !m.is_empty()).map(|m| m.iter().sum::<u64>() << 20)
+}
+
 /// Samples an engine's memory in the background until dropped.
 pub struct MemorySampler {
     report: Arc<Mutex<MemoryReport>>,
@@ -148,6 +168,13 @@ impl Drop for MemorySampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_gpu_memory_adds_up_over_gpus() {
+        assert_eq!(parse_gpu_free("80000\n1000\n"), Some(81000 << 20));
+        assert_eq!(parse_gpu_free(""), None);
+        assert_eq!(parse_gpu_free("[N/A]\n"), None);
+    }
 
     #[test]
     fn sums_gpu_memory_of_our_processes_only() {

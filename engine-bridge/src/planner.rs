@@ -190,6 +190,43 @@ impl ModelInfo {
         MemoryPlan { weights, kv, overhead, total, available, fits: total <= available }
     }
 
+    /// The memory a configuration with `n_gpu_layers` layers offloaded
+    /// needs on the GPU and on the host, as llama.cpp splits it: offloaded
+    /// layers keep their weights and their share of the K/V cache on the
+    /// GPU, the output layer goes too once every layer is offloaded, and
+    /// the token embedding stays on the host. Each side gets the same
+    /// overhead margin as [`Self::memory_plan`].
+    pub fn offload_plan(
+        &self,
+        ctx: u64,
+        (type_k, type_v): (&str, &str),
+        n_gpu_layers: u64,
+        (gpu_free, host_available): (u64, u64),
+    ) -> OffloadPlan {
+        let layers = self.layers as u64;
+        let on_gpu = |name: &str| -> bool {
+            match name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()) {
+                Some(i) => i.parse::<u64>().is_ok_and(|i| i < n_gpu_layers.min(layers)),
+                None => n_gpu_layers > layers && name.starts_with("output"),
+            }
+        };
+        let gpu_weights: u64 =
+            self.tensors.iter().filter(|t| on_gpu(&t.name)).map(|t| t.bytes).sum();
+        let host_weights = self.weight_bytes() - gpu_weights;
+        let kv = self.kv_bytes(ctx, type_k, type_v);
+        let share = n_gpu_layers.min(layers) as f64 / layers.max(1) as f64;
+        let gpu_kv = kv.map(|kv| (kv as f64 * share).round() as u64);
+        let side = |weights: u64, kv: Option<u64>, available: u64| {
+            let overhead = (weights / 20).max(256 << 20);
+            let total = weights + kv.unwrap_or(0) + overhead;
+            MemoryPlan { weights, kv, overhead, total, available, fits: total <= available }
+        };
+        OffloadPlan {
+            gpu: side(gpu_weights, gpu_kv, gpu_free),
+            host: side(host_weights, kv.zip(gpu_kv).map(|(all, gpu)| all - gpu), host_available),
+        }
+    }
+
     /// The decode speed memory bandwidth allows at a context `depth`:
     /// bandwidth over the weight and K/V bytes read per generated token.
     pub fn decode_ceiling(
@@ -227,6 +264,13 @@ pub struct MemoryPlan {
     pub total: u64,
     pub available: u64,
     pub fits: bool,
+}
+
+/// A configuration split between GPU and host memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OffloadPlan {
+    pub gpu: MemoryPlan,
+    pub host: MemoryPlan,
 }
 
 /// Measures read bandwidth: the best of `passes` multi-threaded sums over
@@ -284,6 +328,36 @@ mod tests {
         assert_eq!(info.tensors.len(), 3 + 9 * spec.layers as usize);
         // F32 weights: four bytes a parameter; the file adds only its header.
         assert!(info.weight_bytes() < size && size - info.weight_bytes() < 64 * 1024);
+    }
+
+    #[test]
+    fn offloaded_layers_and_their_cache_go_to_the_gpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_random_llama(&path, &LlamaSpec::tiny(), 3).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        let layer: u64 =
+            info.tensors.iter().filter(|t| t.name.starts_with("blk.0.")).map(|t| t.bytes).sum();
+        let output: u64 =
+            info.tensors.iter().filter(|t| t.name.starts_with("output")).map(|t| t.bytes).sum();
+        let kv = info.kv_bytes(1024, "f16", "f16").unwrap();
+        let big = 1 << 40;
+        let none = info.offload_plan(1024, ("f16", "f16"), 0, (big, big));
+        assert_eq!((none.gpu.weights, none.gpu.kv), (0, Some(0)));
+        assert_eq!(none.host.weights, info.weight_bytes());
+        let half = info.offload_plan(1024, ("f16", "f16"), 2, (big, big));
+        assert_eq!(half.gpu.weights, 2 * layer);
+        assert_eq!(half.gpu.kv, Some(kv / 2));
+        assert_eq!(half.gpu.weights + half.host.weights, info.weight_bytes());
+        assert_eq!(half.gpu.kv.unwrap() + half.host.kv.unwrap(), kv);
+        // Every layer (4) and then the output layer.
+        let all = info.offload_plan(1024, ("f16", "f16"), 4, (big, big));
+        assert_eq!(all.gpu.weights, 4 * layer);
+        let with_output = info.offload_plan(1024, ("f16", "f16"), 999, (big, big));
+        assert_eq!(with_output.gpu.weights, 4 * layer + output);
+        // Not enough GPU memory for the overhead margin alone.
+        let small = info.offload_plan(1024, ("f16", "f16"), 4, (100 << 20, big));
+        assert!(!small.gpu.fits && small.host.fits);
     }
 
     #[test]

@@ -213,14 +213,16 @@ fn stop_reason(study: &Study, h: &History, created_ms: i64) -> Option<String> {
 }
 
 /// The planner's memory check for one study: the model read once, the
-/// machine's available memory read once. It applies to llama.cpp on the CPU;
-/// GPU memory is not modelled.
+/// machine's available memory and free GPU memory read once. It applies to
+/// llama.cpp; a configuration that leaves the split between GPU and host
+/// to the engine (no `n_gpu_layers` on a machine with a GPU) is not judged.
 struct FitCheck {
     info: Option<(ModelInfo, u64)>,
+    gpu_free: Option<u64>,
 }
 
 impl FitCheck {
-    fn new(profile: &Profile, model: &str) -> Self {
+    async fn new(profile: &Profile, model: &str) -> Self {
         let applies = matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython);
         let info = applies
             .then(|| {
@@ -228,23 +230,33 @@ impl FitCheck {
                 Some((info, engine_bridge::memory::mem_available()?))
             })
             .flatten();
-        Self { info }
+        let gpu_free =
+            if info.is_some() { engine_bridge::memory::gpu_free_bytes().await } else { None };
+        Self { info, gpu_free }
     }
 
     /// Why `config` cannot fit, if the planner says so.
     fn will_not_fit(&self, config: &Settings) -> Option<String> {
         let (info, available) = self.info.as_ref()?;
-        // Offloaded layers live in GPU memory, which this check does not model.
-        if config.get("n_gpu_layers").is_some_and(|n| n != "0") {
-            return None;
-        }
         let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
         let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
-        let plan = info.memory_plan(ctx, cache("cache_type_k"), cache("cache_type_v"), *available);
+        let types = (cache("cache_type_k"), cache("cache_type_v"));
+        let offloaded = match config.get("n_gpu_layers") {
+            Some(n) => n.parse::<u64>().ok()?,
+            None if self.gpu_free.is_some() => return None,
+            None => 0,
+        };
+        let (plan, where_) = if offloaded == 0 {
+            (info.memory_plan(ctx, types.0, types.1, *available), "")
+        } else {
+            let plan = info.offload_plan(ctx, types, offloaded, (self.gpu_free?, *available));
+            if plan.gpu.fits { (plan.host, " in host memory") } else { (plan.gpu, " on the GPU") }
+        };
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let free = if where_ == " on the GPU" { "free" } else { "available" };
         (!plan.fits).then(|| {
             format!(
-                "predicted not to fit: needs {:.2} GiB (weights {:.2}, K/V cache {:.2}, overhead {:.2}) with {:.2} GiB available",
+                "predicted not to fit{where_}: needs {:.2} GiB (weights {:.2}, K/V cache {:.2}, overhead {:.2}) with {:.2} GiB {free}",
                 gib(plan.total),
                 gib(plan.weights),
                 gib(plan.kv.unwrap_or(0)),
@@ -268,7 +280,7 @@ pub async fn preview(
         Err(e) => return Ok(Err(e)),
     };
     let profile = profiles.iter().find(|p| p.name == def.profile).expect("checked");
-    let fit = FitCheck::new(profile, &def.model);
+    let fit = FitCheck::new(profile, &def.model).await;
     let grid_size = study.space.grid_size().min(u64::MAX as u128) as u64;
     let (mut allowed, mut not_fit, mut examples) = (None, 0, Vec::new());
     if study.space.grid_size() <= 200_000 {
@@ -426,7 +438,7 @@ impl Studies {
             }
         };
         let strategy = strategy::for_study(&study);
-        let fit = FitCheck::new(&profile, &study.def.model);
+        let fit = FitCheck::new(&profile, &study.def.model).await;
         loop {
             let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
             match row.state {
@@ -631,4 +643,45 @@ fn dominance_gate(
             "slow probes skipped: trial {id} is faster in decode ({d:.1} vs {decode:.1} tok/s) and prefill ({p:.1} vs {prefill:.1} tok/s)"
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_bridge::gguf::{LlamaSpec, write_random_llama};
+
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Settings {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn offloaded_layers_are_judged_against_free_gpu_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_random_llama(&path, &LlamaSpec::tiny(), 1).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        let gib = 1u64 << 30;
+        let fit = FitCheck { info: Some((info, 64 * gib)), gpu_free: Some(200 << 20) };
+        // On the host alone it fits; every layer on a GPU with 200 MiB free
+        // does not (the overhead margin alone is 256 MiB).
+        assert_eq!(fit.will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "0")])), None);
+        let why = fit
+            .will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "99")]))
+            .expect("too big for the GPU");
+        assert!(why.starts_with("predicted not to fit on the GPU: needs 0.2"), "{why}");
+        assert!(why.ends_with("with 0.20 GiB free"), "{why}");
+        // With a GPU and no layer count the engine decides: not judged.
+        assert_eq!(fit.will_not_fit(&config(&[("ctx_size", "4096")])), None);
+        // Without a GPU, offloading cannot be judged, host-only still is.
+        let no_gpu = FitCheck { gpu_free: None, ..fit };
+        assert_eq!(
+            no_gpu.will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "99")])),
+            None
+        );
+        let (info, _) = no_gpu.info.unwrap();
+        let tight = FitCheck { info: Some((info, 100 << 20)), gpu_free: None };
+        let why = tight.will_not_fit(&config(&[("ctx_size", "4096")])).expect("too big");
+        assert!(why.starts_with("predicted not to fit: needs"), "{why}");
+    }
 }
