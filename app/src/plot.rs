@@ -56,6 +56,165 @@ pub fn pareto_figure(points: &[Point], x_title: &str, y_title: &str) -> Value {
     })
 }
 
+/// The order to show a setting's values in: numerically when every value
+/// is a number, else as text; the engine's default (`""`) first.
+pub fn value_order(values: &[String]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    let numbers: Option<Vec<f64>> =
+        values.iter().filter(|v| !v.is_empty()).map(|v| v.parse().ok()).collect();
+    let key = |i: &usize| values[*i].parse::<f64>().unwrap_or(f64::NEG_INFINITY);
+    match numbers {
+        Some(_) => order.sort_by(|a, b| key(a).total_cmp(&key(b))),
+        None => order.sort_by(|a, b| values[*a].cmp(&values[*b])),
+    }
+    order
+}
+
+/// How a setting's value is labelled on a plot.
+fn value_label(value: &str) -> &str {
+    if value.is_empty() { "default" } else { value }
+}
+
+/// A setting's effect on a metric: one box per value (median, quartiles,
+/// whiskers: the spread), with every trial as a point up to 2,000 trials
+/// (beyond, only the outliers: SVG points by the ten thousand would stall
+/// the page); `points` are (trial id, value index, metric).
+pub fn effect_figure(
+    values: &[String],
+    points: &[(i64, u32, f64)],
+    setting: &str,
+    metric: &str,
+) -> Value {
+    let data: Vec<Value> = value_order(values)
+        .into_iter()
+        .map(|v| {
+            let chosen: Vec<&(i64, u32, f64)> =
+                points.iter().filter(|p| p.1 as usize == v).collect();
+            let label = value_label(&values[v]);
+            json!({
+                "type": "box",
+                "name": label,
+                "x": chosen.iter().map(|_| label).collect::<Vec<_>>(),
+                "y": chosen.iter().map(|p| p.2).collect::<Vec<_>>(),
+                "customdata": chosen.iter().map(|p| p.0).collect::<Vec<_>>(),
+                "boxpoints": if points.len() <= 2000 { "all" } else { "outliers" },
+                "jitter": 0.4,
+                "pointpos": 0,
+                "marker": { "size": 5, "opacity": 0.6, "color": "#1c7ed6" },
+                "line": { "color": "#495057" },
+                "hovertemplate": "trial %{customdata}<br>%{y}<extra></extra>",
+            })
+        })
+        .collect();
+    json!({
+        "data": data,
+        "layout": {
+            "xaxis": { "title": { "text": setting }, "type": "category" },
+            "yaxis": { "title": { "text": metric } },
+            "showlegend": false,
+            "margin": { "l": 70, "r": 20, "t": 20, "b": 60 },
+            "uirevision": "keep",
+        },
+    })
+}
+
+/// Every trial's value in the order they ran, and the best so far as a
+/// step line; `points` are (trial id, metric) in trial order.
+pub fn best_so_far_figure(points: &[(i64, f64)], maximize: bool, metric: &str) -> Value {
+    let mut best: Option<f64> = None;
+    let running: Vec<f64> = points
+        .iter()
+        .map(|(_, v)| {
+            let b = match best {
+                Some(b) if (maximize && b >= *v) || (!maximize && b <= *v) => b,
+                _ => *v,
+            };
+            best = Some(b);
+            b
+        })
+        .collect();
+    let n: Vec<usize> = (1..=points.len()).collect();
+    let kind = if points.len() > 1000 { "scattergl" } else { "scatter" };
+    json!({
+        "data": [
+            {
+                "type": kind,
+                "mode": "markers",
+                "name": "trial",
+                "x": n,
+                "y": points.iter().map(|p| p.1).collect::<Vec<_>>(),
+                "customdata": points.iter().map(|p| p.0).collect::<Vec<_>>(),
+                "marker": { "size": 6, "color": "#868e96", "opacity": 0.5 },
+                "hovertemplate": "trial %{customdata}<br>%{y}<extra></extra>",
+            },
+            {
+                "type": kind,
+                "mode": "lines",
+                "name": "best so far",
+                "x": n,
+                "y": running,
+                "line": { "color": "#d9480f", "shape": "hv", "width": 2 },
+                "hoverinfo": "skip",
+            },
+        ],
+        "layout": {
+            "xaxis": { "title": { "text": "trials finished" } },
+            "yaxis": { "title": { "text": metric } },
+            "legend": { "orientation": "h" },
+            "margin": { "l": 70, "r": 20, "t": 20, "b": 60 },
+            "uirevision": "keep",
+        },
+    })
+}
+
+/// Parallel coordinates: one axis per varied setting (numbers on a number
+/// axis, words as ticks) and one for the metric, each trial a line coloured
+/// by the metric; `configs[i]` indexes each setting's values for
+/// `metric[i]`.
+pub fn parallel_figure(
+    settings: &[(String, Vec<String>)],
+    configs: &[Vec<u32>],
+    metric: &[f64],
+    metric_title: &str,
+) -> Value {
+    let mut dimensions: Vec<Value> = settings
+        .iter()
+        .enumerate()
+        .map(|(s, (name, values))| {
+            let numbers: Option<Vec<f64>> = values.iter().map(|v| v.parse().ok()).collect();
+            match numbers {
+                Some(numbers) => json!({
+                    "label": name,
+                    "values": configs.iter().map(|c| numbers[c[s] as usize]).collect::<Vec<_>>(),
+                }),
+                None => {
+                    let order = value_order(values);
+                    // Position on the axis of each value index.
+                    let mut rank = vec![0usize; values.len()];
+                    for (r, v) in order.iter().enumerate() {
+                        rank[*v] = r;
+                    }
+                    json!({
+                        "label": name,
+                        "values": configs.iter().map(|c| rank[c[s] as usize]).collect::<Vec<_>>(),
+                        "tickvals": (0..values.len()).collect::<Vec<_>>(),
+                        "ticktext": order.iter().map(|v| value_label(&values[*v])).collect::<Vec<_>>(),
+                    })
+                }
+            }
+        })
+        .collect();
+    dimensions.push(json!({ "label": metric_title, "values": metric }));
+    json!({
+        "data": [{
+            "type": "parcoords",
+            "dimensions": dimensions,
+            "line": { "color": metric, "colorscale": "Viridis", "showscale": true },
+        }],
+        "layout": { "margin": { "l": 80, "r": 80, "t": 50, "b": 30 }, "uirevision": "keep" },
+    })
+}
+
 /// Draws `figure` into the element with id `div`; a click on a point calls
 /// `on_click` with its trial id. Does nothing on the server.
 #[cfg(feature = "hydrate")]
@@ -97,8 +256,9 @@ mod js {
                 if (!div) return;
                 return Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false })
                     .then((gd) => {
-                        gd.dataset.drawn = String(fig.data.reduce((n, t) => n + t.x.length, 0));
-                        performance.mark("tunebook:plot-drawn");
+                        const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
+                        gd.dataset.drawn = String(fig.data.reduce((n, t) => n + count(t), 0));
+                        performance.mark("tunebook:plot-drawn:" + id);
                         if (gd.dataset.clicks) return;
                         gd.dataset.clicks = "1";
                         gd.on("plotly_click", (ev) => {
@@ -134,5 +294,49 @@ mod tests {
         assert_eq!(front["customdata"], json!([2, 1]));
         assert_eq!(fig["data"][0]["customdata"], json!([3]));
         assert_eq!(fig["layout"]["xaxis"]["title"]["text"], "decode tok/s");
+    }
+
+    #[test]
+    fn values_in_order_the_default_first() {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(value_order(&v(&["512", "", "64", "128"])), [1, 2, 3, 0]);
+        assert_eq!(value_order(&v(&["q8_0", "f16", "q4_0"])), [1, 2, 0]);
+    }
+
+    #[test]
+    fn an_effect_plot_has_a_box_per_value_with_its_trials() {
+        let values = vec!["512".to_string(), "64".to_string()];
+        let fig = effect_figure(&values, &[(1, 0, 10.0), (2, 1, 20.0), (3, 0, 12.0)], "ub", "tps");
+        assert_eq!(fig["data"][0]["name"], "64");
+        assert_eq!(fig["data"][0]["y"], json!([20.0]));
+        assert_eq!(fig["data"][1]["customdata"], json!([1, 3]));
+        assert_eq!(fig["data"][1]["boxpoints"], "all");
+    }
+
+    #[test]
+    fn best_so_far_steps_with_the_goal() {
+        let pts = [(1, 5.0), (2, 3.0), (3, 8.0), (4, 1.0)];
+        assert_eq!(
+            best_so_far_figure(&pts, true, "m")["data"][1]["y"],
+            json!([5.0, 5.0, 8.0, 8.0])
+        );
+        assert_eq!(
+            best_so_far_figure(&pts, false, "m")["data"][1]["y"],
+            json!([5.0, 3.0, 3.0, 1.0])
+        );
+    }
+
+    #[test]
+    fn parallel_axes_number_or_word() {
+        let settings = vec![
+            ("threads".to_string(), vec!["4".to_string(), "2".to_string()]),
+            ("ctk".to_string(), vec!["q8_0".to_string(), "f16".to_string()]),
+        ];
+        let fig = parallel_figure(&settings, &[vec![0, 0], vec![1, 1]], &[3.0, 4.0], "tps");
+        let dims = &fig["data"][0]["dimensions"];
+        assert_eq!(dims[0]["values"], json!([4.0, 2.0]));
+        assert_eq!(dims[1]["ticktext"], json!(["f16", "q8_0"]));
+        assert_eq!(dims[1]["values"], json!([1, 0]), "q8_0 sits on the second tick");
+        assert_eq!(dims[2]["values"], json!([3.0, 4.0]));
     }
 }

@@ -321,6 +321,16 @@ pub struct ParetoView {
     /// `max` or `min`, one for each metric.
     pub goals: Vec<String>,
     pub points: Vec<ParetoPointView>,
+    /// The settings the study varies, with the values its points took.
+    pub settings: Vec<SettingValues>,
+}
+
+/// One varied setting and the values trials gave it (`""`: left to the
+/// engine), which points refer to by index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingValues {
+    pub name: String,
+    pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -331,6 +341,8 @@ pub struct ParetoPointView {
     pub on_front: bool,
     /// What differs from the study's baseline, for the hover label.
     pub differs: String,
+    /// For each of the view's `settings`, the index of this trial's value.
+    pub config: Vec<u32>,
 }
 
 /// Which of a study's trials a table shows: sorted, filtered, one page.

@@ -366,7 +366,8 @@ impl Backend for Service {
         let metrics: Vec<Metric> = chosen.iter().map(|(m, _)| *m).collect();
         let done = trials::points(&self.db, id, &metrics).await.map_err(|e| what(e.into()))?;
         let baseline = self.baseline_of(&row).unwrap_or_default();
-        Ok(crate::studies::pareto_view(done, &chosen, &baseline))
+        let varied: Vec<String> = row.definition.space.keys().cloned().collect();
+        Ok(crate::studies::pareto_view(done, &chosen, &baseline, &varied))
     }
 
     async fn control_study(&self, id: i64, action: String) -> Result<(), String> {

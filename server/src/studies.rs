@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tunebook_app::types::{
-    CheckView, ParetoPointView, ParetoView, StudyUpdate, TrialState, TrialView,
+    CheckView, ParetoPointView, ParetoView, SettingValues, StudyUpdate, TrialState, TrialView,
 };
 use tunebook_study::{Goal, Metric, Observation, Study, StudyDef, StudyError, pareto, strategy};
 
@@ -96,16 +96,37 @@ pub fn points<'a>(
 }
 
 /// Done trials on chosen metrics (id, settings, one value per metric), the
-/// Pareto front marked and what each differs in from the baseline.
+/// Pareto front marked, what each differs in from the baseline, and the
+/// values each took of the `varied` settings.
 pub fn pareto_view(
     done: Vec<(i64, BTreeMap<String, String>, Vec<f64>)>,
     chosen: &[(Metric, Goal)],
     baseline: &BTreeMap<String, String>,
+    varied: &[String],
 ) -> ParetoView {
     let values: Vec<Vec<f64>> = done.iter().map(|(_, _, v)| v.clone()).collect();
     let goals: Vec<Goal> = chosen.iter().map(|(_, g)| *g).collect();
     let front = pareto::front(&values, &goals);
+    let mut settings: Vec<SettingValues> =
+        varied.iter().map(|name| SettingValues { name: name.clone(), values: vec![] }).collect();
+    let configs: Vec<Vec<u32>> = done
+        .iter()
+        .map(|(_, config, _)| {
+            settings
+                .iter_mut()
+                .map(|s| {
+                    let value = config.get(&s.name).map_or("", String::as_str);
+                    let at = s.values.iter().position(|v| v == value).unwrap_or_else(|| {
+                        s.values.push(value.to_string());
+                        s.values.len() - 1
+                    });
+                    at as u32
+                })
+                .collect()
+        })
+        .collect();
     ParetoView {
+        settings,
         metrics: chosen.iter().map(|(m, _)| m.name().to_string()).collect(),
         goals: goals
             .iter()
@@ -113,12 +134,14 @@ pub fn pareto_view(
             .collect(),
         points: done
             .into_iter()
+            .zip(configs)
             .enumerate()
-            .map(|(i, (trial_id, settings, values))| ParetoPointView {
+            .map(|(i, ((trial_id, settings, values), config))| ParetoPointView {
                 trial_id,
                 values,
                 on_front: front.binary_search(&i).is_ok(),
                 differs: tunebook_app::design::differences(&settings, baseline).join(" "),
+                config,
             })
             .collect(),
     }
@@ -138,30 +161,62 @@ pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> 
     def.check(&profile.catalog(), &models)
 }
 
-/// What the study's trials say so far.
+/// What the study's trials say so far, kept between the study loop's
+/// turns: each turn reads only the trials it has not yet seen ended.
+#[derive(Default)]
 struct History {
     trials: Vec<TrialView>,
     observations: Vec<Observation>,
     baseline: Option<TrialView>,
+    /// Every trial up to this id had ended when it was read (and ended
+    /// trials do not change); later ones are read again.
+    settled: i64,
 }
 
 impl History {
-    async fn load(ctx: &RunnerContext, study: &Study, id: i64) -> Result<Self, sqlx::Error> {
-        let trials = trials::of_study(&ctx.db, id).await?;
-        let baseline = trials
+    async fn refresh(
+        &mut self,
+        ctx: &RunnerContext,
+        study: &Study,
+        id: i64,
+    ) -> Result<(), sqlx::Error> {
+        let before = self.settled;
+        let fresh = trials::of_study_after(&ctx.db, id, before).await?;
+        self.trials.retain(|t| t.id <= before);
+        self.settled =
+            fresh.iter().take_while(|t| t.state.is_final()).last().map_or(before, |t| t.id);
+        self.trials.extend(fresh);
+        let settled = self.settled;
+        let ended = |t: &&TrialView| t.id <= settled;
+        let from = if self.baseline.is_none() {
+            self.baseline = self
+                .trials
+                .iter()
+                .filter(ended)
+                .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
+                .cloned();
+            // Observations are relative to the baseline: all again once it is known.
+            if self.baseline.is_some() {
+                self.observations.clear();
+                0
+            } else {
+                before
+            }
+        } else {
+            before
+        };
+        let base_metrics = self.baseline.as_ref().map(metrics);
+        let observed = self
+            .trials
             .iter()
-            .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
-            .cloned();
-        let base_metrics = baseline.as_ref().map(metrics);
-        let observations = trials
-            .iter()
-            .filter(|t| t.state.is_final() && !interrupted(t) && t.role.as_deref() != Some("rerun"))
+            .filter(|t| t.id > from && ended(t))
+            .filter(|t| !interrupted(t) && t.role.as_deref() != Some("rerun"))
             .map(|t| {
                 let m = (t.state == TrialState::Done).then(|| metrics(t));
                 study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref())
-            })
-            .collect();
-        Ok(Self { trials, observations, baseline })
+            });
+        self.observations.extend(observed);
+        Ok(())
     }
 
     /// Trials that count against the budget: run to an end, not cut off.
@@ -439,6 +494,7 @@ impl Studies {
         };
         let strategy = strategy::for_study(&study);
         let fit = FitCheck::new(&profile, &study.def.model).await;
+        let mut history = History::default();
         loop {
             let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
             match row.state {
@@ -451,7 +507,7 @@ impl Studies {
                 s if s.is_final() => return Ok(()),
                 _ => {}
             }
-            let history = History::load(ctx, &study, id).await?;
+            history.refresh(ctx, &study, id).await?;
             if let Some(reason) = stop_reason(&study, &history, row.created_ms) {
                 return conclude(ctx, id, StudyState::Done, &reason).await;
             }

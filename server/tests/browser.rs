@@ -282,6 +282,33 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     })
     .await;
     assert_eq!(drawn, json!("2"));
+    // The explore plots show both trials too: by the varied setting's
+    // value, in the order they ran, and on parallel axes.
+    client.find(Locator::Css("#explore summary")).await.unwrap().click().await.unwrap();
+    let explore = eventually(Duration::from_secs(60), "the explore plots", || {
+        let client = client.clone();
+        async move {
+            let v = client
+                .execute(
+                    "return ['effect-plot', 'best-plot', 'parallel-plot']
+                       .map(id => document.getElementById(id).dataset.drawn || '');",
+                    vec![],
+                )
+                .await
+                .ok()?;
+            (v == json!(["2", "4", "2"])).then_some(v)
+        }
+    })
+    .await;
+    assert_eq!(explore, json!(["2", "4", "2"]));
+    let boxes = client
+        .execute(
+            "return document.getElementById('effect-plot')._fullData.map(t => t.name);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(boxes, json!(["128", "256"]), "one box per value of ubatch_size, in order");
     screenshot(&client, "study-done").await;
     let at = client
         .execute(
@@ -352,8 +379,8 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
                         "const at = (n) => performance.getEntriesByName('tunebook:' + n)[0]?.startTime;
                          const d = document.getElementById('pareto-plot');
                          const rows = document.querySelectorAll('#study-trials tr[data-trial-id]').length;
-                         return d && d.dataset.drawn && at('plot-drawn') !== undefined
-                           ? [Number(d.dataset.drawn), rows, at('hydrated'), at('plot-drawn')] : null;",
+                         return d && d.dataset.drawn && at('plot-drawn:pareto-plot') !== undefined
+                           ? [Number(d.dataset.drawn), rows, at('hydrated'), at('plot-drawn:pareto-plot')] : null;",
                         vec![],
                     )
                     .await
@@ -386,6 +413,36 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
     screenshot(&client, "big-study").await;
     // A generous bound; the figure itself goes in the output above.
     assert!(usable_ms.iter().all(|ms| *ms < 10_000.0), "{usable_ms:?}");
+
+    // The explore panel, opened: every trial on each of its plots.
+    client.execute("window.tunebookOpened = performance.now();", vec![]).await.unwrap();
+    client.find(Locator::Css("#explore summary")).await.unwrap().click().await.unwrap();
+    let explore = eventually(Duration::from_secs(60), "the explore plots", || {
+        let client = client.clone();
+        async move {
+            let v = client
+                .execute(
+                    "const at = (n) => performance.getEntriesByName('tunebook:plot-drawn:' + n)[0]?.startTime;
+                     const n = (id) => Number(document.getElementById(id).dataset.drawn || 0);
+                     const ids = ['effect-plot', 'best-plot', 'parallel-plot'];
+                     return ids.every(id => at(id) !== undefined)
+                       ? [...ids.map(n), Math.max(...ids.map(at)) - window.tunebookOpened] : null;",
+                    vec![],
+                )
+                .await
+                .ok()?;
+            v.as_array().map(|a| a.iter().map(|x| x.as_f64().unwrap_or(-1.0)).collect::<Vec<_>>())
+        }
+    })
+    .await;
+    let n = TRIALS as f64;
+    assert_eq!(explore[..3], [n, 2.0 * n, n], "effect, best so far (points and line), parallel");
+    println!(
+        "explore panel opened: effect, best so far and parallel coordinates of {TRIALS} trials \
+         drawn {:.0} ms after the click",
+        explore[3]
+    );
+    screenshot(&client, "big-study-explore").await;
 
     // Sorting asks the server: the fastest trial comes first.
     let fastest = (0..TRIALS)

@@ -2,6 +2,7 @@
 //! number formatting.
 
 pub mod designer;
+pub mod explore;
 pub mod home;
 pub mod studies;
 pub mod study;

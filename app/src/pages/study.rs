@@ -214,6 +214,10 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
             </section>
         </div>
         <section class="panel">
+            <h2>"Explore"</h2>
+            <super::explore::Explore id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
+        </section>
+        <section class="panel">
             <h2>"Trials"</h2>
             <TrialsTable id first=study.first_page.clone() live objectives=study.objectives.clone() baseline=baseline.get_value() />
         </section>

@@ -388,6 +388,21 @@ pub async fn of_study(db: &Db, study_id: i64) -> Result<Vec<TrialView>, sqlx::Er
     Ok(rows.into_iter().map(Row::into_view).collect())
 }
 
+/// A study's trials after trial `after`, oldest first.
+pub async fn of_study_after(
+    db: &Db,
+    study_id: i64,
+    after: i64,
+) -> Result<Vec<TrialView>, sqlx::Error> {
+    let rows: Vec<Row> =
+        sqlx::query_as(select_trials!("WHERE study_id = $1 AND id > $2 ORDER BY id"))
+            .bind(study_id)
+            .bind(after)
+            .fetch_all(&db.pool)
+            .await?;
+    Ok(rows.into_iter().map(Row::into_view).collect())
+}
+
 /// One trial.
 pub async fn get(db: &Db, id: i64) -> Result<Option<TrialView>, sqlx::Error> {
     let row: Option<Row> =

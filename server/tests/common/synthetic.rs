@@ -43,7 +43,9 @@ pub fn trial(study_id: i64, i: usize) -> TrialView {
 /// and minimizing peak memory; returns its id.
 pub async fn big_study(db: &Db, n: usize) -> anyhow::Result<i64> {
     let def = StudyDef::from_toml(
-        "name = \"big\"\nprofile = \"demo\"\nmodel = \"tiny\"\n[space]\nthreads = [1]\n\
+        "name = \"big\"\nprofile = \"demo\"\nmodel = \"tiny\"\n[space]\n\
+         threads = { min = 1, max = 16 }\nubatch_size = { min = 64, max = 2048, log = true }\n\
+         cache_type_k = [\"f16\", \"q8_0\", \"q4_0\"]\n\
          [[objectives]]\nmetric = \"decode_tps\"\n[[objectives]]\nmetric = \"peak_rss_bytes\"\n",
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -1,0 +1,164 @@
+//! A study's results seen from other sides than the Pareto front: the effect
+//! of each varied setting on a metric (every trial, grouped by value), the
+//! best so far as trials finished, and parallel coordinates over every
+//! setting at once. All three come from one answer of the server: the done
+//! trials' values of one metric and their settings.
+
+use leptos::prelude::*;
+
+#[cfg(feature = "hydrate")]
+use super::study::study_pareto;
+use crate::plot::{best_so_far_figure, effect_figure, parallel_figure};
+use crate::types::{ObjectiveView, ParetoView};
+
+/// Metrics offered besides the study's objectives.
+const MORE: &[(&str, &str)] = &[
+    ("decode_tps", "decode tok/s"),
+    ("prefill_tps", "prefill tok/s"),
+    ("ttft_ms", "TTFT ms"),
+    ("peak_rss_bytes", "peak RSS"),
+];
+
+#[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
+#[component]
+pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -> impl IntoView {
+    let mut metrics: Vec<(String, String)> =
+        objectives.iter().map(|o| (o.metric.clone(), o.label.clone())).collect();
+    for (name, label) in MORE {
+        if !metrics.iter().any(|(n, _)| n == name) {
+            metrics.push((name.to_string(), label.to_string()));
+        }
+    }
+    let metric = RwSignal::new(metrics[0].0.clone());
+    let setting = RwSignal::new(String::new());
+    // Asked for only while the panel is open: the page of a large study
+    // stays quick, and what is not looked at costs nothing.
+    let open = RwSignal::new(false);
+    let view_: RwSignal<Option<ParetoView>> = RwSignal::new(None);
+    #[cfg(feature = "hydrate")]
+    super::keep_fetched(
+        move || {
+            finished.track();
+            (open.get(), metric.get())
+        },
+        move |(open, m)| async move {
+            if open { study_pareto(id, m).await.map(Some) } else { Ok(None) }
+        },
+        view_,
+        false,
+    );
+    let metrics = StoredValue::new(metrics);
+    let label = move |m: &str| {
+        metrics.with_value(|all| {
+            all.iter().find(|(n, _)| n == m).map_or(m.to_string(), |(_, l)| l.clone())
+        })
+    };
+    // The setting shown in the effect plot: the one chosen, else the first.
+    let shown = Memo::new(move |_| {
+        let chosen = setting.get();
+        view_.with(|v| {
+            let names: Vec<&String> = v.as_ref()?.settings.iter().map(|s| &s.name).collect();
+            names.iter().find(|n| ***n == chosen).or(names.first()).map(|n| n.to_string())
+        })
+    });
+    let figures = Memo::new(move |_| {
+        let shown = shown.get();
+        view_.with(|v| {
+            let v = v.as_ref()?;
+            let title = label(&v.metrics[0]);
+            let maximize = v.goals.first().is_none_or(|g| g == "max");
+            let trail: Vec<(i64, f64)> =
+                v.points.iter().map(|p| (p.trial_id, p.values[0])).collect();
+            let best = best_so_far_figure(&trail, maximize, &title);
+            let effect = shown.and_then(|name| {
+                let s = v.settings.iter().position(|s| s.name == name)?;
+                let points: Vec<(i64, u32, f64)> =
+                    v.points.iter().map(|p| (p.trial_id, p.config[s], p.values[0])).collect();
+                Some(effect_figure(&v.settings[s].values, &points, &name, &title))
+            });
+            let settings: Vec<(String, Vec<String>)> =
+                v.settings.iter().map(|s| (s.name.clone(), s.values.clone())).collect();
+            let configs: Vec<Vec<u32>> = v.points.iter().map(|p| p.config.clone()).collect();
+            let values: Vec<f64> = v.points.iter().map(|p| p.values[0]).collect();
+            let parallel = (!settings.is_empty())
+                .then(|| parallel_figure(&settings, &configs, &values, &title));
+            Some((v.points.len(), effect, best, parallel))
+        })
+    });
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::closure::Closure;
+        let navigate = leptos_router::hooks::use_navigate();
+        let click =
+            send_wrapper::SendWrapper::new(Closure::<dyn FnMut(f64)>::new(move |trial: f64| {
+                navigate(&format!("/trials/{}", trial as i64), Default::default());
+            }));
+        Effect::new(move |_| {
+            figures.with(|f| {
+                let Some((_, effect, best, parallel)) = f.as_ref().filter(|f| f.0 > 0) else {
+                    return;
+                };
+                if let Some(fig) = effect {
+                    crate::plot::draw("effect-plot", fig, &click);
+                }
+                crate::plot::draw("best-plot", best, &click);
+                if let Some(fig) = parallel {
+                    crate::plot::draw("parallel-plot", fig, &click);
+                }
+            })
+        });
+    }
+    let metric_options = move || {
+        metrics.with_value(|all| {
+            all.iter()
+                .map(|(name, l)| {
+                    let is = *name == metric.get_untracked();
+                    view! { <option value=name.clone() selected=is>{l.clone()}</option> }
+                })
+                .collect_view()
+        })
+    };
+    let setting_options = move || {
+        view_.with(|v| {
+            v.as_ref().map(|v| {
+                v.settings
+                    .iter()
+                    .map(|s| {
+                        let is = Some(&s.name) == shown.get_untracked().as_ref();
+                        view! { <option value=s.name.clone() selected=is>{s.name.clone()}</option> }
+                    })
+                    .collect_view()
+            })
+        })
+    };
+    let has_points = move || figures.with(|f| f.as_ref().is_some_and(|f| f.0 > 0));
+    view! {
+        <details id="explore">
+        // A click (or Enter, or Space) on the summary toggles the panel.
+        <summary on:click=move |_| open.update(|o| *o = !*o)>
+            "The effect of each setting, the best so far, every setting at once"
+        </summary>
+        <div class="plot-axes">
+            <label>"metric " <select id="explore-metric" on:change=move |ev| metric.set(event_target_value(&ev))>{metric_options}</select></label>
+            <label>"setting " <select id="explore-setting" on:change=move |ev| setting.set(event_target_value(&ev))>{setting_options}</select></label>
+        </div>
+        <Show when=move || open.get() && !has_points()>
+            <p class="muted" id="explore-empty">"No finished trial with this metric yet."</p>
+        </Show>
+        <div class="explore">
+            <figure>
+                <figcaption>"Effect of the setting (every trial, by value)"</figcaption>
+                <div id="effect-plot" class="plot"></div>
+            </figure>
+            <figure>
+                <figcaption>"Best so far"</figcaption>
+                <div id="best-plot" class="plot"></div>
+            </figure>
+        </div>
+        <figure>
+            <figcaption>"Every setting at once (drag along an axis to filter)"</figcaption>
+            <div id="parallel-plot" class="plot"></div>
+        </figure>
+        </details>
+    }
+}
