@@ -61,6 +61,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/studies/new") view=pages::designer::DesignerPage />
                 <Route path=path!("/studies/:id") view=pages::study::StudyPage />
                 <Route path=path!("/trials/:id") view=pages::trial::TrialPage />
+                <Route path=path!("/compare") view=pages::compare::ComparePage />
             </Routes>
         </Router>
     }

@@ -102,6 +102,24 @@ impl TrialState {
 }
 
 impl TrialView {
+    /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        match name {
+            "decode_tps" => self.decode_tps,
+            "prefill_tps" => self.prefill_tps,
+            "ttft_ms" => self.ttft_ms,
+            "load_ms" => self.load_ms,
+            "peak_rss_bytes" => self.peak_rss_bytes.map(|b| b as f64),
+            "mem_available_drop_bytes" => self.mem_available_drop_bytes.map(|b| b as f64),
+            "peak_gpu_bytes" => self.peak_gpu_bytes.map(|b| b as f64),
+            "quality_score" => self.quality_score,
+            "context_pass_rate" => self.context_pass_rate,
+            "pct_of_ceiling" => self.pct_of_ceiling,
+            "perplexity" => self.perplexity,
+            _ => None,
+        }
+    }
+
     /// A trial with a configuration and a state and nothing measured yet:
     /// what imports and tests fill in.
     pub fn new(

@@ -310,6 +310,45 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
         .unwrap();
     assert_eq!(boxes, json!(["128", "256"]), "one box per value of ubatch_size, in order");
     screenshot(&client, "study-done").await;
+
+    // Both trials picked in the table and compared side by side.
+    let study_url = client.current_url().await.unwrap();
+    for pick in client.find_all(Locator::Css("#study-trials input.pick")).await.unwrap() {
+        pick.click().await.unwrap();
+    }
+    client.find(Locator::Css("#compare-link")).await.unwrap().click().await.unwrap();
+    let differs = text_when(
+        &client,
+        "#compare tr.differs[data-setting='ubatch_size']",
+        "the comparison",
+        |t| t.contains("128") && t.contains("256"),
+    )
+    .await;
+    assert!(differs.starts_with("ubatch_size"), "{differs}");
+    let best = client
+        .find_all(Locator::Css("#compare tr[data-metric='decode_tps'] td.best"))
+        .await
+        .unwrap();
+    assert_eq!(best.len(), 1, "one best decode speed marked");
+    screenshot(&client, "compare").await;
+    client.goto(study_url.as_str()).await.unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css("main.study[data-hydrated='true'] #study-state"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "the Pareto plot again", || {
+        let client = client.clone();
+        async move {
+            let v = client
+                .execute("const d = document.getElementById('pareto-plot'); return d && d.dataset.drawn;", vec![])
+                .await
+                .ok()?;
+            (v == json!("2")).then_some(v)
+        }
+    })
+    .await;
     let at = client
         .execute(
             "const gd = document.getElementById('pareto-plot');
@@ -457,7 +496,7 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
         .unwrap();
     let first = text_when(
         &client,
-        "#study-trials tbody tr:first-child td:nth-child(5)",
+        "#study-trials tbody tr:first-child td:nth-child(6)",
         "the table sorted by decode speed",
         |t| t == format!("{fastest:.1}"),
     )

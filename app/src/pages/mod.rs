@@ -1,6 +1,7 @@
 //! The pages, and what they share: the server's backend, error wording and
 //! number formatting.
 
+pub mod compare;
 pub mod designer;
 pub mod explore;
 pub mod home;

@@ -132,23 +132,6 @@ fn in_flight(progress: &StudyProgress, live: &BTreeMap<i64, TrialView>) -> Optio
     (!newest.state.is_final()).then(|| newest.clone())
 }
 
-fn value_of(t: &TrialView, metric: &str) -> Option<f64> {
-    match metric {
-        "decode_tps" => t.decode_tps,
-        "prefill_tps" => t.prefill_tps,
-        "ttft_ms" => t.ttft_ms,
-        "load_ms" => t.load_ms,
-        "peak_rss_bytes" => t.peak_rss_bytes.map(|b| b as f64),
-        "mem_available_drop_bytes" => t.mem_available_drop_bytes.map(|b| b as f64),
-        "peak_gpu_bytes" => t.peak_gpu_bytes.map(|b| b as f64),
-        "quality_score" => t.quality_score,
-        "context_pass_rate" => t.context_pass_rate,
-        "pct_of_ceiling" => t.pct_of_ceiling,
-        "perplexity" => t.perplexity,
-        _ => None,
-    }
-}
-
 #[component]
 fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
     let id = study.summary.id;
@@ -392,6 +375,14 @@ fn TrialsTable(
 ) -> impl IntoView {
     let query = RwSignal::new(TrialQuery::default());
     let page = RwSignal::new(first);
+    // Trials picked to compare, kept across pages.
+    let picked: RwSignal<Vec<i64>> = RwSignal::new(Vec::new());
+    let compare_href = move || {
+        picked.with(|p| {
+            let ids: Vec<String> = p.iter().map(|i| i.to_string()).collect();
+            format!("/compare?trials={}", ids.join(","))
+        })
+    };
     #[cfg(feature = "hydrate")]
     super::keep_fetched(
         move || {
@@ -461,6 +452,7 @@ fn TrialsTable(
             <table class="trials" id="study-trials">
                 <thead>
                     <tr>
+                        <th title="pick to compare">"⇄"</th>
                         {header("id".into(), "#".into())}
                         <th>"role"</th>
                         <th>"state"</th>
@@ -480,11 +472,19 @@ fn TrialsTable(
                             let drift = t.drift_pct.map(|d| format!(" drift {d:+.1} %")).unwrap_or_default();
                             view! {
                                 <tr data-trial-id=t.id data-state=t.state.as_str()>
+                                    <td>
+                                        <input type="checkbox" class="pick" aria-label=format!("compare trial {}", t.id)
+                                            prop:checked=move || picked.with(|p| p.contains(&t.id))
+                                            on:change=move |_| picked.update(|p| match p.iter().position(|i| *i == t.id) {
+                                                Some(at) => { p.remove(at); }
+                                                None => p.push(t.id),
+                                            }) />
+                                    </td>
                                     <td><a href=format!("/trials/{}", t.id)>{t.id}</a></td>
                                     <td>{t.role.clone().unwrap_or_default()}</td>
                                     <td><span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span></td>
                                     <td class="settings">{if diff.is_empty() { "(the baseline)".to_string() } else { diff }}</td>
-                                    {metrics.get_value().into_iter().map(|(m, _)| view! { <td class="num">{fmt_metric(&m, value_of(&t, &m))}</td> }).collect_view()}
+                                    {metrics.get_value().into_iter().map(|(m, _)| view! { <td class="num">{fmt_metric(&m, t.metric(&m))}</td> }).collect_view()}
                                     <td class="muted note">{format!("{}{}{}", t.note.clone().unwrap_or_default(), drift, if cause.is_empty() { String::new() } else { format!(" — {cause}") })}</td>
                                 </tr>
                             }
@@ -495,6 +495,9 @@ fn TrialsTable(
             <nav class="pager">
                 <button type="button" id="page-prev" disabled=move || query.with(|q| q.offset == 0) on:click=move |_| query.update(|q| q.offset = q.offset.saturating_sub(limit))>"← previous"</button>
                 <span class="muted" id="trials-shown">{shown}</span>
+                <Show when=move || picked.with(|p| p.len() >= 2)>
+                    <a id="compare-link" href=compare_href>{move || format!("compare {} trials", picked.with(Vec::len))}</a>
+                </Show>
                 <button type="button" id="page-next" disabled=move || query.with(|q| q.offset + limit >= page.with(|p| p.matching)) on:click=move |_| query.update(|q| q.offset += limit)>"next →"</button>
             </nav>
         </Show>
