@@ -54,3 +54,34 @@ pub fn subscribe(handlers: Handlers) {
 
 #[cfg(not(feature = "hydrate"))]
 pub fn subscribe(_: Handlers) {}
+
+/// Follows a trial's engine output (`/api/trials/{id}/log`): `on_lines`
+/// gets each batch of new lines, `on_end` says the trial has ended and
+/// nothing more will come. Stops with the current reactive owner.
+#[cfg(feature = "hydrate")]
+pub fn follow_log(id: i64, on_lines: impl Fn(String) + 'static, on_end: impl Fn() + 'static) {
+    use leptos::prelude::on_cleanup;
+    use send_wrapper::SendWrapper;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+
+    let Ok(source) = web_sys::EventSource::new(&format!("/api/trials/{id}/log")) else {
+        return;
+    };
+    let on_message =
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+            on_lines(ev.data().as_string().unwrap_or_default());
+        });
+    let closer = source.clone();
+    let on_ended = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| {
+        // Closed, or the browser would reconnect and start over.
+        closer.close();
+        on_end();
+    });
+    source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    let _ = source.add_event_listener_with_callback("end", on_ended.as_ref().unchecked_ref());
+    on_message.forget();
+    on_ended.forget();
+    let source = SendWrapper::new(source);
+    on_cleanup(move || source.close());
+}

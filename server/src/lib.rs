@@ -63,6 +63,7 @@ pub async fn launch(
     let token = CancellationToken::new();
     let ctx = prepare(&settings, token.clone()).await?;
     let (events, db, profiles) = (ctx.events.clone(), ctx.db.clone(), ctx.profiles.clone());
+    let logs_dir = ctx.logs_dir.clone();
     let (runner, worker) = Runner::start(ctx.clone()).await?;
     let studies = Studies::new(ctx);
     studies.resume_all().await?;
@@ -74,6 +75,7 @@ pub async fn launch(
         studies,
         events,
         n_predict: settings.probes.speed.as_ref().map(|s| s.n_predict),
+        logs_dir,
     });
 
     let addr = listener.local_addr()?;
@@ -141,6 +143,7 @@ fn router(state: AppState) -> Router {
         .route("/api/trials/{id}", get(routes::trials::get))
         .route("/api/trials/{id}/samples", get(routes::trials::samples))
         .route("/api/trials/{id}/measurement", get(routes::trials::measurement))
+        .route("/api/trials/{id}/log", get(routes::log::follow))
         .route("/api/studies", get(routes::studies::list).post(routes::studies::create))
         .route("/api/studies/check", post(routes::studies::check))
         .route("/api/studies/{id}", get(routes::studies::get))

@@ -29,6 +29,8 @@ pub struct Service {
     pub events: Arc<crate::hub::Hub>,
     /// Tokens each speed probe request generates, stored with each trial.
     pub n_predict: Option<u32>,
+    /// Where engine output is kept, one file per launch (`trial-N.log`).
+    pub logs_dir: std::path::PathBuf,
 }
 
 impl Service {

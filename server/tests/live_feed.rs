@@ -23,37 +23,21 @@ struct Sse {
 }
 
 /// Reads events from `/api/events` until `stop` says so or `limit` passes.
-/// (The format is four lines; a parser crate would be more than it needs.)
 async fn watch(
     response: reqwest::Response,
     limit: Duration,
     stop: impl Fn(&Sse) -> bool,
 ) -> Vec<Sse> {
-    let mut body = response.bytes_stream();
-    let (mut buf, mut out) = (String::new(), Vec::new());
+    use eventsource_stream::Eventsource;
+    let mut events = response.bytes_stream().eventsource();
+    let mut out = Vec::new();
     let deadline = tokio::time::Instant::now() + limit;
-    let mut current = Sse { id: String::new(), event: "message".into(), data: String::new() };
-    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, body.next()).await {
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find('\n') {
-            let line: String = buf.drain(..=end).collect();
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.is_empty() {
-                if !current.data.is_empty() {
-                    let done = stop(&current);
-                    out.push(current.clone());
-                    if done {
-                        return out;
-                    }
-                }
-                current = Sse { id: String::new(), event: "message".into(), data: String::new() };
-            } else if let Some(v) = line.strip_prefix("id:") {
-                current.id = v.trim().into();
-            } else if let Some(v) = line.strip_prefix("event:") {
-                current.event = v.trim().into();
-            } else if let Some(v) = line.strip_prefix("data:") {
-                current.data.push_str(v.strip_prefix(' ').unwrap_or(v));
-            }
+    while let Ok(Some(Ok(e))) = tokio::time::timeout_at(deadline, events.next()).await {
+        let event = Sse { id: e.id, event: e.event, data: e.data };
+        let done = stop(&event);
+        out.push(event);
+        if done {
+            break;
         }
     }
     out

@@ -95,6 +95,55 @@ async fn a_real_trial_stores_consistent_measurements() {
     server.stop().await;
 }
 
+/// The events of a trial's log stream until `end` (or `limit`).
+async fn follow_log(
+    server: &TestServer,
+    id: i64,
+    limit: std::time::Duration,
+) -> Vec<(String, String)> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let response = http().get(server.url(&format!("/api/trials/{id}/log"))).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut events = response.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    while let Ok(Some(Ok(e))) = tokio::time::timeout_at(deadline, events.next()).await {
+        out.push((e.event.clone(), e.data.clone()));
+        if e.event == "end" {
+            break;
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_engine_log_is_followed_while_the_trial_runs() {
+    require_demo_engine();
+    let server = TestServer::start().await;
+    let response = submit(&server, &request(&[("ctx_size", "1024"), ("threads", "2")])).await;
+    let queued: TrialView = response.json().await.unwrap();
+    let limit = std::time::Duration::from_secs(120);
+    let events = follow_log(&server, queued.id, limit).await;
+    let (last, lines) = events.split_last().expect("events");
+    assert_eq!(last.0, "end", "the stream ends with the trial: {events:?}");
+    let text: String = lines.iter().map(|(_, d)| format!("{d}\n")).collect();
+    // llama-server's own words, as it loaded the model and served.
+    assert!(
+        text.contains("loading model") && text.contains("listening on http://127.0.0.1:"),
+        "{text}"
+    );
+    let t: TrialView = get_json(&server, &format!("/api/trials/{}", queued.id)).await;
+    assert!(t.state.is_final(), "the end comes once the trial has ended: {:?}", t.state);
+    // Asked again afterwards: the last lines, then the end at once.
+    let again = follow_log(&server, queued.id, std::time::Duration::from_secs(10)).await;
+    assert_eq!(again.last().map(|e| e.0.as_str()), Some("end"));
+    assert!(again.len() >= 2 && again[0].1.lines().count() <= 100, "{again:?}");
+    let missing = http().get(server.url("/api/trials/999999/log")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_setting_the_engine_rejects_fails_with_its_own_message() {
     require_demo_engine();

@@ -245,7 +245,8 @@ fn InFlight(t: TrialView) -> impl IntoView {
     let loading = t.state == TrialState::Loading;
     view! {
         <div id="in-flight" data-trial-id=t.id data-state=t.state.as_str()>
-            <p><a href=format!("/trials/{}", t.id)>{format!("trial {}", t.id)}</a>" — "<strong>{phase}</strong></p>
+            <p><a href=format!("/trials/{}", t.id)>{format!("trial {}", t.id)}</a>" — "<strong>{phase}</strong>
+                " · "<a class="muted" href=format!("/trials/{}", t.id)>"the engine's output, live"</a></p>
             <p class="settings">{settings}</p>
             <Show when=move || loading>
                 {move || {

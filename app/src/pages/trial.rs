@@ -138,13 +138,65 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
             </Show>
         </section>
         <section class="panel">
-            <h2>"Engine log tail"</h2>
-            <pre id="log-tail" class="log">{if d.log_tail.is_empty() { "(kept only when a trial fails)".to_string() } else { d.log_tail.join("\n") }}</pre>
+            <h2>"Engine log"</h2>
+            <EngineLog id=t.id failure_tail=d.log_tail.clone() />
             <details>
                 <summary>"The full measurement (JSON)"</summary>
                 <pre>{d.measurement.clone().unwrap_or_default()}</pre>
             </details>
         </section>
+    }
+}
+
+/// The most lines the page keeps of a log it follows.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+const LOG_LINES: usize = 400;
+
+/// The engine's output for the trial: its last lines, then, while the trial
+/// runs, each line as the engine writes it (pushed by the server). A
+/// failure's stored tail shows until the stream answers, and stays when
+/// the log file is gone.
+#[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
+#[component]
+fn EngineLog(id: i64, failure_tail: Vec<String>) -> impl IntoView {
+    let lines = RwSignal::new(failure_tail);
+    let following = RwSignal::new(false);
+    let ended = RwSignal::new(false);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        crate::live::follow_log(
+            id,
+            move |batch| {
+                lines.update(|l| {
+                    // The first answer replaces the stored tail: it holds it.
+                    if !following.get_untracked() {
+                        l.clear();
+                        following.set(true);
+                    }
+                    l.extend(batch.lines().map(str::to_string));
+                    let excess = l.len().saturating_sub(LOG_LINES);
+                    l.drain(..excess);
+                })
+            },
+            move || ended.set(true),
+        )
+    });
+    let text = move || {
+        lines.with(|l| {
+            if l.is_empty() {
+                "(the engine wrote nothing that was kept)".to_string()
+            } else {
+                l.join("\n")
+            }
+        })
+    };
+    view! {
+        <p class="muted" id="log-state">{move || match (following.get(), ended.get()) {
+            (_, true) => "The engine's last lines.",
+            (true, false) => "Following the engine's output as it comes…",
+            (false, false) => "",
+        }}</p>
+        <pre id="log-tail" class="log" data-ended=move || ended.get().to_string()>{text}</pre>
     }
 }
 

@@ -1,5 +1,6 @@
 //! The JSON API and the event stream, one module per resource.
 
 pub mod events;
+pub mod log;
 pub mod studies;
 pub mod trials;
