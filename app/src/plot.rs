@@ -215,6 +215,51 @@ pub fn parallel_figure(
     })
 }
 
+/// Speed against context depth from a measurement's `depth` points (as
+/// stored: `[{depth, decode_tps: {median, p10, p90}, prefill_tps, …}]`):
+/// the median with its 10th–90th percentile spread, decode and prefill on
+/// their own axes. `None` when nothing was measured at depth.
+pub fn depth_figure(depth: &Value) -> Option<Value> {
+    let points: Vec<&Value> = depth.as_array()?.iter().filter(|p| p["skipped"].is_null()).collect();
+    if points.is_empty() {
+        return None;
+    }
+    let trace = |key: &str, name: &str, axis: &str, color: &str| {
+        let stat = |s: &str| points.iter().map(|p| p[key][s].as_f64()).collect::<Vec<_>>();
+        let (median, p10, p90) = (stat("median"), stat("p10"), stat("p90"));
+        let plus: Vec<Option<f64>> =
+            p90.iter().zip(&median).map(|(h, m)| Some(h.as_ref()? - m.as_ref()?)).collect();
+        let minus: Vec<Option<f64>> =
+            median.iter().zip(&p10).map(|(m, l)| Some(m.as_ref()? - l.as_ref()?)).collect();
+        json!({
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "yaxis": axis,
+            "x": points.iter().map(|p| p["depth"].as_u64()).collect::<Vec<_>>(),
+            "y": median,
+            "error_y": { "type": "data", "symmetric": false, "array": plus, "arrayminus": minus },
+            "line": { "color": color },
+        })
+    };
+    Some(json!({
+        "data": [
+            trace("decode_tps", "decode tok/s", "y", "#d9480f"),
+            trace("prefill_tps", "prefill tok/s", "y2", "#1c7ed6"),
+        ],
+        "layout": {
+            "xaxis": { "title": { "text": "context depth (tokens already in the context)" } },
+            "yaxis": { "title": { "text": "decode tok/s" }, "rangemode": "tozero" },
+            "yaxis2": {
+                "title": { "text": "prefill tok/s" },
+                "overlaying": "y", "side": "right", "rangemode": "tozero",
+            },
+            "legend": { "orientation": "h" },
+            "margin": { "l": 70, "r": 70, "t": 20, "b": 60 },
+        },
+    }))
+}
+
 /// Draws `figure` into the element with id `div`; a click on a point calls
 /// `on_click` with its trial id. Does nothing on the server.
 #[cfg(feature = "hydrate")]
@@ -294,6 +339,22 @@ mod tests {
         assert_eq!(front["customdata"], json!([2, 1]));
         assert_eq!(fig["data"][0]["customdata"], json!([3]));
         assert_eq!(fig["layout"]["xaxis"]["title"]["text"], "decode tok/s");
+    }
+
+    #[test]
+    fn depth_points_with_their_spread() {
+        let stats = |m: f64| json!({ "n": 3, "median": m, "mean": m, "p10": m - 1.0, "p90": m + 2.0, "cv": 0.1 });
+        let depth = json!([
+            { "depth": 0, "decode_tps": stats(50.0), "prefill_tps": stats(900.0), "ttft_ms": stats(5.0), "skipped": null },
+            { "depth": 4096, "decode_tps": stats(40.0), "prefill_tps": stats(700.0), "ttft_ms": stats(9.0), "skipped": null },
+            { "depth": 65536, "decode_tps": null, "prefill_tps": null, "ttft_ms": null, "skipped": "does not fit" },
+        ]);
+        let fig = depth_figure(&depth).unwrap();
+        assert_eq!(fig["data"][0]["x"], json!([0, 4096]), "the skipped depth is left out");
+        assert_eq!(fig["data"][0]["y"], json!([50.0, 40.0]));
+        assert_eq!(fig["data"][0]["error_y"]["array"], json!([2.0, 2.0]));
+        assert_eq!(fig["data"][1]["yaxis"], "y2");
+        assert!(depth_figure(&json!([])).is_none());
     }
 
     #[test]

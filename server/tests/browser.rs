@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{TestServer, eventually, http, require_demo_engine};
 use fantoccini::{Client, ClientBuilder, Locator};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -529,6 +529,67 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
         .unwrap();
     assert!(settings.contains("cache_type_k=q8_0"), "{settings}");
 
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let study = json!({
+        "name": "depth",
+        "profile": "demo",
+        "model": "tiny-llama",
+        "space": { "threads": [2] },
+        "fixed": { "ctx_size": 1024 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 1 },
+        "probes": {
+            "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 },
+            "depth": { "depths": [0, 256, 4096], "n_predict": 4, "repeats": 2 }
+        }
+    });
+    let created = http().post(server.url("/api/studies")).json(&study).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let trial = eventually(Duration::from_secs(120), "the study's trial", || {
+        let url = server.url(&format!("/api/studies/{id}/trials"));
+        async move {
+            let trials: Vec<Value> = http().get(url).send().await.ok()?.json().await.ok()?;
+            let t = trials.into_iter().next()?;
+            (t["state"] == "done").then(|| t["id"].as_i64()).flatten()
+        }
+    })
+    .await;
+
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    client.goto(&server.url(&format!("/trials/{trial}"))).await.unwrap();
+    // Two depths fit the 1024-token context; the third is skipped. Decode
+    // and prefill each get a point per depth.
+    let drawn = eventually(Duration::from_secs(60), "the depth plot", || {
+        let client = client.clone();
+        async move {
+            let v = client
+                .execute(
+                    "const d = document.getElementById('depth-plot'); return d && d.dataset.drawn;",
+                    vec![],
+                )
+                .await
+                .ok()?;
+            (v == json!("4")).then_some(v)
+        }
+    })
+    .await;
+    assert_eq!(drawn, json!("4"));
+    let x = client
+        .execute("return document.getElementById('depth-plot')._fullData[0].x;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(x, json!([0, 256]));
+    screenshot(&client, "trial-depth").await;
     client.close().await.unwrap();
     server.stop().await;
 }

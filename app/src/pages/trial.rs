@@ -137,6 +137,7 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
                 </table>
             </Show>
         </section>
+        <DepthPlot measurement=d.measurement.clone() />
         <section class="panel">
             <h2>"Engine log"</h2>
             <EngineLog id=t.id failure_tail=d.log_tail.clone() />
@@ -145,6 +146,29 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
                 <pre>{d.measurement.clone().unwrap_or_default()}</pre>
             </details>
         </section>
+    }
+}
+
+/// Speed against context depth, where the trial measured it.
+#[component]
+fn DepthPlot(measurement: Option<String>) -> impl IntoView {
+    let figure = measurement
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
+        .and_then(|m| crate::plot::depth_figure(&m["depth"]));
+    let shown = figure.is_some();
+    #[cfg(feature = "hydrate")]
+    if let Some(figure) = figure {
+        use wasm_bindgen::closure::Closure;
+        let none = send_wrapper::SendWrapper::new(Closure::<dyn FnMut(f64)>::new(|_| {}));
+        Effect::new(move |_| crate::plot::draw("depth-plot", &figure, &none));
+    }
+    view! {
+        <Show when=move || shown>
+            <section class="panel">
+                <h2>"Speed against context depth"</h2>
+                <div id="depth-plot" class="plot"></div>
+            </section>
+        </Show>
     }
 }
 
