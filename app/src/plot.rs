@@ -260,6 +260,42 @@ pub fn depth_figure(depth: &Value) -> Option<Value> {
     }))
 }
 
+/// The three-objective view: points in 3D, the front highlighted, the
+/// dominated faded; `points` are (trial id, [x, y, z], on the front, hover).
+pub fn pareto3_figure(points: &[(i64, [f64; 3], bool, String)], titles: [&str; 3]) -> Value {
+    let trace = |on_front: bool| {
+        let chosen: Vec<&(i64, [f64; 3], bool, String)> =
+            points.iter().filter(|p| p.2 == on_front).collect();
+        let axis = |i: usize| chosen.iter().map(|p| p.1[i]).collect::<Vec<_>>();
+        json!({
+            "type": "scatter3d",
+            "mode": "markers",
+            "name": if on_front { "Pareto front" } else { "dominated" },
+            "x": axis(0),
+            "y": axis(1),
+            "z": axis(2),
+            "customdata": chosen.iter().map(|p| p.0).collect::<Vec<_>>(),
+            "text": chosen.iter().map(|p| p.3.as_str()).collect::<Vec<_>>(),
+            "hovertemplate": "trial %{customdata}<br>%{text}<br>%{x}, %{y}, %{z}<extra></extra>",
+            "marker": if on_front {
+                json!({ "size": 5, "color": "#d9480f" })
+            } else {
+                json!({ "size": 3, "color": "#868e96", "opacity": 0.4 })
+            },
+        })
+    };
+    let title = |t: &str| json!({ "title": { "text": t } });
+    json!({
+        "data": [trace(false), trace(true)],
+        "layout": {
+            "scene": { "xaxis": title(titles[0]), "yaxis": title(titles[1]), "zaxis": title(titles[2]) },
+            "margin": { "l": 0, "r": 0, "t": 20, "b": 0 },
+            "legend": { "orientation": "h" },
+            "uirevision": "keep",
+        },
+    })
+}
+
 /// Draws `figure` into the element with id `div`; a click on a point calls
 /// `on_click` with its trial id. Does nothing on the server.
 #[cfg(feature = "hydrate")]
@@ -355,6 +391,19 @@ mod tests {
         assert_eq!(fig["data"][0]["error_y"]["array"], json!([2.0, 2.0]));
         assert_eq!(fig["data"][1]["yaxis"], "y2");
         assert!(depth_figure(&json!([])).is_none());
+    }
+
+    #[test]
+    fn three_objectives_in_a_scene() {
+        let pts = vec![
+            (1, [1.0, 2.0, 3.0], true, "a".to_string()),
+            (2, [0.0, 0.0, 0.0], false, "b".into()),
+        ];
+        let fig = pareto3_figure(&pts, ["x", "y", "z"]);
+        assert_eq!(fig["data"][1]["type"], "scatter3d");
+        assert_eq!(fig["data"][1]["z"], json!([3.0]));
+        assert_eq!(fig["data"][0]["customdata"], json!([2]));
+        assert_eq!(fig["layout"]["scene"]["zaxis"]["title"]["text"], "z");
     }
 
     #[test]

@@ -282,6 +282,30 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     })
     .await;
     assert_eq!(drawn, json!("2"));
+    // A third axis turns the plot three-dimensional, and back.
+    let kinds = |want: &'static str| {
+        let client = client.clone();
+        move || {
+            let client = client.clone();
+            async move {
+                let v = client
+                    .execute(
+                        "const d = document.getElementById('pareto-plot');
+                         return d && d._fullData ? [d._fullData.map(t => t.type), d.dataset.drawn] : null;",
+                        vec![],
+                    )
+                    .await
+                    .ok()?;
+                (v[0][0] == json!(want) && v[1] == json!("2")).then_some(v)
+            }
+        }
+    };
+    let pareto_z = client.find(Locator::Css("#pareto-z")).await.unwrap();
+    pareto_z.select_by_value("ttft_ms").await.unwrap();
+    eventually(Duration::from_secs(60), "the three-dimensional view", kinds("scatter3d")).await;
+    screenshot(&client, "pareto-3d").await;
+    pareto_z.select_by_value("").await.unwrap();
+    eventually(Duration::from_secs(60), "the two-dimensional view again", kinds("scatter")).await;
     // The explore plots show both trials too: by the varied setting's
     // value, in the order they ran, and on parallel axes.
     client.find(Locator::Css("#explore summary")).await.unwrap().click().await.unwrap();

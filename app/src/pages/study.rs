@@ -10,7 +10,7 @@ use leptos::prelude::*;
 
 use super::{error_text, fmt_metric};
 use crate::design::differences;
-use crate::plot::{Point, pareto_figure};
+use crate::plot::{Point, pareto_figure, pareto3_figure};
 use crate::types::{
     ObjectiveView, ParetoView, StudyProgress, StudyUpdate, StudyView, TrialPage, TrialQuery,
     TrialState, TrialView,
@@ -273,6 +273,8 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
     let names: Vec<String> = objectives.iter().map(|o| o.metric.clone()).collect();
     let x = RwSignal::new(names.first().cloned().unwrap_or_default());
     let y = RwSignal::new(names.get(1).cloned().unwrap_or_else(|| x.get_untracked()));
+    // A third objective, for the three-dimensional view ("": none).
+    let z = RwSignal::new(names.get(2).cloned().unwrap_or_default());
     // Fetched in the browser only (the plot is drawn there), outside any
     // suspense, so a refresh never blanks the page; read again whenever
     // another trial finishes.
@@ -283,7 +285,7 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
     super::keep_fetched(
         move || {
             finished.track();
-            format!("{},{}", x.get(), y.get())
+            format!("{},{},{}", x.get(), y.get(), z.get())
         },
         move |chosen| async move { study_pareto(id, chosen).await.map(Some) },
         pareto,
@@ -298,6 +300,20 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
     let figure = Memo::new(move |_| {
         pareto.with(|p| {
             let p = p.as_ref()?;
+            if p.metrics.len() >= 3 {
+                let points: Vec<(i64, [f64; 3], bool, String)> = p
+                    .points
+                    .iter()
+                    .filter(|pt| pt.values.len() >= 3)
+                    .map(|pt| {
+                        let v = [pt.values[0], pt.values[1], pt.values[2]];
+                        (pt.trial_id, v, pt.on_front, pt.differs.clone())
+                    })
+                    .collect();
+                let titles = [label(&p.metrics[0]), label(&p.metrics[1]), label(&p.metrics[2])];
+                let figure = pareto3_figure(&points, [&titles[0], &titles[1], &titles[2]]);
+                return Some((points.len(), figure));
+            }
             let points: Vec<Point> = p
                 .points
                 .iter()
@@ -332,6 +348,28 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
             }
         });
     }
+    // Any metric can be the third axis, the objectives first.
+    let z_options = {
+        let mut all: Vec<(String, String)> =
+            objectives.iter().map(|o| (o.metric.clone(), o.label.clone())).collect();
+        for (name, l) in [
+            ("ttft_ms", "TTFT ms"),
+            ("prefill_tps", "prefill tok/s"),
+            ("decode_tps", "decode tok/s"),
+            ("peak_rss_bytes", "peak RSS"),
+            ("quality_score", "quality"),
+        ] {
+            if !all.iter().any(|(n, _)| n == name) {
+                all.push((name.into(), l.into()));
+            }
+        }
+        all.into_iter()
+            .map(|(name, l)| {
+                let is = name == z.get_untracked();
+                view! { <option value=name selected=is>{l}</option> }
+            })
+            .collect_view()
+    };
     let options = move |selected: RwSignal<String>| {
         objectives
             .clone()
@@ -346,6 +384,10 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
         <div class="plot-axes">
             <label>"x " <select id="pareto-x" on:change=move |ev| x.set(event_target_value(&ev))>{options(x)}</select></label>
             <label>"y " <select id="pareto-y" on:change=move |ev| y.set(event_target_value(&ev))>{options(y)}</select></label>
+            <label>"z " <select id="pareto-z" on:change=move |ev| z.set(event_target_value(&ev))>
+                <option value="" selected=move || z.get_untracked().is_empty()>"(none: two dimensions)"</option>
+                {z_options}
+            </select></label>
         </div>
         <Show
             when=move || figure.with(|f| f.as_ref().is_some_and(|(n, _)| *n > 0))
