@@ -343,6 +343,14 @@ pub struct ParetoView {
     pub settings: Vec<SettingValues>,
 }
 
+/// One done trial of a study on one metric: what two studies are joined on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricPoint {
+    pub trial_id: i64,
+    pub settings: BTreeMap<String, String>,
+    pub value: f64,
+}
+
 /// One varied setting and the values trials gave it (`""`: left to the
 /// engine), which points refer to by index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

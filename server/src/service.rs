@@ -8,9 +8,9 @@ use engine_bridge::Profile;
 use engine_bridge::catalog::CACHE_TYPES;
 use tunebook_app::backend::Backend;
 use tunebook_app::types::{
-    BestView, CheckView, MetricView, ObjectiveView, ParamView, ParetoView, ProfileView, RunRequest,
-    StudyProgress, StudySummary, StudyUpdate, StudyView, TrialDetail, TrialPage, TrialQuery,
-    TrialState, TrialView,
+    BestView, CheckView, MetricPoint, MetricView, ObjectiveView, ParamView, ParetoView,
+    ProfileView, RunRequest, StudyProgress, StudySummary, StudyUpdate, StudyView, TrialDetail,
+    TrialPage, TrialQuery, TrialState, TrialView,
 };
 use tunebook_study::{Goal, Metric, StudyDef};
 
@@ -370,6 +370,24 @@ impl Backend for Service {
         let baseline = self.baseline_of(&row).unwrap_or_default();
         let varied: Vec<String> = row.definition.space.keys().cloned().collect();
         Ok(crate::studies::pareto_view(done, &chosen, &baseline, &varied))
+    }
+
+    async fn metric_points(&self, id: i64, metric: String) -> Result<Vec<MetricPoint>, String> {
+        let what = user_error("study");
+        studies::get(&self.db, id)
+            .await
+            .map_err(|e| what(e.into()))?
+            .ok_or_else(|| what(Error::NotFound))?;
+        let m = Metric::parse(&metric).ok_or_else(|| format!("unknown metric `{metric}`"))?;
+        let points = trials::points(&self.db, id, &[m]).await.map_err(|e| what(e.into()))?;
+        Ok(points
+            .into_iter()
+            .map(|(trial_id, settings, values)| MetricPoint {
+                trial_id,
+                settings,
+                value: values[0],
+            })
+            .collect())
     }
 
     async fn control_study(&self, id: i64, action: String) -> Result<(), String> {

@@ -617,3 +617,85 @@ async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
     client.close().await.unwrap();
     server.stop().await;
 }
+
+#[tokio::test]
+async fn two_studies_of_the_same_space_compare_side_by_side() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let mut ids = Vec::new();
+    for (name, threads) in [("two threads", 2), ("one thread", 1)] {
+        let study = json!({
+            "name": name,
+            "profile": "demo",
+            "model": "tiny-llama",
+            "space": { "ubatch_size": [128, 256] },
+            "fixed": { "ctx_size": 1024, "threads": threads },
+            "objectives": [{ "metric": "decode_tps" }],
+            "strategy": { "kind": "grid" },
+            "probes": { "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+        });
+        let created = http().post(server.url("/api/studies")).json(&study).send().await.unwrap();
+        assert_eq!(created.status(), 201);
+        let id = created.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+        eventually(Duration::from_secs(120), "the study's end", || {
+            let url = server.url(&format!("/api/studies/{id}"));
+            async move {
+                let row: Value = http().get(url).send().await.ok()?.json().await.ok()?;
+                (row["state"] == "done").then_some(())
+            }
+        })
+        .await;
+        ids.push(id);
+    }
+
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    client.goto(&server.url("/studies")).await.unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css("#studies input.pick"))
+        .await
+        .unwrap();
+    // Hydrated once the link's hint is there and a click takes.
+    let link = eventually(Duration::from_secs(30), "the compare link", || {
+        let client = client.clone();
+        async move {
+            for pick in client.find_all(Locator::Css("#studies input.pick")).await.ok()? {
+                if !pick.is_selected().await.ok()? {
+                    pick.click().await.ok()?;
+                }
+            }
+            client.find(Locator::Css("#compare-studies-link")).await.ok()
+        }
+    })
+    .await;
+    link.click().await.unwrap();
+    // Each study held threads at its own value: that is the difference,
+    // and the configurations are matched on the rest (the engine's default
+    // ubatch size, 128 and 256).
+    let summary = text_when(&client, "#compare-summary", "the comparison", |t| !t.is_empty()).await;
+    assert!(summary.contains("The studies differ in threads 2 against 1."), "{summary}");
+    assert!(summary.contains("3 configurations in common"), "{summary}");
+    let rows = client.find_all(Locator::Css("#compare-studies tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 3);
+    screenshot(&client, "compare-studies").await;
+    // Another metric, from the same page.
+    client
+        .find(Locator::Css("#compare-metrics a[href$='peak_rss_bytes']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let cell = text_when(
+        &client,
+        "#compare-studies tbody tr:first-child td:nth-child(2)",
+        "memory",
+        |t| t.ends_with("MiB"),
+    )
+    .await;
+    assert!(cell.ends_with("MiB"), "{cell}");
+    client.close().await.unwrap();
+    server.stop().await;
+}

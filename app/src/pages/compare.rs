@@ -1,13 +1,17 @@
 //! Trials side by side (`/compare?trials=3,7,12`): every setting any of
 //! them set, the rows where they differ marked, and every metric with the
 //! best value marked and each one's change from the first trial.
+//!
+//! Two studies side by side (`/compare?studies=1,2&metric=decode_tps`):
+//! the configurations both ran (two engines or two builds on the same
+//! space, say), one metric each, and the change from the first study.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use leptos::prelude::*;
 
 use super::{error_text, fmt_metric};
-use crate::types::TrialView;
+use crate::types::{MetricPoint, TrialView};
 
 /// The most trials one comparison shows.
 #[cfg_attr(feature = "hydrate", allow(dead_code))]
@@ -117,23 +121,238 @@ pub fn comparison(trials: &[TrialView]) -> (Vec<SettingRow>, Vec<MetricRow>) {
     (settings, metrics)
 }
 
+/// A configuration both studies ran, one metric each (means where a
+/// study ran it more than once), and the change from the first.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SharedRow {
+    pub settings: BTreeMap<String, String>,
+    pub trials: [i64; 2],
+    pub values: [f64; 2],
+    pub change_pct: Option<f64>,
+}
+
+/// Two studies joined on their configurations.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StudyComparison {
+    pub studies: [i64; 2],
+    pub names: [String; 2],
+    pub metric: String,
+    pub rows: Vec<SharedRow>,
+    /// Configurations only one of them ran.
+    pub only: [usize; 2],
+    /// Settings each study held at one value, a different one in each (the
+    /// difference between the studies): name, first value, second value
+    /// (`None`: left to the engine).
+    pub held: Vec<(String, Option<String>, Option<String>)>,
+}
+
+/// Joins two studies' points on their configurations, leaving out the
+/// settings each study held at its own value (`threads` 2 in one, 1 in the
+/// other): those are what is being compared, and are returned.
+#[allow(clippy::type_complexity)]
+#[cfg_attr(feature = "hydrate", allow(dead_code))]
+pub fn join_studies(
+    a: &[MetricPoint],
+    b: &[MetricPoint],
+) -> (Vec<SharedRow>, [usize; 2], Vec<(String, Option<String>, Option<String>)>) {
+    let names: BTreeSet<&String> = a.iter().chain(b).flat_map(|p| p.settings.keys()).collect();
+    // The one value a side gives a setting, if it gives only one.
+    let held = |points: &[MetricPoint], name: &str| -> Option<Option<String>> {
+        let first = points.first()?.settings.get(name);
+        points.iter().all(|p| p.settings.get(name) == first).then(|| first.cloned())
+    };
+    let differ: Vec<(String, Option<String>, Option<String>)> = names
+        .into_iter()
+        .filter_map(|n| match (held(a, n), held(b, n)) {
+            (Some(x), Some(y)) if x != y => Some((n.clone(), x, y)),
+            _ => None,
+        })
+        .collect();
+    type Side = BTreeMap<BTreeMap<String, String>, (i64, f64, usize)>;
+    let side = |points: &[MetricPoint]| {
+        let mut by: Side = BTreeMap::new();
+        for p in points {
+            let mut key = p.settings.clone();
+            key.retain(|k, _| !differ.iter().any(|d| d.0 == *k));
+            let e = by.entry(key).or_insert((p.trial_id, 0.0, 0));
+            e.1 += p.value;
+            e.2 += 1;
+        }
+        by
+    };
+    let (a, b) = (side(a), side(b));
+    let rows: Vec<SharedRow> = a
+        .iter()
+        .filter_map(|(settings, (ta, sa, na))| {
+            let (tb, sb, nb) = b.get(settings)?;
+            let values = [sa / *na as f64, sb / *nb as f64];
+            let change_pct = (values[0] != 0.0).then(|| (values[1] / values[0] - 1.0) * 100.0);
+            Some(SharedRow { settings: settings.clone(), trials: [*ta, *tb], values, change_pct })
+        })
+        .collect();
+    let only = [a.len() - rows.len(), b.len() - rows.len()];
+    (rows, only, differ)
+}
+
+/// `ids`: two study numbers (`1,2`).
+#[server]
+pub async fn compare_studies(
+    ids: String,
+    metric: String,
+) -> Result<StudyComparison, ServerFnError> {
+    let ids: Vec<i64> = ids
+        .split(',')
+        .map(|s| s.trim().parse().map_err(|_| format!("`{s}` is not a study number")))
+        .collect::<Result<_, _>>()
+        .map_err(ServerFnError::new)?;
+    let [a, b] = ids[..] else {
+        return Err(ServerFnError::new("pick exactly two studies to compare"));
+    };
+    let backend = super::backend()?;
+    let name = |id| {
+        let backend = backend.clone();
+        async move { backend.study(id).await.map(|s| s.summary.name) }
+    };
+    let names =
+        [name(a).await.map_err(ServerFnError::new)?, name(b).await.map_err(ServerFnError::new)?];
+    let pa = backend.metric_points(a, metric.clone()).await.map_err(ServerFnError::new)?;
+    let pb = backend.metric_points(b, metric.clone()).await.map_err(ServerFnError::new)?;
+    let (rows, only, held) = join_studies(&pa, &pb);
+    Ok(StudyComparison { studies: [a, b], names, metric, rows, only, held })
+}
+
 #[component]
 pub fn ComparePage() -> impl IntoView {
+    let query = leptos_router::hooks::use_query_map();
+    let studies = move || query.with(|q| q.get("studies"));
+    view! {
+        <main class="compare">
+            {move || match studies() {
+                Some(ids) => view! { <StudiesCompared ids /> }.into_any(),
+                None => view! { <TrialsCompared /> }.into_any(),
+            }}
+        </main>
+    }
+}
+
+#[component]
+fn TrialsCompared() -> impl IntoView {
     let query = leptos_router::hooks::use_query_map();
     let ids = move || query.with(|q| q.get("trials").unwrap_or_default());
     let trials = Resource::new(ids, compare_trials);
     view! {
-        <main class="compare">
-            <h1>"Trials side by side"</h1>
-            <Transition fallback=|| view! { <p class="muted">"Loading the trials…"</p> }>
-                {move || Suspend::new(async move {
-                    match trials.await {
-                        Ok(t) => view! { <CompareTable trials=t /> }.into_any(),
-                        Err(e) => view! { <p class="error" id="compare-error">{error_text(&e)}</p> }.into_any(),
+        <h1>"Trials side by side"</h1>
+        <Transition fallback=|| view! { <p class="muted">"Loading the trials…"</p> }>
+            {move || Suspend::new(async move {
+                match trials.await {
+                    Ok(t) => view! { <CompareTable trials=t /> }.into_any(),
+                    Err(e) => view! { <p class="error" id="compare-error">{error_text(&e)}</p> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn StudiesCompared(ids: String) -> impl IntoView {
+    let query = leptos_router::hooks::use_query_map();
+    let metric = move || query.with(|q| q.get("metric").unwrap_or_else(|| "decode_tps".into()));
+    let ids = StoredValue::new(ids);
+    let comparison =
+        Resource::new(move || (ids.get_value(), metric()), |(ids, m)| compare_studies(ids, m));
+    let href = move |m: &str| format!("/compare?studies={}&metric={m}", ids.get_value());
+    view! {
+        <h1>"Two studies side by side"</h1>
+        <nav class="plot-axes" id="compare-metrics">
+            {METRICS.iter().map(|(m, label, _)| view! {
+                <a href=href(m) class:chosen=move || metric() == *m>{*label}</a>
+            }).collect_view()}
+        </nav>
+        <Transition fallback=|| view! { <p class="muted">"Loading the studies…"</p> }>
+            {move || Suspend::new(async move {
+                match comparison.await {
+                    Ok(c) => view! { <StudyTable c /> }.into_any(),
+                    Err(e) => view! { <p class="error" id="compare-error">{error_text(&e)}</p> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn StudyTable(c: StudyComparison) -> impl IntoView {
+    let more_is_better = METRICS.iter().find(|m| m.0 == c.metric).is_none_or(|m| m.2);
+    let better = c
+        .rows
+        .iter()
+        .filter(
+            |r| if more_is_better { r.values[1] > r.values[0] } else { r.values[1] < r.values[0] },
+        )
+        .count();
+    let mut changes: Vec<f64> = c.rows.iter().filter_map(|r| r.change_pct).collect();
+    changes.sort_by(f64::total_cmp);
+    let median = changes.get(changes.len() / 2).copied();
+    // Show only the settings that vary among the shared configurations.
+    let varying: Vec<String> = {
+        let names: BTreeSet<&String> = c.rows.iter().flat_map(|r| r.settings.keys()).collect();
+        names
+            .into_iter()
+            .filter(|n| c.rows.iter().any(|r| r.settings.get(*n) != c.rows[0].settings.get(*n)))
+            .cloned()
+            .collect()
+    };
+    let held: Vec<String> = c
+        .held
+        .iter()
+        .map(|(n, x, y)| {
+            let v = |v: &Option<String>| v.clone().unwrap_or_else(|| "default".into());
+            format!("{n} {} against {}", v(x), v(y))
+        })
+        .collect();
+    let held = if held.is_empty() {
+        String::new()
+    } else {
+        format!("The studies differ in {}. ", held.join(", "))
+    };
+    let summary = if c.rows.is_empty() {
+        "The two studies ran no configuration in common.".to_string()
+    } else {
+        format!(
+            "{} configurations in common: study {} is better in {better} of them{}; {} ran only in study {}, {} only in study {}.",
+            c.rows.len(),
+            c.studies[1],
+            median.map(|m| format!(", by {m:+.1} % at the median")).unwrap_or_default(),
+            c.only[0],
+            c.studies[0],
+            c.only[1],
+            c.studies[1],
+        )
+    };
+    let metric = c.metric.clone();
+    view! {
+        <p id="compare-summary">{held}{summary}</p>
+        <table class="rows compare" id="compare-studies">
+            <thead><tr>
+                <th>"configuration"</th>
+                <th class="num"><a href=format!("/studies/{}", c.studies[0])>{c.names[0].clone()}</a></th>
+                <th class="num"><a href=format!("/studies/{}", c.studies[1])>{c.names[1].clone()}</a></th>
+                <th class="num">"change"</th>
+            </tr></thead>
+            <tbody>
+                {c.rows.iter().map(|r| {
+                    let config: Vec<String> = varying.iter().map(|n| format!("{n}={}", r.settings.get(n).map_or("default", String::as_str))).collect();
+                    let better = if more_is_better { r.values[1] > r.values[0] } else { r.values[1] < r.values[0] };
+                    view! {
+                        <tr>
+                            <td class="settings">{if config.is_empty() { "(the only one)".to_string() } else { config.join(" ") }}</td>
+                            <td class="num"><a href=format!("/trials/{}", r.trials[0])>{fmt_metric(&metric, Some(r.values[0]))}</a></td>
+                            <td class="num" class:best=better><a href=format!("/trials/{}", r.trials[1])>{fmt_metric(&metric, Some(r.values[1]))}</a></td>
+                            <td class="num">{r.change_pct.map(|c| format!("{c:+.1} %")).unwrap_or_default()}</td>
+                        </tr>
                     }
-                })}
-            </Transition>
-        </main>
+                }).collect_view()}
+            </tbody>
+        </table>
     }
 }
 
@@ -232,6 +451,39 @@ mod tests {
         let rss = metrics.iter().find(|m| m.metric == "peak_rss_bytes").unwrap();
         assert_eq!(rss.best, Some(1), "less memory is better");
         assert!(metrics.iter().all(|m| m.metric != "quality_score"), "nothing measured: no row");
+    }
+
+    #[test]
+    fn studies_join_on_the_whole_configuration() {
+        let p = |id, t: &str, v| MetricPoint {
+            trial_id: id,
+            settings: [("threads".to_string(), t.to_string())].into(),
+            value: v,
+        };
+        let a = [p(1, "2", 10.0), p(2, "4", 20.0), p(3, "2", 12.0), p(4, "8", 5.0)];
+        let b = [p(11, "2", 22.0), p(12, "4", 10.0), p(13, "16", 1.0)];
+        let (rows, only, held) = join_studies(&a, &b);
+        assert!(held.is_empty());
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].values, [11.0, 22.0], "a's two runs of threads=2 averaged");
+        assert_eq!(rows[0].trials, [1, 11]);
+        assert_eq!(rows[0].change_pct, Some(100.0));
+        assert_eq!(rows[1].change_pct, Some(-50.0));
+        assert_eq!(only, [1, 1]);
+        // A setting each study held at its own value is what differs.
+        let with = |p: &MetricPoint, k: &str, v: &str| {
+            let mut p = p.clone();
+            p.settings.insert(k.into(), v.into());
+            p
+        };
+        let a2: Vec<MetricPoint> = a.iter().map(|p| with(p, "build", "b100")).collect();
+        let b2: Vec<MetricPoint> = b.iter().map(|p| with(p, "build", "b200")).collect();
+        let (rows, _, held) = join_studies(&a2, &b2);
+        assert_eq!(
+            held,
+            [("build".to_string(), Some("b100".to_string()), Some("b200".to_string()))]
+        );
+        assert_eq!(rows.len(), 2);
     }
 
     #[test]

@@ -53,10 +53,34 @@ pub fn StudiesPage() -> impl IntoView {
 
 #[component]
 fn StudyTable(list: Vec<StudySummary>) -> impl IntoView {
+    // Two studies picked to compare.
+    let picked: RwSignal<Vec<i64>> = RwSignal::new(Vec::new());
+    let toggle = move |id: i64| {
+        picked.update(|p| match p.iter().position(|i| *i == id) {
+            Some(at) => {
+                p.remove(at);
+            }
+            None => p.push(id),
+        })
+    };
+    let href = move || {
+        // The older study first: changes read as from it to the newer.
+        let mut ids = picked.get();
+        ids.sort();
+        let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        format!("/compare?studies={}", ids.join(","))
+    };
     view! {
-        <table class="trials">
+        <p class="muted">
+            {move || match picked.with(Vec::len) {
+                2 => view! { <a id="compare-studies-link" href=href>"compare the two studies picked"</a> }.into_any(),
+                _ => view! { <span>"Pick two studies (⇄) to compare them side by side."</span> }.into_any(),
+            }}
+        </p>
+        <table class="trials" id="studies">
             <thead>
                 <tr>
+                    <th title="pick to compare">"⇄"</th>
                     <th>"#"</th>
                     <th>"name"</th>
                     <th>"engine profile · model"</th>
@@ -72,8 +96,12 @@ fn StudyTable(list: Vec<StudySummary>) -> impl IntoView {
                     .into_iter()
                     .map(|s| {
                         let count = |k: &str| s.trials.get(k).copied().unwrap_or(0);
+                        let id = s.id;
                         view! {
                             <tr data-study-id=s.id>
+                                <td><input type="checkbox" class="pick" aria-label=format!("compare study {}", s.id)
+                                    prop:checked=move || picked.with(|p| p.contains(&id))
+                                    on:change=move |_| toggle(id) /></td>
                                 <td>{s.id}</td>
                                 <td><a href=format!("/studies/{}", s.id)>{s.name.clone()}</a></td>
                                 <td>{format!("{} · {}", s.profile, s.model)}</td>
