@@ -1,5 +1,6 @@
-//! `tunebook probe` on the real engine: JSON for machines, a report for
-//! people, and a clear error for a bad setting.
+//! The command line on the real engine: `tunebook probe` (JSON for
+//! machines, a report for people, a clear error for a bad setting) and
+//! `tunebook run` (a study headless from a file).
 
 mod common;
 
@@ -52,4 +53,70 @@ fn readable_report_and_errors() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("setting rejected") && err.contains("Unsupported cache type"), "{err}");
+}
+
+fn tunebook(args: &[&str], data: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .args(args)
+        .arg(format!("--profiles={}", repo_root().join("profiles").display()))
+        .arg(format!("--data-dir={}", data.display()))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_study_runs_headless_from_a_file() {
+    require_demo_engine();
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("study.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "from the command line"
+profile = "demo"
+model = "tiny-llama"
+strategy = { kind = "grid" }
+[space]
+ubatch_size = [128, 256]
+[fixed]
+ctx_size = 1024
+threads = 2
+[[objectives]]
+metric = "decode_tps"
+[probes.speed]
+prompt_tokens = 16
+n_predict = 4
+repeats = 1
+warmup = 0
+"#,
+    )
+    .unwrap();
+    let out = tunebook(&["run", file.to_str().unwrap()], data.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("study 1 `from the command line`: done — every configuration the space allows has been tried"),
+        "{stdout}"
+    );
+    // The engine's default, then both values; the fastest on the front.
+    assert!(stdout.contains(r#"trials: {"done": 3}"#), "{stdout}");
+    assert!(stdout.contains("Pareto front (decode_tps):\n  trial"), "{stdout}");
+
+    let out = tunebook(&["run", "--resume", "1"], data.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("study 1 has ended (done)"), "{err}");
+
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file).unwrap().replace("threads = 2", "threads = \"lots\""),
+    )
+    .unwrap();
+    let out = tunebook(&["run", file.to_str().unwrap()], data.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the study is not valid") && err.contains("`lots` is not a whole number"),
+        "{err}"
+    );
 }
