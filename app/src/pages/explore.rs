@@ -42,7 +42,7 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
             (open.get(), metric.get())
         },
         move |(open, m)| async move {
-            if open { study_pareto(id, m).await.map(Some) } else { Ok(None) }
+            if open { study_pareto(id, m, true).await.map(Some) } else { Ok(None) }
         },
         view_,
         false,

@@ -32,12 +32,23 @@ pub async fn get_progress(id: i64) -> Result<StudyProgress, ServerFnError> {
     super::backend()?.study_progress(id).await.map_err(ServerFnError::new)
 }
 
-/// `metrics`: comma-separated metric names.
+/// `metrics`: comma-separated metric names; `settings`: with each point's
+/// values of the varied settings.
 #[server]
-pub async fn study_pareto(id: i64, metrics: String) -> Result<ParetoView, ServerFnError> {
+pub async fn study_pareto(
+    id: i64,
+    metrics: String,
+    settings: bool,
+) -> Result<ParetoView, ServerFnError> {
     let metrics =
         metrics.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
-    super::backend()?.pareto(id, metrics).await.map_err(ServerFnError::new)
+    let mut view = super::backend()?.pareto(id, metrics).await.map_err(ServerFnError::new)?;
+    if !settings {
+        // Not needed by the Pareto plot: a lighter answer for large studies.
+        view.settings.clear();
+        view.points.iter_mut().for_each(|p| p.config.clear());
+    }
+    Ok(view)
 }
 
 /// `pause`, `resume` or `stop`.
@@ -287,7 +298,7 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
             finished.track();
             format!("{},{},{}", x.get(), y.get(), z.get())
         },
-        move |chosen| async move { study_pareto(id, chosen).await.map(Some) },
+        move |chosen| async move { study_pareto(id, chosen, false).await.map(Some) },
         pareto,
         false,
     );
