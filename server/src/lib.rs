@@ -149,6 +149,7 @@ fn router(state: AppState) -> Router {
         .route("/api/studies/{id}", get(routes::studies::get))
         .route("/api/studies/{id}/trials", get(routes::studies::trials))
         .route("/api/studies/{id}/pareto", get(routes::studies::pareto))
+        .route("/api/studies/{id}/findings", get(routes::studies::findings))
         .route("/api/studies/{id}/{action}", post(routes::studies::control))
         .leptos_routes_with_context(
             &state,

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use tunebook_app::types::{
     CheckView, ParetoPointView, ParetoView, SettingValues, StudyUpdate, TrialState, TrialView,
 };
+use tunebook_study::findings::{self, Finding, TrialFacts};
 use tunebook_study::{Goal, Metric, Observation, Study, StudyDef, StudyError, pareto, strategy};
 
 use crate::db::studies::{self, StudyState};
@@ -145,6 +146,26 @@ pub fn pareto_view(
             })
             .collect(),
     }
+}
+
+/// What a study's trials show (see [`tunebook_study::findings`]): trials cut
+/// off by a restart and configurations never run (pruned) are left out.
+pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
+    let facts: Vec<TrialFacts> = trials
+        .iter()
+        .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
+        .map(|t| TrialFacts {
+            id: t.id,
+            settings: t.settings.clone(),
+            done: t.state == TrialState::Done,
+            failure: (t.state == TrialState::Failed).then(|| {
+                (t.failure_kind.clone().unwrap_or_default(), t.error.clone().unwrap_or_default())
+            }),
+            metrics: metrics(t),
+        })
+        .collect();
+    let varied: Vec<String> = def.space.keys().cloned().collect();
+    findings::findings(&facts, &varied, &objectives_of(def))
 }
 
 /// Checks a study against the server's profiles and the engine's catalog.

@@ -87,6 +87,20 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
         trials.iter().map(|t| t.settings.clone()).collect();
     assert_eq!(configs.len(), 6, "no configuration ran twice");
 
+    // The findings name the fastest trial as the best on decode speed.
+    let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
+    let fastest = trials
+        .iter()
+        .max_by(|a, b| a.decode_tps.unwrap().total_cmp(&b.decode_tps.unwrap()))
+        .unwrap();
+    let best = &found["findings"][0];
+    assert_eq!(
+        (best["kind"].as_str(), best["metric"].as_str()),
+        (Some("best"), Some("decode_tps"))
+    );
+    assert_eq!(best["trial"], fastest.id);
+    assert!(found["markdown"].as_str().unwrap().starts_with("## Best configurations"));
+
     let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", study.id)).await;
     let points = pareto["points"].as_array().unwrap();
     assert_eq!(points.len(), 6);
@@ -378,6 +392,24 @@ async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
             assert_eq!(t.state, TrialState::Done, "{t:?}");
         }
     }
+    // The findings draw the boundary and cite the trials.
+    let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
+    let markdown = found["markdown"].as_str().unwrap();
+    assert!(
+        markdown.contains(
+            "**out of memory at `ctx_size` ≥ 4096**: 2 trials failed so; every trial with `ctx_size` ≤ 2048 ran."
+        ),
+        "{markdown}"
+    );
+    let failures =
+        found["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "failures").unwrap();
+    let mut cited: Vec<i64> =
+        failures["trials"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    cited.sort();
+    let mut oom: Vec<i64> =
+        trials.iter().filter(|t| t.state == TrialState::Failed).map(|t| t.id).collect();
+    oom.sort();
+    assert_eq!(cited, oom);
 
     // A baseline that cannot run ends the study, saying so.
     def["baseline"] = json!({ "ctx_size": 8192 });

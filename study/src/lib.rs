@@ -5,6 +5,7 @@
 //! server's study runner does.
 
 pub mod expr;
+pub mod findings;
 pub mod pareto;
 pub mod space;
 pub mod strategy;

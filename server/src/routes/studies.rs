@@ -103,3 +103,16 @@ pub async fn pareto(
         .unwrap_or_default();
     Backend::pareto(&*state.service, id, metrics).await.map(Json).map_err(Error::BadRequest)
 }
+
+/// What the study's trials show: each finding with the trials it cites,
+/// and all of them as one markdown document.
+pub async fn findings(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<serde_json::Value>> {
+    let row = studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
+    let list = crate::db::trials::of_study(&state.service.db, id).await?;
+    let found = crate::studies::findings_of(&row.definition, &list);
+    let markdown = tunebook_study::findings::markdown(&found);
+    Ok(Json(serde_json::json!({ "findings": found, "markdown": markdown })))
+}
