@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::types::{
-    CheckView, MetricPoint, MetricView, ParetoView, ProfileView, RunRequest, StudyProgress,
-    StudySummary, StudyView, TrialDetail, TrialPage, TrialQuery, TrialView,
+    CheckView, FindingsView, MetricPoint, MetricView, ParetoView, ProfileView, RunRequest,
+    StudyProgress, StudySummary, StudyView, TrialDetail, TrialPage, TrialQuery, TrialView,
 };
 
 /// The server side of the pages; provided as context to server functions.
@@ -38,6 +38,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn pareto(&self, id: i64, metrics: Vec<String>) -> Result<ParetoView, String>;
     /// `pause`, `resume` or `stop`.
     async fn control_study(&self, id: i64, action: String) -> Result<(), String>;
+    /// What the study's trials show (see the findings engine).
+    async fn findings(&self, id: i64) -> Result<FindingsView, String>;
     /// The study's done trials with their settings and one metric.
     async fn metric_points(&self, id: i64, metric: String) -> Result<Vec<MetricPoint>, String>;
 }

@@ -343,6 +343,15 @@ pub struct ParetoView {
     pub settings: Vec<SettingValues>,
 }
 
+/// What a study's trials show, written out: the markdown, and the same as
+/// sanitized HTML for the page.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FindingsView {
+    pub markdown: String,
+    pub html: String,
+    pub count: usize,
+}
+
 /// One done trial of a study on one metric: what two studies are joined on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricPoint {

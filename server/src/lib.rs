@@ -8,6 +8,7 @@ pub mod db;
 pub mod error;
 pub mod hub;
 pub mod machine;
+pub mod markdown;
 pub mod probe_cli;
 pub mod routes;
 pub mod runner;

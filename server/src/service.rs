@@ -8,9 +8,9 @@ use engine_bridge::Profile;
 use engine_bridge::catalog::CACHE_TYPES;
 use tunebook_app::backend::Backend;
 use tunebook_app::types::{
-    BestView, CheckView, MetricPoint, MetricView, ObjectiveView, ParamView, ParetoView,
-    ProfileView, RunRequest, StudyProgress, StudySummary, StudyUpdate, StudyView, TrialDetail,
-    TrialPage, TrialQuery, TrialState, TrialView,
+    BestView, CheckView, FindingsView, MetricPoint, MetricView, ObjectiveView, ParamView,
+    ParetoView, ProfileView, RunRequest, StudyProgress, StudySummary, StudyUpdate, StudyView,
+    TrialDetail, TrialPage, TrialQuery, TrialState, TrialView,
 };
 use tunebook_study::{Goal, Metric, StudyDef};
 
@@ -370,6 +370,17 @@ impl Backend for Service {
         let baseline = self.baseline_of(&row).unwrap_or_default();
         let varied: Vec<String> = row.definition.space.keys().cloned().collect();
         Ok(crate::studies::pareto_view(done, &chosen, &baseline, &varied))
+    }
+
+    async fn findings(&self, id: i64) -> Result<FindingsView, String> {
+        let what = user_error("study");
+        let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
+        let row = row.ok_or_else(|| what(Error::NotFound))?;
+        let list = trials::of_study(&self.db, id).await.map_err(|e| what(e.into()))?;
+        let found = crate::studies::findings_of(&row.definition, &list);
+        let markdown = tunebook_study::findings::markdown(&found);
+        let html = crate::markdown::to_safe_html(&markdown);
+        Ok(FindingsView { markdown, html, count: found.len() })
     }
 
     async fn metric_points(&self, id: i64, metric: String) -> Result<Vec<MetricPoint>, String> {

@@ -268,6 +268,13 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     assert_eq!(marker, json!(7), "the live page was never reloaded");
     let events = client.find(Locator::Css("#events")).await.unwrap().text().await.unwrap();
     assert!(events.contains("every configuration the space allows"), "{events}");
+    // The findings, written from the data, name the best trial.
+    let findings =
+        text_when(&client, "#findings", "the findings", |t| t.contains("Best decode tok/s")).await;
+    assert!(
+        findings.contains("Best configurations") && findings.contains("— trial "),
+        "{findings}"
+    );
 
     // The Pareto plot draws both trials; a click on a point opens its trial.
     let drawn = eventually(Duration::from_secs(60), "the Pareto plot", || {

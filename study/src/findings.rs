@@ -362,6 +362,24 @@ pub fn num(x: f64) -> String {
     }
 }
 
+/// A metric's value as reports show it: memory in MiB or GiB, scores in
+/// percent, anything else as a plain number.
+pub fn value_text(metric: Metric, x: f64) -> String {
+    let name = metric.name();
+    if name.ends_with("_bytes") {
+        let gib = x / (1u64 << 30) as f64;
+        if gib >= 1.0 {
+            format!("{gib:.2} GiB")
+        } else {
+            format!("{:.0} MiB", x / (1u64 << 20) as f64)
+        }
+    } else if matches!(metric, Metric::QualityScore | Metric::ContextPassRate) {
+        format!("{:.1} %", x * 100.0)
+    } else {
+        num(x)
+    }
+}
+
 fn trial_list(ids: &[i64]) -> String {
     let shown: Vec<String> = ids.iter().take(12).map(|i| i.to_string()).collect();
     let more = ids.len().saturating_sub(12);
@@ -401,7 +419,7 @@ impl Finding {
                     "**Best {}** ({}): {} — trial {trial}, `{}`.",
                     metric.label(),
                     if *goal == Goal::Max { "highest" } else { "lowest" },
-                    num(*value),
+                    value_text(*metric, *value),
                     config.join(" ")
                 );
             }
@@ -412,10 +430,10 @@ impl Finding {
                     "**`{setting}` changes {}**: {} is best (median {} over {} trials), {} worst (median {} over {}), {:.1} % apart — beyond the noise ({}, {} trials).",
                     metric.label(),
                     value_name(&best.value),
-                    num(best.median),
+                    value_text(*metric, best.median),
                     best.trials.len(),
                     value_name(&worst.value),
-                    num(worst.median),
+                    value_text(*metric, worst.median),
                     worst.trials.len(),
                     size_pct.abs(),
                     p_text(*p_value),
@@ -432,7 +450,7 @@ impl Finding {
             Finding::NoEffect { setting, metric, levels, spread_pct, p_value } => {
                 let medians: Vec<String> = levels
                     .iter()
-                    .map(|l| format!("{} {}", value_name(&l.value), num(l.median)))
+                    .map(|l| format!("{} {}", value_name(&l.value), value_text(*metric, l.median)))
                     .collect();
                 let _ = write!(
                     s,
@@ -636,6 +654,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("“cudaMalloc failed: out of memory”"), "{text}");
+    }
+
+    #[test]
+    fn values_read_as_people_read_them() {
+        assert_eq!(value_text(Metric::PeakRssBytes, 33.9e6), "32 MiB");
+        assert_eq!(value_text(Metric::PeakRssBytes, 5.0 * (1u64 << 30) as f64), "5.00 GiB");
+        assert_eq!(value_text(Metric::QualityScore, 0.875), "87.5 %");
+        assert_eq!(value_text(Metric::DecodeTps, 45.123), "45.12");
     }
 
     #[test]

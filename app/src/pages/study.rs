@@ -12,8 +12,8 @@ use super::{error_text, fmt_metric};
 use crate::design::differences;
 use crate::plot::{Point, pareto_figure, pareto3_figure};
 use crate::types::{
-    ObjectiveView, ParetoView, StudyProgress, StudyUpdate, StudyView, TrialPage, TrialQuery,
-    TrialState, TrialView,
+    FindingsView, ObjectiveView, ParetoView, StudyProgress, StudyUpdate, StudyView, TrialPage,
+    TrialQuery, TrialState, TrialView,
 };
 
 #[server]
@@ -49,6 +49,12 @@ pub async fn study_pareto(
         view.points.iter_mut().for_each(|p| p.config.clear());
     }
     Ok(view)
+}
+
+/// What the study's trials show so far, written out.
+#[server]
+pub async fn study_findings(id: i64) -> Result<FindingsView, ServerFnError> {
+    super::backend()?.findings(id).await.map_err(ServerFnError::new)
 }
 
 /// `pause`, `resume` or `stop`.
@@ -207,6 +213,10 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
                 <ParetoPlot id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
             </section>
         </div>
+        <section class="panel">
+            <h2>"Findings"</h2>
+            <Findings id finished=Signal::derive(move || progress.with(|p| p.finished)) />
+        </section>
         <section class="panel">
             <h2>"Explore"</h2>
             <super::explore::Explore id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
@@ -412,6 +422,29 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
             data-points=move || pareto.with(|p| p.as_ref().map_or(-1, |p| p.points.len() as i64))
             data-finished=move || finished.get()
         ></div>
+    }
+}
+
+/// What the trials show, worked out by the server from the data (every
+/// finding cites its trials) and asked again as trials finish.
+#[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
+#[component]
+fn Findings(id: i64, finished: Signal<u64>) -> impl IntoView {
+    let found: RwSignal<Option<FindingsView>> = RwSignal::new(None);
+    #[cfg(feature = "hydrate")]
+    super::keep_fetched(
+        move || finished.track(),
+        move |()| async move { study_findings(id).await.map(Some) },
+        found,
+        false,
+    );
+    view! {
+        {move || found.with(|f| match f {
+            None => view! { <p class="muted">"Working out what the trials show…"</p> }.into_any(),
+            Some(f) if f.count == 0 => view! { <p class="muted" id="no-findings">"Nothing to say yet: no trial has finished."</p> }.into_any(),
+            // Sanitized on the server (pulldown-cmark, then ammonia).
+            Some(f) => view! { <div class="findings" id="findings" inner_html=f.html.clone()></div> }.into_any(),
+        })}
     }
 }
 

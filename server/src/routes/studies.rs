@@ -114,5 +114,6 @@ pub async fn findings(
     let list = crate::db::trials::of_study(&state.service.db, id).await?;
     let found = crate::studies::findings_of(&row.definition, &list);
     let markdown = tunebook_study::findings::markdown(&found);
-    Ok(Json(serde_json::json!({ "findings": found, "markdown": markdown })))
+    let html = crate::markdown::to_safe_html(&markdown);
+    Ok(Json(serde_json::json!({ "findings": found, "markdown": markdown, "html": html })))
 }
