@@ -10,6 +10,7 @@ pub mod hub;
 pub mod machine;
 pub mod markdown;
 pub mod probe_cli;
+pub mod recipe;
 pub mod routes;
 pub mod runner;
 pub mod service;

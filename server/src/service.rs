@@ -377,8 +377,9 @@ impl Backend for Service {
         let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
         let row = row.ok_or_else(|| what(Error::NotFound))?;
         let list = trials::of_study(&self.db, id).await.map_err(|e| what(e.into()))?;
-        let found = crate::studies::findings_of(&row.definition, &list);
-        let markdown = tunebook_study::findings::markdown(&found);
+        let (found, markdown) = crate::studies::write_up(&self.db, id, &row.definition, &list)
+            .await
+            .map_err(|e| what(e.into()))?;
         let html = crate::markdown::to_safe_html(&markdown);
         Ok(FindingsView { markdown, html, count: found.len() })
     }

@@ -6,7 +6,7 @@
 //! where it was: the trial a crash cut off runs again, nothing finished is
 //! lost.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use engine_bridge::planner::ModelInfo;
@@ -166,6 +166,61 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
         .collect();
     let varied: Vec<String> = def.space.keys().cloned().collect();
     findings::findings(&facts, &varied, &objectives_of(def))
+}
+
+/// The study's findings and the write-up of them in markdown: the findings,
+/// then how to run each best configuration outside Tunebook (command line
+/// and systemd unit).
+pub async fn write_up(
+    db: &crate::db::Db,
+    id: i64,
+    def: &StudyDef,
+    trials: &[TrialView],
+) -> Result<(Vec<Finding>, String), sqlx::Error> {
+    let found = findings_of(def, trials);
+    let mut text = findings::markdown(&found);
+    let mut shown = BTreeSet::new();
+    let mut recipes = String::new();
+    for f in &found {
+        let Finding::Best { metric, trial, .. } = f else { continue };
+        let Some(t) = trials.iter().find(|t| t.id == *trial) else { continue };
+        if !shown.insert(*trial) {
+            continue;
+        }
+        let description = format!("{} {} (Tunebook study {id}, trial {trial})", t.profile, t.model);
+        // The command as stored: program, arguments and environment.
+        let command = trials::extras(db, *trial).await?.and_then(|e| e.command);
+        let Some(r) = command.and_then(|c| crate::recipe::recipe(&c, t.load_ms, &description))
+        else {
+            continue;
+        };
+        recipes.push_str(&format!(
+            "### Trial {trial} (best {})
+
+```sh
+{}
+```
+
+```ini
+{}```
+
+",
+            metric.label(),
+            r.shell,
+            r.unit
+        ));
+    }
+    if !recipes.is_empty() {
+        text.push_str(&format!(
+            "## Run it
+
+On port {}; the unit's start timeout is three times the measured load time.
+
+{recipes}",
+            crate::recipe::PORT
+        ));
+    }
+    Ok((found, text))
 }
 
 /// Checks a study against the server's profiles and the engine's catalog.

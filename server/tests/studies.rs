@@ -99,7 +99,18 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
         (Some("best"), Some("decode_tps"))
     );
     assert_eq!(best["trial"], fastest.id);
-    assert!(found["markdown"].as_str().unwrap().starts_with("## Best configurations"));
+    let markdown = found["markdown"].as_str().unwrap();
+    assert!(markdown.starts_with("## Best configurations"), "{markdown}");
+    // Ready to run: the command line and a unit for the best trial.
+    assert!(
+        markdown.contains(&format!("### Trial {} (best decode tok/s)", fastest.id)),
+        "{markdown}"
+    );
+    assert!(markdown.contains("--port 8080") && markdown.contains("ExecStart=/"), "{markdown}");
+    assert!(
+        markdown.contains("TimeoutStartSec=60"),
+        "a quick load still gets a minute: {markdown}"
+    );
 
     let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", study.id)).await;
     let points = pareto["points"].as_array().unwrap();

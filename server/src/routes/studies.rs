@@ -112,8 +112,8 @@ pub async fn findings(
 ) -> Result<Json<serde_json::Value>> {
     let row = studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     let list = crate::db::trials::of_study(&state.service.db, id).await?;
-    let found = crate::studies::findings_of(&row.definition, &list);
-    let markdown = tunebook_study::findings::markdown(&found);
+    let (found, markdown) =
+        crate::studies::write_up(&state.service.db, id, &row.definition, &list).await?;
     let html = crate::markdown::to_safe_html(&markdown);
     Ok(Json(serde_json::json!({ "findings": found, "markdown": markdown, "html": html })))
 }

@@ -1,0 +1,98 @@
+//! How to run a configuration outside Tunebook: the command line to paste
+//! into a shell, and a systemd unit whose start timeout covers the load
+//! time the trial measured.
+
+/// Port the recipes serve on (the trial ran on a free port of its own).
+pub const PORT: &str = "8080";
+
+/// A configuration ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recipe {
+    pub shell: String,
+    pub unit: String,
+}
+
+/// The recipe for a trial's stored command (`{"program", "args", "env"}`),
+/// `load_ms` its measured load time; `None` for an external endpoint.
+pub fn recipe(command: &str, load_ms: Option<f64>, description: &str) -> Option<Recipe> {
+    let command: serde_json::Value = serde_json::from_str(command).ok()?;
+    let program = command["program"].as_str()?.to_string();
+    let mut args: Vec<String> =
+        command["args"].as_array()?.iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
+    if let Some(at) = args.iter().position(|a| a == "--port")
+        && let Some(port) = args.get_mut(at + 1)
+    {
+        *port = PORT.into();
+    }
+    let env: Vec<(String, String)> = command["env"]
+        .as_object()
+        .map(|e| e.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default();
+    let quote = |s: &str| shlex::try_quote(s).map(|q| q.into_owned()).unwrap_or_else(|_| s.into());
+    let mut shell: Vec<String> = env.iter().map(|(k, v)| format!("{k}={}", quote(v))).collect();
+    shell.push(quote(&program));
+    shell.extend(args.iter().map(|a| quote(a)));
+    // Three times the measured load, and never under a minute.
+    let timeout = load_ms.map_or(600, |ms| ((ms / 1000.0) * 3.0).ceil().max(60.0) as u64);
+    let mut unit = format!(
+        "[Unit]\nDescription={}\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\n",
+        systemd_escape(description)
+    );
+    for (k, v) in &env {
+        unit.push_str(&format!("Environment={}\n", systemd_word(&format!("{k}={v}"))));
+    }
+    let exec: Vec<String> =
+        std::iter::once(&program).chain(&args).map(|a| systemd_word(a)).collect();
+    unit.push_str(&format!(
+        "ExecStart={}\nTimeoutStartSec={timeout}\nRestart=on-failure\nRestartSec=5\n\n[Install]\nWantedBy=multi-user.target\n",
+        exec.join(" ")
+    ));
+    Some(Recipe { shell: shell.join(" "), unit })
+}
+
+/// `%` and `$` as systemd reads them literally.
+fn systemd_escape(s: &str) -> String {
+    s.replace('%', "%%").replace('$', "$$")
+}
+
+/// One word of a systemd command line: quoted when it holds a space, a
+/// quote or a backslash.
+fn systemd_word(s: &str) -> String {
+    let s = systemd_escape(s);
+    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\') {
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unit_and_a_command_line_from_a_stored_command() {
+        let command = serde_json::json!({
+            "program": "/opt/llama.cpp/llama-server",
+            "args": ["-m", "/models/my model.gguf", "--port", "41234", "-c", "8192", "-fa", "on"],
+            "env": { "CUDA_VISIBLE_DEVICES": "0" },
+        });
+        let r = recipe(&command.to_string(), Some(95_000.0), "llama-server: 100% fast").unwrap();
+        assert_eq!(
+            r.shell,
+            "CUDA_VISIBLE_DEVICES=0 /opt/llama.cpp/llama-server -m '/models/my model.gguf' --port 8080 -c 8192 -fa on"
+        );
+        assert!(r.unit.contains("Description=llama-server: 100%% fast\n"), "{}", r.unit);
+        assert!(r.unit.contains("Environment=CUDA_VISIBLE_DEVICES=0\n"));
+        assert!(
+            r.unit.contains("ExecStart=/opt/llama.cpp/llama-server -m \"/models/my model.gguf\" --port 8080 -c 8192 -fa on\n"),
+            "{}",
+            r.unit
+        );
+        assert!(r.unit.contains("TimeoutStartSec=285\n"), "three times a 95 s load");
+        assert!(r.unit.contains("Restart=on-failure"));
+        let quick = recipe(&command.to_string(), Some(1_500.0), "x").unwrap();
+        assert!(quick.unit.contains("TimeoutStartSec=60\n"), "never under a minute");
+        assert!(recipe("{\"url\": \"http://x\"}", None, "x").is_none(), "nothing to run");
+    }
+}
