@@ -296,11 +296,24 @@ pub fn pareto3_figure(points: &[(i64, [f64; 3], bool, String)], titles: [&str; 3
     })
 }
 
-/// Draws `figure` into the element with id `div`; a click on a point calls
-/// `on_click` with its trial id. Does nothing on the server.
+/// What a click on a point does: called with its trial id.
 #[cfg(feature = "hydrate")]
-pub fn draw(div: &str, figure: &Value, on_click: &wasm_bindgen::closure::Closure<dyn FnMut(f64)>) {
-    let _ = js::draw(div, &figure.to_string(), on_click);
+pub type OnClick = send_wrapper::SendWrapper<wasm_bindgen::closure::Closure<dyn FnMut(f64)>>;
+
+/// A click that opens the point's trial page.
+#[cfg(feature = "hydrate")]
+pub fn open_trial_on_click() -> OnClick {
+    let navigate = leptos_router::hooks::use_navigate();
+    send_wrapper::SendWrapper::new(wasm_bindgen::closure::Closure::new(move |trial: f64| {
+        navigate(&format!("/trials/{}", trial as i64), Default::default());
+    }))
+}
+
+/// Draws `figure` into the element with id `div`; a click on a point calls
+/// `on_click`, if given, with its trial id. Does nothing on the server.
+#[cfg(feature = "hydrate")]
+pub fn draw(div: &str, figure: &Value, on_click: Option<&OnClick>) {
+    let _ = js::draw(div, &figure.to_string(), on_click.map(|c| &**c));
 }
 
 /// Starts fetching plotly.js, so it is ready by the time the data is.
@@ -331,6 +344,7 @@ mod js {
             plotly().catch(() => {});
         }
         export function draw(id, figure, onClick) {
+            // onClick: a function, or undefined for a plot without clicks.
             const fig = JSON.parse(figure);
             return plotly().then((Plotly) => {
                 const div = document.getElementById(id);
@@ -340,7 +354,7 @@ mod js {
                         const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
                         gd.dataset.drawn = String(fig.data.reduce((n, t) => n + count(t), 0));
                         performance.mark("tunebook:plot-drawn:" + id);
-                        if (gd.dataset.clicks) return;
+                        if (!onClick || gd.dataset.clicks) return;
                         gd.dataset.clicks = "1";
                         gd.on("plotly_click", (ev) => {
                             const p = ev.points && ev.points[0];
@@ -351,7 +365,11 @@ mod js {
         }
     "#)]
     extern "C" {
-        pub fn draw(id: &str, figure: &str, on_click: &Closure<dyn FnMut(f64)>) -> js_sys::Promise;
+        pub fn draw(
+            id: &str,
+            figure: &str,
+            on_click: Option<&Closure<dyn FnMut(f64)>>,
+        ) -> js_sys::Promise;
         pub fn preload();
     }
 }

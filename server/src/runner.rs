@@ -186,8 +186,17 @@ async fn measure(
         );
     };
     let key = launch_key(profile, trial);
-    let (mut engine, command, reused_from) = match slot.take() {
-        Some(warm) if warm.key == key && !warm.engine.has_exited() => {
+    let (engine, command, reused_from) = match slot.take() {
+        Some(mut warm) if warm.key == key && !warm.engine.has_exited() => {
+            // This trial's request-time settings on the running engine (a
+            // new launch gets them from its plan).
+            match profile.catalog().render(&trial.settings) {
+                Ok(rendered) => warm.engine.spec.request = rendered.request,
+                Err(e) => {
+                    *slot = Some(warm);
+                    return fail(FailureKind::Rejected, e.to_string());
+                }
+            }
             trials::set_command(&ctx.db, trial.id, &warm.command).await?;
             let note = format!(
                 "ran on the engine launched for trial {}: only request-time settings differ",
@@ -206,13 +215,6 @@ async fn measure(
             }
         }
     };
-    match profile.catalog().render(&trial.settings) {
-        Ok(rendered) => engine.spec.request = rendered.request,
-        Err(e) => {
-            engine.stop(STOP_GRACE).await;
-            return fail(FailureKind::Rejected, e.to_string());
-        }
-    }
     set_state(ctx, trial.id, TrialState::Probing).await?;
     let measured = engine.measure_gated(probes, gate).await;
     // Kept for the study's next trial, unless something runs after the

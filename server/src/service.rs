@@ -374,12 +374,8 @@ impl Backend for Service {
 
     async fn findings(&self, id: i64) -> Result<FindingsView, String> {
         let what = user_error("study");
-        let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
-        let row = row.ok_or_else(|| what(Error::NotFound))?;
-        let list = trials::of_study(&self.db, id).await.map_err(|e| what(e.into()))?;
-        let (found, markdown) = crate::studies::write_up(&self.db, id, &row.definition, &list)
-            .await
-            .map_err(|e| what(e.into()))?;
+        let written = crate::studies::write_up(&self.db, id).await.map_err(|e| what(e.into()))?;
+        let (found, markdown) = written.ok_or_else(|| what(Error::NotFound))?;
         let html = crate::markdown::to_safe_html(&markdown);
         Ok(FindingsView { markdown, html, count: found.len() })
     }

@@ -168,22 +168,22 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
     findings::findings(&facts, &varied, &objectives_of(def))
 }
 
-/// The study's findings and the write-up of them in markdown: the findings,
-/// then how to run each best configuration outside Tunebook (command line
-/// and systemd unit).
+/// Study `id`'s findings and the write-up of them in markdown: the
+/// findings, then how to run each best configuration outside Tunebook
+/// (command line and systemd unit). `None` when there is no such study.
 pub async fn write_up(
     db: &crate::db::Db,
     id: i64,
-    def: &StudyDef,
-    trials: &[TrialView],
-) -> Result<(Vec<Finding>, String), sqlx::Error> {
-    let found = findings_of(def, trials);
+) -> Result<Option<(Vec<Finding>, String)>, sqlx::Error> {
+    let Some(row) = studies::get(db, id).await? else { return Ok(None) };
+    let list = trials::of_study(db, id).await?;
+    let found = findings_of(&row.definition, &list);
     let mut text = findings::markdown(&found);
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();
     for f in &found {
         let Finding::Best { metric, trial, .. } = f else { continue };
-        let Some(t) = trials.iter().find(|t| t.id == *trial) else { continue };
+        let Some(t) = list.iter().find(|t| t.id == *trial) else { continue };
         if !shown.insert(*trial) {
             continue;
         }
@@ -220,7 +220,7 @@ On port {}; the unit's start timeout is three times the measured load time.
             crate::recipe::PORT
         ));
     }
-    Ok((found, text))
+    Ok(Some((found, text)))
 }
 
 /// Checks a study against the server's profiles and the engine's catalog.

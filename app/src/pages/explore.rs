@@ -11,24 +11,10 @@ use super::study::study_pareto;
 use crate::plot::{best_so_far_figure, effect_figure, parallel_figure};
 use crate::types::{ObjectiveView, ParetoView};
 
-/// Metrics offered besides the study's objectives.
-const MORE: &[(&str, &str)] = &[
-    ("decode_tps", "decode tok/s"),
-    ("prefill_tps", "prefill tok/s"),
-    ("ttft_ms", "TTFT ms"),
-    ("peak_rss_bytes", "peak RSS"),
-];
-
 #[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
 #[component]
 pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -> impl IntoView {
-    let mut metrics: Vec<(String, String)> =
-        objectives.iter().map(|o| (o.metric.clone(), o.label.clone())).collect();
-    for (name, label) in MORE {
-        if !metrics.iter().any(|(n, _)| n == name) {
-            metrics.push((name.to_string(), label.to_string()));
-        }
-    }
+    let metrics = super::metric_choices(&objectives, super::MORE_METRICS);
     let metric = RwSignal::new(metrics[0].0.clone());
     let setting = RwSignal::new(String::new());
     // Asked for only while the panel is open: the page of a large study
@@ -87,23 +73,18 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
     });
     #[cfg(feature = "hydrate")]
     {
-        use wasm_bindgen::closure::Closure;
-        let navigate = leptos_router::hooks::use_navigate();
-        let click =
-            send_wrapper::SendWrapper::new(Closure::<dyn FnMut(f64)>::new(move |trial: f64| {
-                navigate(&format!("/trials/{}", trial as i64), Default::default());
-            }));
+        let click = crate::plot::open_trial_on_click();
         Effect::new(move |_| {
             figures.with(|f| {
                 let Some((_, effect, best, parallel)) = f.as_ref().filter(|f| f.0 > 0) else {
                     return;
                 };
                 if let Some(fig) = effect {
-                    crate::plot::draw("effect-plot", fig, &click);
+                    crate::plot::draw("effect-plot", fig, Some(&click));
                 }
-                crate::plot::draw("best-plot", best, &click);
+                crate::plot::draw("best-plot", best, Some(&click));
                 if let Some(fig) = parallel {
-                    crate::plot::draw("parallel-plot", fig, &click);
+                    crate::plot::draw("parallel-plot", fig, Some(&click));
                 }
             })
         });

@@ -37,6 +37,39 @@ pub(crate) fn fmt(v: Option<f64>, digits: usize) -> String {
     v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_default()
 }
 
+/// Metrics the pages offer besides a study's objectives.
+pub(crate) const MORE_METRICS: &[(&str, &str)] = &[
+    ("decode_tps", "decode tok/s"),
+    ("prefill_tps", "prefill tok/s"),
+    ("ttft_ms", "TTFT ms"),
+    ("peak_rss_bytes", "peak RSS"),
+];
+
+/// (name, label) of the study's objectives, then of `more` not among them.
+pub(crate) fn metric_choices(
+    objectives: &[crate::types::ObjectiveView],
+    more: &[(&str, &str)],
+) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> =
+        objectives.iter().map(|o| (o.metric.clone(), o.label.clone())).collect();
+    for (name, label) in more {
+        if !all.iter().any(|(n, _)| n == name) {
+            all.push((name.to_string(), label.to_string()));
+        }
+    }
+    all
+}
+
+/// Adds `id` to the picked trials or studies, or takes it out.
+pub(crate) fn toggle_pick(picked: &mut Vec<i64>, id: i64) {
+    match picked.iter().position(|i| *i == id) {
+        Some(at) => {
+            picked.remove(at);
+        }
+        None => picked.push(id),
+    }
+}
+
 /// A metric's value as people read it: bytes in MiB, scores in percent.
 pub(crate) fn fmt_metric(metric: &str, v: Option<f64>) -> String {
     match metric {

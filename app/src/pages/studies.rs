@@ -55,14 +55,7 @@ pub fn StudiesPage() -> impl IntoView {
 fn StudyTable(list: Vec<StudySummary>) -> impl IntoView {
     // Two studies picked to compare.
     let picked: RwSignal<Vec<i64>> = RwSignal::new(Vec::new());
-    let toggle = move |id: i64| {
-        picked.update(|p| match p.iter().position(|i| *i == id) {
-            Some(at) => {
-                p.remove(at);
-            }
-            None => p.push(id),
-        })
-    };
+    let toggle = move |id: i64| picked.update(|p| super::toggle_pick(p, id));
     let href = move || {
         // The older study first: changes read as from it to the newer.
         let mut ids = picked.get();

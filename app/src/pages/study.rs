@@ -357,33 +357,19 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
     });
     #[cfg(feature = "hydrate")]
     {
-        use wasm_bindgen::closure::Closure;
-        let navigate = leptos_router::hooks::use_navigate();
-        let click =
-            send_wrapper::SendWrapper::new(Closure::<dyn FnMut(f64)>::new(move |trial: f64| {
-                navigate(&format!("/trials/{}", trial as i64), Default::default());
-            }));
+        let click = crate::plot::open_trial_on_click();
         Effect::new(move |_| {
             if let Some((_, fig)) = figure.get() {
-                crate::plot::draw("pareto-plot", &fig, &click);
+                crate::plot::draw("pareto-plot", &fig, Some(&click));
             }
         });
     }
     // Any metric can be the third axis, the objectives first.
     let z_options = {
-        let mut all: Vec<(String, String)> =
-            objectives.iter().map(|o| (o.metric.clone(), o.label.clone())).collect();
-        for (name, l) in [
-            ("ttft_ms", "TTFT ms"),
-            ("prefill_tps", "prefill tok/s"),
-            ("decode_tps", "decode tok/s"),
-            ("peak_rss_bytes", "peak RSS"),
-            ("quality_score", "quality"),
-        ] {
-            if !all.iter().any(|(n, _)| n == name) {
-                all.push((name.into(), l.into()));
-            }
-        }
+        let all = super::metric_choices(
+            &objectives,
+            &[super::MORE_METRICS, &[("quality_score", "quality")]].concat(),
+        );
         all.into_iter()
             .map(|(name, l)| {
                 let is = name == z.get_untracked();
@@ -480,21 +466,7 @@ fn TrialsTable(
         page,
         true,
     );
-    let metrics: Vec<(String, String)> = {
-        let mut m: Vec<(String, String)> =
-            objectives.iter().map(|o| (o.metric.clone(), o.label.clone())).collect();
-        for (name, label) in [
-            ("decode_tps", "decode tok/s"),
-            ("prefill_tps", "prefill tok/s"),
-            ("ttft_ms", "TTFT ms"),
-            ("peak_rss_bytes", "peak RSS"),
-        ] {
-            if !m.iter().any(|(n, _)| n == name) {
-                m.push((name.into(), label.into()));
-            }
-        }
-        m
-    };
+    let metrics = super::metric_choices(&objectives, super::MORE_METRICS);
     let metrics = StoredValue::new(metrics);
     let baseline = StoredValue::new(baseline);
     let rows = Memo::new(move |_| {
@@ -562,10 +534,7 @@ fn TrialsTable(
                                     <td>
                                         <input type="checkbox" class="pick" aria-label=format!("compare trial {}", t.id)
                                             prop:checked=move || picked.with(|p| p.contains(&t.id))
-                                            on:change=move |_| picked.update(|p| match p.iter().position(|i| *i == t.id) {
-                                                Some(at) => { p.remove(at); }
-                                                None => p.push(t.id),
-                                            }) />
+                                            on:change=move |_| picked.update(|p| super::toggle_pick(p, t.id)) />
                                     </td>
                                     <td><a href=format!("/trials/{}", t.id)>{t.id}</a></td>
                                     <td>{t.role.clone().unwrap_or_default()}</td>

@@ -158,9 +158,7 @@ fn DepthPlot(measurement: Option<String>) -> impl IntoView {
     let shown = figure.is_some();
     #[cfg(feature = "hydrate")]
     if let Some(figure) = figure {
-        use wasm_bindgen::closure::Closure;
-        let none = send_wrapper::SendWrapper::new(Closure::<dyn FnMut(f64)>::new(|_| {}));
-        Effect::new(move |_| crate::plot::draw("depth-plot", &figure, &none));
+        Effect::new(move |_| crate::plot::draw("depth-plot", &figure, None));
     }
     view! {
         <Show when=move || shown>

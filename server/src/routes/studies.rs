@@ -110,10 +110,8 @@ pub async fn findings(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<Json<serde_json::Value>> {
-    let row = studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
-    let list = crate::db::trials::of_study(&state.service.db, id).await?;
     let (found, markdown) =
-        crate::studies::write_up(&state.service.db, id, &row.definition, &list).await?;
+        crate::studies::write_up(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     let html = crate::markdown::to_safe_html(&markdown);
     Ok(Json(serde_json::json!({ "findings": found, "markdown": markdown, "html": html })))
 }
