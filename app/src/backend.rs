@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use crate::types::{
-    CheckView, FindingsView, MetricPoint, MetricView, ParetoView, ProfileView, RunRequest,
-    StudyProgress, StudySummary, StudyView, TrialDetail, TrialPage, TrialQuery, TrialView,
+    CheckView, FindingsView, MetricPoint, MetricView, Notebook, ParetoView, ProfileView,
+    ReportSummary, ReportView, RunRequest, StudyProgress, StudySummary, StudyView, TrialDetail,
+    TrialPage, TrialQuery, TrialView,
 };
 
 /// The server side of the pages; provided as context to server functions.
@@ -42,6 +43,30 @@ pub trait Backend: Send + Sync + 'static {
     async fn findings(&self, id: i64) -> Result<FindingsView, String>;
     /// The study's done trials with their settings and one metric.
     async fn metric_points(&self, id: i64, metric: String) -> Result<Vec<MetricPoint>, String>;
+    /// The study's reports.
+    async fn study_reports(&self, study_id: i64) -> Result<Vec<ReportSummary>, String>;
+    /// Writes a new report from the study's findings; its id.
+    async fn create_report(&self, study_id: i64) -> Result<i64, String>;
+    /// A report at a version (the newest when `None`), for its owner.
+    async fn report(&self, id: i64, version: Option<i64>) -> Result<ReportView, String>;
+    /// Saves a new version made from version `base`.
+    async fn save_report(
+        &self,
+        id: i64,
+        base: i64,
+        title: String,
+        notebook: Notebook,
+    ) -> Result<ReportView, String>;
+    /// Rewrites the cells written from the findings, keeping the user's.
+    async fn regenerate_report(&self, id: i64, base: i64) -> Result<ReportView, String>;
+    /// Makes an earlier version the newest again.
+    async fn restore_report(&self, id: i64, base: i64, version: i64) -> Result<ReportView, String>;
+    /// A new read-only link to the newest version.
+    async fn publish_report(&self, id: i64) -> Result<ReportView, String>;
+    /// Withdraws a link.
+    async fn revoke_link(&self, id: i64, token: String) -> Result<ReportView, String>;
+    /// What a read-only link shows.
+    async fn shared_report(&self, token: String) -> Result<ReportView, String>;
 }
 
 /// The form in which the backend is provided as context.

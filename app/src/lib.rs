@@ -62,6 +62,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/studies/:id") view=pages::study::StudyPage />
                 <Route path=path!("/trials/:id") view=pages::trial::TrialPage />
                 <Route path=path!("/compare") view=pages::compare::ComparePage />
+                <Route path=path!("/reports/:id") view=pages::report::ReportPage />
+                <Route path=path!("/share/:token") view=pages::report::SharedPage />
             </Routes>
         </Router>
     }

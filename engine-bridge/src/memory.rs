@@ -101,6 +101,40 @@ pub fn parse_gpu_free(csv: &str) -> Option<u64> {
     mib.filter(|m| !m.is_empty()).map(|m| m.iter().sum::<u64>() << 20)
 }
 
+/// Each GPU's name and memory, from `nvidia-smi` (empty without one).
+pub async fn gpu_names() -> Vec<String> {
+    let out = tokio::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .await;
+    match out {
+        Ok(out) if out.status.success() => parse_gpu_names(&String::from_utf8_lossy(&out.stdout)),
+        _ => Vec::new(),
+    }
+}
+
+/// Parses `nvidia-smi --query-gpu=name,memory.total,driver_version
+/// --format=csv,noheader,nounits` (MiB) into "name, 79.6 GiB, driver 550.54".
+pub fn parse_gpu_names(csv: &str) -> Vec<String> {
+    csv.lines()
+        .filter_map(|line| {
+            let mut fields = line.rsplitn(3, ',').map(str::trim);
+            let (driver, mib, name) = (fields.next()?, fields.next()?, fields.next()?);
+            let gib = mib.parse::<f64>().ok()? / 1024.0;
+            Some(format!("{name}, {gib:.1} GiB, driver {driver}"))
+        })
+        .collect()
+}
+
+/// The CPU's model name and the machine's total memory, from `/proc`.
+pub fn cpu_and_ram() -> (Option<String>, Option<u64>) {
+    let cpu = procfs::CpuInfo::current().ok().and_then(|c| c.model_name(0).map(str::to_string));
+    let ram = procfs::Meminfo::current().ok().map(|m| m.mem_total);
+    (cpu, ram)
+}
+
 /// Samples an engine's memory in the background until dropped.
 pub struct MemorySampler {
     report: Arc<Mutex<MemoryReport>>,
@@ -168,6 +202,19 @@ impl Drop for MemorySampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpus_are_described_from_nvidia_smi() {
+        let csv = "NVIDIA H100 80GB HBM3, 81559, 550.54.15\nNVIDIA RTX A6000, 49140, 550.54.15\n";
+        assert_eq!(
+            parse_gpu_names(csv),
+            [
+                "NVIDIA H100 80GB HBM3, 79.6 GiB, driver 550.54.15",
+                "NVIDIA RTX A6000, 48.0 GiB, driver 550.54.15"
+            ]
+        );
+        assert!(parse_gpu_names("").is_empty());
+    }
 
     #[test]
     fn free_gpu_memory_adds_up_over_gpus() {

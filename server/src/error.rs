@@ -14,6 +14,15 @@ pub enum Error {
     BadRequest(String),
     #[error("not found")]
     NotFound,
+    /// The change was made against an outdated version.
+    #[error("{0}")]
+    Conflict(String),
+    /// It existed and was withdrawn.
+    #[error("{0}")]
+    Gone(String),
+    /// Something the server needs is missing (a file the build makes).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("database error")]
     Database(#[from] sqlx::Error),
     #[error("database migration failed")]
@@ -32,6 +41,9 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound => StatusCode::NOT_FOUND,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Gone(_) => StatusCode::GONE,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -40,7 +52,9 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status_code();
-        let message = if status.is_server_error() {
+        let message = if let Error::Unavailable(m) = &self {
+            m.clone()
+        } else if status.is_server_error() {
             tracing::error!(error = ?self, "request failed");
             "internal server error".to_string()
         } else {

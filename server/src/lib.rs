@@ -10,7 +10,9 @@ pub mod hub;
 pub mod machine;
 pub mod markdown;
 pub mod probe_cli;
+pub mod provenance;
 pub mod recipe;
+pub mod report;
 pub mod routes;
 pub mod runner;
 pub mod service;
@@ -23,7 +25,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::FromRef;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use engine_bridge::Profile;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
@@ -66,6 +68,7 @@ pub async fn launch(
     let ctx = prepare(&settings, token.clone()).await?;
     let (events, db, profiles) = (ctx.events.clone(), ctx.db.clone(), ctx.profiles.clone());
     let logs_dir = ctx.logs_dir.clone();
+    let bandwidth = ctx.bandwidth;
     let (runner, worker) = Runner::start(ctx.clone()).await?;
     let studies = Studies::new(ctx);
     studies.resume_all().await?;
@@ -78,6 +81,9 @@ pub async fn launch(
         events,
         n_predict: settings.probes.speed.as_ref().map(|s| s.n_predict),
         logs_dir,
+        data_dir: settings.data_dir.clone(),
+        site_root: settings.site_root.clone(),
+        bandwidth,
     });
 
     let addr = listener.local_addr()?;
@@ -152,7 +158,18 @@ fn router(state: AppState) -> Router {
         .route("/api/studies/{id}/trials", get(routes::studies::trials))
         .route("/api/studies/{id}/pareto", get(routes::studies::pareto))
         .route("/api/studies/{id}/findings", get(routes::studies::findings))
+        .route(
+            "/api/studies/{id}/reports",
+            get(routes::reports::list).post(routes::reports::create),
+        )
         .route("/api/studies/{id}/{action}", post(routes::studies::control))
+        .route("/api/reports/{id}", get(routes::reports::get).put(routes::reports::save))
+        .route("/api/reports/{id}/regenerate", post(routes::reports::regenerate))
+        .route("/api/reports/{id}/shares", post(routes::reports::publish))
+        .route("/api/reports/{id}/{file}", get(routes::reports::export_own))
+        .route("/api/shares/{token}", delete(routes::reports::revoke))
+        .route("/api/shared/{token}", get(routes::reports::shared))
+        .route("/api/shared/{token}/{file}", get(routes::reports::export_shared))
         .leptos_routes_with_context(
             &state,
             generate_route_list(App),

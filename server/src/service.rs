@@ -8,9 +8,9 @@ use engine_bridge::Profile;
 use engine_bridge::catalog::CACHE_TYPES;
 use tunebook_app::backend::Backend;
 use tunebook_app::types::{
-    BestView, CheckView, FindingsView, MetricPoint, MetricView, ObjectiveView, ParamView,
-    ParetoView, ProfileView, RunRequest, StudyProgress, StudySummary, StudyUpdate, StudyView,
-    TrialDetail, TrialPage, TrialQuery, TrialState, TrialView,
+    BestView, CheckView, FindingsView, MetricPoint, MetricView, Notebook, ObjectiveView, ParamView,
+    ParetoView, ProfileView, ReportSummary, ReportView, RunRequest, StudyProgress, StudySummary,
+    StudyUpdate, StudyView, TrialDetail, TrialPage, TrialQuery, TrialState, TrialView,
 };
 use tunebook_study::{Goal, Metric, StudyDef};
 
@@ -31,6 +31,12 @@ pub struct Service {
     pub n_predict: Option<u32>,
     /// Where engine output is kept, one file per launch (`trial-N.log`).
     pub logs_dir: std::path::PathBuf,
+    /// The data folder (machine facts, model hashes).
+    pub data_dir: std::path::PathBuf,
+    /// Holds `pkg/plotly.min.js`, inlined into exported reports.
+    pub site_root: std::path::PathBuf,
+    /// Measured memory read bandwidth, bytes per second.
+    pub bandwidth: Option<f64>,
 }
 
 impl Service {
@@ -88,7 +94,7 @@ impl Service {
 /// wrong, anything else is logged and summed up.
 fn user_error(what: &'static str) -> impl Fn(Error) -> String {
     move |e| match e {
-        Error::BadRequest(m) => m,
+        Error::BadRequest(m) | Error::Conflict(m) | Error::Gone(m) | Error::Unavailable(m) => m,
         Error::NotFound => format!("{what}: not found"),
         other => {
             tracing::error!(error = ?other, "{what}");
@@ -396,6 +402,64 @@ impl Backend for Service {
                 value: values[0],
             })
             .collect())
+    }
+
+    async fn study_reports(&self, study_id: i64) -> Result<Vec<ReportSummary>, String> {
+        let what = user_error("reports");
+        let list =
+            crate::db::reports::of_study(&self.db, study_id).await.map_err(|e| what(e.into()))?;
+        Ok(list
+            .into_iter()
+            .map(|(id, title, version)| ReportSummary { id, title, version })
+            .collect())
+    }
+
+    async fn create_report(&self, study_id: i64) -> Result<i64, String> {
+        crate::report::create(self, study_id).await.map_err(user_error("study"))
+    }
+
+    async fn report(&self, id: i64, version: Option<i64>) -> Result<ReportView, String> {
+        crate::report::view(self, id, version, true).await.map_err(user_error("report"))
+    }
+
+    async fn save_report(
+        &self,
+        id: i64,
+        base: i64,
+        title: String,
+        notebook: Notebook,
+    ) -> Result<ReportView, String> {
+        let what = user_error("report");
+        crate::report::save(self, id, base, &title, notebook).await.map_err(&what)?;
+        crate::report::view(self, id, None, true).await.map_err(what)
+    }
+
+    async fn regenerate_report(&self, id: i64, base: i64) -> Result<ReportView, String> {
+        let what = user_error("report");
+        crate::report::regenerate(self, id, base).await.map_err(&what)?;
+        crate::report::view(self, id, None, true).await.map_err(what)
+    }
+
+    async fn restore_report(&self, id: i64, base: i64, version: i64) -> Result<ReportView, String> {
+        let what = user_error("report");
+        crate::report::restore(self, id, base, version).await.map_err(&what)?;
+        crate::report::view(self, id, None, true).await.map_err(what)
+    }
+
+    async fn publish_report(&self, id: i64) -> Result<ReportView, String> {
+        let what = user_error("report");
+        crate::report::publish(self, id).await.map_err(&what)?;
+        crate::report::view(self, id, None, true).await.map_err(what)
+    }
+
+    async fn revoke_link(&self, id: i64, token: String) -> Result<ReportView, String> {
+        let what = user_error("report");
+        crate::db::reports::revoke(&self.db, &token).await.map_err(|e| what(e.into()))?;
+        crate::report::view(self, id, None, true).await.map_err(what)
+    }
+
+    async fn shared_report(&self, token: String) -> Result<ReportView, String> {
+        crate::report::shared(self, &token).await.map_err(user_error("shared report"))
     }
 
     async fn control_study(&self, id: i64, action: String) -> Result<(), String> {

@@ -162,6 +162,9 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
                 (t.failure_kind.clone().unwrap_or_default(), t.error.clone().unwrap_or_default())
             }),
             metrics: metrics(t),
+            ceiling_tps: t.ceiling_tps,
+            role: t.role.clone(),
+            drift_pct: t.drift_pct,
         })
         .collect();
     let varied: Vec<String> = def.space.keys().cloned().collect();

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod designer;
 pub mod explore;
 pub mod home;
+pub mod report;
 pub mod studies;
 pub mod study;
 pub mod trial;

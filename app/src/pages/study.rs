@@ -216,6 +216,7 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
         <section class="panel">
             <h2>"Findings"</h2>
             <Findings id finished=Signal::derive(move || progress.with(|p| p.finished)) />
+            <Reports id />
         </section>
         <section class="panel">
             <h2>"Explore"</h2>
@@ -431,6 +432,40 @@ fn Findings(id: i64, finished: Signal<u64>) -> impl IntoView {
             // Sanitized on the server (pulldown-cmark, then ammonia).
             Some(f) => view! { <div class="findings" id="findings" inner_html=f.html.clone()></div> }.into_any(),
         })}
+    }
+}
+
+/// The study's reports, and a button that writes a new one from the
+/// findings and opens it.
+#[component]
+fn Reports(id: i64) -> impl IntoView {
+    use super::report::{CreateReport, study_reports};
+    let list = Resource::new(move || id, study_reports);
+    let write = ServerAction::<CreateReport>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(report)) = write.value().get() {
+            leptos_router::hooks::use_navigate()(&format!("/reports/{report}"), Default::default());
+        }
+    });
+    view! {
+        <div class="reports">
+            <button id="write-report" on:click=move |_| { write.dispatch(CreateReport { study_id: id }); }>
+                "Write a report from these findings"
+            </button>
+            {move || write.value().get().and_then(|r| r.err()).map(|e| view! { <p class="error">{error_text(&e)}</p> })}
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    let reports = list.await.unwrap_or_default();
+                    (!reports.is_empty()).then(|| view! {
+                        <ul id="report-list">
+                            {reports.into_iter().map(|r| view! {
+                                <li><a href=format!("/reports/{}", r.id)>{r.title}</a>{format!(" (version {})", r.version)}</li>
+                            }).collect_view()}
+                        </ul>
+                    })
+                })}
+            </Transition>
+        </div>
     }
 }
 

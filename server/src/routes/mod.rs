@@ -2,5 +2,6 @@
 
 pub mod events;
 pub mod log;
+pub mod reports;
 pub mod studies;
 pub mod trials;

@@ -1,0 +1,160 @@
+//! `/api/…/reports`: reports of a study, their versions, read-only links
+//! and exports. A link (`/api/shared/{token}`) needs nothing but its token.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tunebook_app::types::{Notebook, ReportSummary, ReportView};
+
+use crate::AppState;
+use crate::db::reports;
+use crate::error::{Error, Result};
+use crate::report;
+
+pub async fn list(
+    State(state): State<AppState>,
+    Path(study_id): Path<i64>,
+) -> Result<Json<Vec<ReportSummary>>> {
+    crate::db::studies::get(&state.service.db, study_id).await?.ok_or(Error::NotFound)?;
+    let list = reports::of_study(&state.service.db, study_id).await?;
+    Ok(Json(
+        list.into_iter().map(|(id, title, version)| ReportSummary { id, title, version }).collect(),
+    ))
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    Path(study_id): Path<i64>,
+) -> Result<(StatusCode, Json<ReportView>)> {
+    let id = report::create(&state.service, study_id).await?;
+    Ok((StatusCode::CREATED, Json(report::view(&state.service, id, None, true).await?)))
+}
+
+#[derive(Deserialize)]
+pub struct VersionQuery {
+    version: Option<i64>,
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Query(q): Query<VersionQuery>,
+) -> Result<Json<ReportView>> {
+    Ok(Json(report::view(&state.service, id, q.version, true).await?))
+}
+
+/// A new version: the cells as the user left them, made from `base`.
+#[derive(Deserialize)]
+pub struct Save {
+    base: i64,
+    title: String,
+    notebook: Notebook,
+}
+
+pub async fn save(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Json(body): Json<Save>,
+) -> Result<Json<ReportView>> {
+    report::save(&state.service, id, body.base, &body.title, body.notebook).await?;
+    Ok(Json(report::view(&state.service, id, None, true).await?))
+}
+
+#[derive(Deserialize)]
+pub struct Base {
+    base: i64,
+}
+
+pub async fn regenerate(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Json(body): Json<Base>,
+) -> Result<Json<ReportView>> {
+    report::regenerate(&state.service, id, body.base).await?;
+    Ok(Json(report::view(&state.service, id, None, true).await?))
+}
+
+pub async fn publish(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<(StatusCode, Json<serde_json::Value>)> {
+    let token = report::publish(&state.service, id).await?;
+    let body = serde_json::json!({ "token": token, "path": format!("/share/{token}") });
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+pub async fn revoke(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<StatusCode> {
+    if reports::revoke(&state.service.db, &token).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound)
+    }
+}
+
+pub async fn shared(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<Json<ReportView>> {
+    Ok(Json(report::shared(&state.service, &token).await?))
+}
+
+/// `export.html` or `export.md`.
+async fn export(state: &AppState, id: i64, version: Option<i64>, file: &str) -> Result<Response> {
+    let service = &state.service;
+    let row = reports::get(&service.db, id, version).await?.ok_or(Error::NotFound)?;
+    let name = format!("report-{id}-v{}", row.version);
+    match file {
+        "export.md" => {
+            let text = report::export_markdown(service, row).await?;
+            Ok(download(text, "text/markdown; charset=utf-8", &format!("{name}.md")))
+        }
+        "export.html" => {
+            let path = service.site_root.join("pkg").join("plotly.min.js");
+            let plotly = tokio::fs::read_to_string(&path).await.map_err(|_| {
+                Error::Unavailable(format!(
+                    "plotly.js is not at {} (scripts/build-site.sh puts it there): the HTML export inlines it",
+                    path.display()
+                ))
+            })?;
+            let view = report::view(service, id, Some(row.version), false).await?;
+            let html = report::export_html(&view, &plotly);
+            Ok(download(html, "text/html; charset=utf-8", &format!("{name}.html")))
+        }
+        _ => Err(Error::NotFound),
+    }
+}
+
+fn download(body: String, kind: &str, name: &str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, kind.to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+pub async fn export_own(
+    State(state): State<AppState>,
+    Path((id, file)): Path<(i64, String)>,
+    Query(q): Query<VersionQuery>,
+) -> Result<Response> {
+    export(&state, id, q.version, &file).await
+}
+
+pub async fn export_shared(
+    State(state): State<AppState>,
+    Path((token, file)): Path<(String, String)>,
+) -> Result<Response> {
+    match reports::shared(&state.service.db, &token).await? {
+        Ok((id, version)) => export(&state, id, Some(version), &file).await,
+        Err(true) => Err(Error::Gone("this link was revoked by the report's owner".into())),
+        Err(false) => Err(Error::NotFound),
+    }
+}
