@@ -624,7 +624,8 @@ async fn rendered(
         .iter()
         .zip(&parts)
         .map(|(cell, (markdown, figure))| RenderedCell {
-            cell: cell.clone(),
+            // A reader gets what the cell shows, not what its owner typed.
+            cell: if owner { cell.clone() } else { without_source(cell) },
             html: crate::markdown::to_safe_html(markdown),
             figure: figure.clone(),
         })
@@ -642,6 +643,15 @@ async fn rendered(
         shares: if owner { reports::shares(&service.db, report.id).await? } else { vec![] },
     };
     Ok((view, parts.into_iter().map(|(m, _)| m).collect()))
+}
+
+/// A cell as a reader gets it: its kind, without the text typed into it.
+fn without_source(cell: &Cell) -> Cell {
+    let body = match &cell.body {
+        CellBody::Markdown { .. } => CellBody::Markdown { text: String::new() },
+        other => other.clone(),
+    };
+    Cell { id: cell.id.clone(), body, origin: None, edited: false }
 }
 
 /// What a link shows: the version it was made for, read-only.

@@ -2,6 +2,7 @@
 //! with a small Pareto front, for the history benchmark and for the page
 //! of a study too large to run in a test.
 
+use serde_json::json;
 use tunebook::db::Db;
 use tunebook::db::{studies, trials};
 use tunebook_app::types::{TrialState, TrialView};
@@ -55,5 +56,80 @@ pub async fn big_study(db: &Db, n: usize) -> anyhow::Result<i64> {
         trials::import(db, &batch).await?;
     }
     studies::set_state(db, study, studies::StudyState::Done, Some("made up")).await?;
+    Ok(study)
+}
+
+/// Stores a finished study with planted effects and returns its id:
+/// `threads` (1, 2, 4, 8) speeds decoding up in proportion; `q8_0` K/V
+/// saves a quarter of the memory at the same speed and quality (a free
+/// win); trial `threads=8, q8_0`'s third run is four times slower than its
+/// neighbours (an anomaly); two trials at 16 threads ran out of memory.
+pub async fn planted_study(db: &Db) -> anyhow::Result<i64> {
+    let def = StudyDef::from_toml(
+        "name = \"planted\"\nprofile = \"demo\"\nmodel = \"tiny-llama\"\n[space]\n\
+         threads = [1, 2, 4, 8, 16]\ncache_type_k = [\"f16\", \"q8_0\"]\n\
+         [[objectives]]\nmetric = \"decode_tps\"\n[[objectives]]\nmetric = \"peak_rss_bytes\"\n",
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let study = studies::insert(db, &def).await?;
+    let mut batch = Vec::new();
+    for rep in 0..3 {
+        for threads in [1u32, 2, 4, 8] {
+            for cache in ["f16", "q8_0"] {
+                let i = batch.len();
+                // ±1.5 %, deterministic.
+                let noise = 1.0 + 0.015 * ((i as f64 * 0.618_033_988_7).fract() * 2.0 - 1.0);
+                let slow = if threads == 8 && cache == "q8_0" && rep == 2 { 0.25 } else { 1.0 };
+                let settings = [
+                    ("threads".to_string(), threads.to_string()),
+                    ("cache_type_k".to_string(), cache.to_string()),
+                ]
+                .into();
+                let rss = 800e6 * if cache == "q8_0" { 0.75 } else { 1.0 } * noise;
+                batch.push(TrialView {
+                    created_ms: i as i64,
+                    load_ms: Some(1200.0),
+                    decode_tps: Some(5.0 * threads as f64 * noise * slow),
+                    prefill_tps: Some(200.0 * threads as f64 * noise),
+                    peak_rss_bytes: Some(rss as i64),
+                    quality_score: Some(0.625),
+                    ceiling_tps: Some(60.0),
+                    study_id: Some(study),
+                    role: Some(if i == 0 { "baseline" } else { "search" }.into()),
+
+                    ..TrialView::new("demo", "tiny-llama", settings, TrialState::Done)
+                });
+            }
+        }
+    }
+    for cache in ["f16", "q8_0"] {
+        let settings =
+            [("threads".to_string(), "16".to_string()), ("cache_type_k".to_string(), cache.into())]
+                .into();
+        batch.push(TrialView {
+            created_ms: batch.len() as i64,
+            failure_kind: Some("out_of_memory".into()),
+            error: Some("failed to allocate compute buffers".into()),
+            study_id: Some(study),
+            role: Some("search".into()),
+            ..TrialView::new("demo", "tiny-llama", settings, TrialState::Failed)
+        });
+    }
+    let ids = trials::import(db, &batch).await?;
+    // The command each ran with, as the runner stores it.
+    for (id, t) in ids.iter().zip(&batch) {
+        let command = json!({
+            "program": "/opt/llama/llama-server",
+            "args": ["-m", "/models/tiny.gguf", "--threads", t.settings["threads"],
+                     "--cache-type-k", t.settings["cache_type_k"], "--port", "41234"],
+            "env": {},
+        });
+        sqlx::query("UPDATE trials SET command = $1 WHERE id = $2")
+            .bind(command.to_string())
+            .bind(id)
+            .execute(&db.pool)
+            .await?;
+    }
+    studies::set_state(db, study, studies::StudyState::Done, Some("planted")).await?;
     Ok(study)
 }
