@@ -706,3 +706,107 @@ async fn two_studies_of_the_same_space_compare_side_by_side() {
     client.close().await.unwrap();
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
+    assert!(
+        common::repo_root().join("target/site/pkg/tunebook_bg.wasm").is_file(),
+        "the browser bundle is missing: run scripts/build-site.sh"
+    );
+    let data = tempfile::tempdir().unwrap();
+    let settings = TestServer::settings(data.path().to_path_buf());
+    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
+    let study = common::synthetic::planted_study(&db).await.unwrap();
+    db.pool.close().await;
+    let server = TestServer::start_with(settings, data).await;
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    let wait = Duration::from_secs(60);
+
+    // From the study's page: write a report from the findings.
+    client.goto(&server.url(&format!("/studies/{study}"))).await.unwrap();
+    client
+        .wait()
+        .at_most(wait)
+        .for_element(Locator::Css("main[data-hydrated='true']"))
+        .await
+        .unwrap();
+    client.find(Locator::Css("#write-report")).await.unwrap().click().await.unwrap();
+    client
+        .wait()
+        .at_most(wait)
+        .for_element(Locator::Css(
+            "main.report[data-hydrated='true'] section[data-origin='section:best']",
+        ))
+        .await
+        .expect("the new report opens");
+    let url = client.current_url().await.unwrap();
+    assert!(url.path().starts_with("/reports/"), "{url}");
+
+    // Edit the best configurations' cell, a script in the text.
+    let best = "section[data-origin='section:best']";
+    client.find(Locator::Css(&format!("{best} .cell-edit"))).await.unwrap().click().await.unwrap();
+    fill(&client, &format!("{best} textarea.cell-text"), "## Our pick\n\nEight threads. <script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">").await;
+    client.find(Locator::Css(&format!("{best} .cell-save"))).await.unwrap().click().await.unwrap();
+    let text = text_when(
+        &client,
+        &format!("{best}[data-edited='true'] .cell-body"),
+        "the edited cell",
+        |t| t.contains("Eight threads."),
+    )
+    .await;
+    assert!(text.starts_with("Our pick"), "{text}");
+    let version = client.find(Locator::Css("#report-version")).await.unwrap();
+    assert_eq!(version.attr("data-version").await.unwrap().as_deref(), Some("2"));
+    // Plots are drawn in the report.
+    let drawn = |client: Client| async move {
+        let v = client
+            .execute("return [...document.querySelectorAll('section[data-kind=plot] .plot')].filter(d => d.dataset.drawn).length;", vec![])
+            .await
+            .ok()?;
+        v.as_u64().filter(|n| *n > 0)
+    };
+    eventually(wait, "a plot drawn in the report", || drawn(client.clone())).await;
+
+    // Publish, and open the link in a browser of its own (nothing shared).
+    client.find(Locator::Css("#report-publish")).await.unwrap().click().await.unwrap();
+    let link = client.wait().at_most(wait).for_element(Locator::Css("a.share-link")).await.unwrap();
+    let href = link.attr("href").await.unwrap().unwrap();
+    assert!(href.starts_with("/share/") && href.len() == "/share/".len() + 64, "{href}");
+    let elsewhere = Driver::start().await;
+    let reader = elsewhere.browser().await;
+    reader.goto(&server.url(&href)).await.unwrap();
+    reader
+        .wait()
+        .at_most(wait)
+        .for_element(Locator::Css("main.shared[data-hydrated='true']"))
+        .await
+        .expect("the shared page hydrates");
+    let text =
+        text_when(&reader, "#cells", "the shared cells", |t| t.contains("Eight threads.")).await;
+    assert!(text.contains("Free win"), "{text}");
+    eventually(wait, "a plot drawn on the shared page", || drawn(reader.clone())).await;
+    assert!(reader.find(Locator::Css(".cell-edit")).await.is_err(), "read-only");
+    let pwned = reader.execute("return window.pwned === undefined;", vec![]).await.unwrap();
+    assert_eq!(pwned, json!(true), "the typed script never ran for the reader");
+    let pwned = client.execute("return window.pwned === undefined;", vec![]).await.unwrap();
+    assert_eq!(pwned, json!(true), "nor for the owner");
+    screenshot(&reader, "report-shared").await;
+
+    // Revoked: the reader's next visit says so.
+    client.find(Locator::Css("li.share .revoke")).await.unwrap().click().await.unwrap();
+    client
+        .wait()
+        .at_most(wait)
+        .for_element(Locator::Css("li.share[data-revoked='true']"))
+        .await
+        .unwrap();
+    reader.goto(&server.url(&href)).await.unwrap();
+    let error =
+        text_when(&reader, "#shared-error", "the revoked link's message", |t| !t.is_empty()).await;
+    assert!(error.contains("revoked"), "{error}");
+
+    reader.close().await.unwrap();
+    client.close().await.unwrap();
+    server.stop().await;
+}
