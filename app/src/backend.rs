@@ -65,6 +65,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn publish_report(&self, id: i64) -> Result<ReportView, String>;
     /// Withdraws a link.
     async fn revoke_link(&self, id: i64, token: String) -> Result<ReportView, String>;
+    /// Adds the findings rewritten as prose by the server's writer model.
+    async fn write_prose(&self, id: i64, base: i64) -> Result<ReportView, String>;
     /// What a read-only link shows.
     async fn shared_report(&self, token: String) -> Result<ReportView, String>;
 }

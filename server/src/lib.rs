@@ -84,6 +84,7 @@ pub async fn launch(
         data_dir: settings.data_dir.clone(),
         site_root: settings.site_root.clone(),
         bandwidth,
+        writer: settings.writer.clone(),
     });
 
     let addr = listener.local_addr()?;
@@ -166,6 +167,7 @@ fn router(state: AppState) -> Router {
         .route("/api/reports/{id}", get(routes::reports::get).put(routes::reports::save))
         .route("/api/reports/{id}/regenerate", post(routes::reports::regenerate))
         .route("/api/reports/{id}/shares", post(routes::reports::publish))
+        .route("/api/reports/{id}/prose", post(routes::reports::prose))
         .route("/api/reports/{id}/{file}", get(routes::reports::export_own))
         .route("/api/shares/{token}", delete(routes::reports::revoke))
         .route("/api/shared/{token}", get(routes::reports::shared))

@@ -31,6 +31,16 @@ enum Command {
         /// Probe plan TOML file for single trials (default: speed and the quality suite).
         #[arg(long, env = "TUNEBOOK_PROBES")]
         probes: Option<PathBuf>,
+        /// An OpenAI-compatible endpoint (`http://127.0.0.1:8080`) that may
+        /// rewrite a report's findings as prose, given only the findings.
+        #[arg(long, env = "TUNEBOOK_WRITER_URL")]
+        writer_url: Option<String>,
+        /// The writer's model (default: the first the endpoint lists).
+        #[arg(long, env = "TUNEBOOK_WRITER_MODEL", requires = "writer_url")]
+        writer_model: Option<String>,
+        /// The environment variable holding the writer's API key, if it needs one.
+        #[arg(long, requires = "writer_url")]
+        writer_api_key_env: Option<String>,
     },
     /// Run a study headless, with a progress bar, into the same database.
     ///
@@ -159,9 +169,22 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve { addr, common, site_root, probes } => {
+        Command::Serve {
+            addr,
+            common,
+            site_root,
+            probes,
+            writer_url,
+            writer_model,
+            writer_api_key_env,
+        } => {
             let mut settings = common.settings();
             settings.site_root = site_root;
+            settings.writer = writer_url.map(|url| tunebook_study::study::Endpoint {
+                url,
+                model: writer_model,
+                api_key_env: writer_api_key_env,
+            });
             if let Some(path) = probes {
                 settings.probes = tunebook::probe_cli::load_plan(&path)?;
             }

@@ -588,6 +588,56 @@ pub async fn restore(service: &Service, id: i64, base: i64, version: i64) -> Res
     .map_err(stale)
 }
 
+/// How many tokens the prose may take.
+const PROSE_TOKENS: u32 = 700;
+
+/// The findings rewritten as prose by the server's writer model, given only
+/// the findings as computed, added after the summary as a cell of the
+/// user's (regenerating leaves it), with the facts it was given attached.
+pub async fn prose(service: &Service, id: i64, base: i64) -> Result<i64> {
+    let Some(writer) = &service.writer else {
+        return Err(Error::BadRequest(
+            "no writer model is configured: start Tunebook with --writer-url (an OpenAI-compatible endpoint) to have findings rewritten as prose".into(),
+        ));
+    };
+    let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
+    let row = study_of(service, current.study_id).await?;
+    let list = trials::of_study(&service.db, row.id).await?;
+    let facts = findings::markdown(&crate::studies::findings_of(&row.definition, &list));
+    if facts.trim().is_empty() {
+        return Err(Error::BadRequest("the study has no findings yet: nothing to rewrite".into()));
+    }
+    let prompt = format!(
+        "Below are findings computed from measurements of an LLM inference server under different settings. Rewrite them as a short report in plain prose for the person tuning it: what to run, what matters, what does not, what failed. Use only these facts; keep every number and trial number as given; add no claim of your own.\n\n{facts}"
+    );
+    let extra = serde_json::json!({ "temperature": 0.2, "max_tokens": PROSE_TOKENS });
+    let (model, text) =
+        tunebook_study::strategy::chat(writer, &prompt, extra).await.map_err(|e| {
+            Error::BadRequest(format!("the writer at {} did not answer: {e}", writer.url))
+        })?;
+    let cell = Cell {
+        id: format!("prose-{}", current.latest + 1),
+        body: CellBody::Markdown {
+            text: format!(
+                "## In plain words\n\n{}\n\n*Written by the language model `{model}` from the findings below, which stay in this report: where the two differ, the findings are right.*\n\n<details><summary>The facts it was given</summary>\n\n{facts}\n</details>\n",
+                text.trim()
+            ),
+        },
+        origin: None,
+        edited: true,
+    };
+    let mut notebook = current.notebook.clone();
+    let at = notebook
+        .cells
+        .iter()
+        .position(|c| c.origin.as_deref() == Some("summary"))
+        .map_or(0, |i| i + 1);
+    notebook.cells.insert(at, cell);
+    reports::save(&service.db, id, base, &current.title, &notebook, &format!("prose by {model}"))
+        .await
+        .map_err(stale)
+}
+
 /// A new read-only link to the newest version: a 256-bit random token.
 pub async fn publish(service: &Service, id: i64) -> Result<String> {
     let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;

@@ -37,6 +37,8 @@ pub struct Service {
     pub site_root: std::path::PathBuf,
     /// Measured memory read bandwidth, bytes per second.
     pub bandwidth: Option<f64>,
+    /// Where reports' findings are rewritten as prose, if anywhere.
+    pub writer: Option<tunebook_study::study::Endpoint>,
 }
 
 impl Service {
@@ -455,6 +457,12 @@ impl Backend for Service {
     async fn revoke_link(&self, id: i64, token: String) -> Result<ReportView, String> {
         let what = user_error("report");
         crate::db::reports::revoke(&self.db, &token).await.map_err(|e| what(e.into()))?;
+        crate::report::view(self, id, None, true).await.map_err(what)
+    }
+
+    async fn write_prose(&self, id: i64, base: i64) -> Result<ReportView, String> {
+        let what = user_error("report");
+        crate::report::prose(self, id, base).await.map_err(&what)?;
         crate::report::view(self, id, None, true).await.map_err(what)
     }
 

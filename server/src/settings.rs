@@ -23,6 +23,9 @@ pub struct Settings {
     /// Memory read bandwidth in bytes per second; `None`: measured once and
     /// kept in the data folder.
     pub bandwidth: Option<f64>,
+    /// An OpenAI-compatible endpoint that may rewrite a report's findings
+    /// as prose; `None`: reports stay as computed.
+    pub writer: Option<tunebook_study::study::Endpoint>,
 }
 
 impl Settings {
@@ -36,6 +39,7 @@ impl Settings {
             load_timeout: Duration::from_secs(600),
             probes: ProbePlan::standard(),
             bandwidth: None,
+            writer: None,
         }
     }
 }

@@ -160,6 +160,16 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
     assert_eq!(cell(&old, "section:best")["html"].as_str().unwrap(), best);
     assert_eq!(v3["versions"].as_array().unwrap().len(), 3);
 
+    // Without a writer model, no prose: the reason, and nothing stored.
+    let r = http()
+        .post(server.url(&format!("/api/reports/{id}/prose")))
+        .json(&json!({ "base": 3 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("--writer-url"));
+
     // The owner's page: the script is not on it as something that runs.
     let page = http()
         .get(server.url(&format!("/reports/{id}")))
@@ -247,5 +257,57 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
         http().get(server.url(&format!("/api/shared/{}", "0".repeat(64)))).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
+    common::require_demo_engine();
+    let root = common::repo_root();
+    let profile = engine_bridge::Profile::load(&root.join("profiles/demo.toml")).unwrap();
+    let settings: engine_bridge::Settings = [("ctx_size".to_string(), "4096".to_string())].into();
+    let port = engine_bridge::free_port().unwrap();
+    let spec = engine_bridge::plan(&profile, "tiny-llama", &settings, port).unwrap();
+    let engine =
+        engine_bridge::RunningEngine::launch(spec, port, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
+    let study = common::synthetic::planted_study(&db).await.unwrap();
+    db.pool.close().await;
+    settings.writer = Some(tunebook_study::study::Endpoint {
+        url: engine.base_url.clone(),
+        model: None,
+        api_key_env: None,
+    });
+    let server = TestServer::start_with(settings, data).await;
+    let r = http().post(server.url(&format!("/api/studies/{study}/reports"))).send().await.unwrap();
+    let id = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let prose = |server: &TestServer, base: i64| {
+        http()
+            .post(server.url(&format!("/api/reports/{id}/prose")))
+            .json(&json!({ "base": base }))
+            .send()
+    };
+    let r = prose(&server, 1).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap_or_default());
+    let v2: Value = r.json().await.unwrap();
+    engine.stop(std::time::Duration::from_secs(5)).await;
+    assert_eq!(v2["version"], 2);
+    let cells = v2["cells"].as_array().unwrap();
+    // Right after the summary, the model's prose, then the facts it was
+    // given, attached; every finding's own cell still there.
+    assert_eq!(cells[0]["cell"]["origin"], "summary");
+    let html = cells[1]["html"].as_str().unwrap();
+    assert!(
+        html.contains("In plain words") && html.contains("Written by the language model"),
+        "{html}"
+    );
+    assert!(html.contains("<details>") && html.contains("Free win"), "the facts attached: {html}");
+    assert!(cells.iter().any(|c| c["cell"]["origin"] == "section:free_wins"));
+    assert!(v2["versions"][0]["note"].as_str().unwrap().starts_with("prose by "));
     server.stop().await;
 }

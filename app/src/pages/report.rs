@@ -59,6 +59,11 @@ pub async fn revoke_link(id: i64, token: String) -> Result<ReportView, ServerFnE
 }
 
 #[server]
+pub async fn write_prose(id: i64, base: i64) -> Result<ReportView, ServerFnError> {
+    super::backend()?.write_prose(id, base).await.map_err(ServerFnError::new)
+}
+
+#[server]
 pub async fn get_shared(token: String) -> Result<ReportView, ServerFnError> {
     super::backend()?.shared_report(token).await.map_err(ServerFnError::new)
 }
@@ -341,6 +346,10 @@ fn Editor(initial: ReportView) -> impl IntoView {
         let v = state.get_untracked();
         apply(Box::pin(regenerate_report(v.id, v.latest)));
     };
+    let prose = move |_| {
+        let v = state.get_untracked();
+        apply(Box::pin(write_prose(v.id, v.latest)));
+    };
     let publish = move |_| {
         let id = state.with_untracked(|v| v.id);
         apply(Box::pin(publish_report(id)));
@@ -396,6 +405,7 @@ fn Editor(initial: ReportView) -> impl IntoView {
                     <button id="report-restore" on:click=restore>"Restore this version"</button>
                 </Show>
                 <button id="report-regenerate" on:click=regenerate disabled=old title="Rewrites the cells written from the findings with what the data says now; cells you changed stay as they are">"Regenerate findings"</button>
+                <button id="report-prose" on:click=prose disabled=old title="A language model rewrites the findings as prose, given only the findings; they stay in the report">"Rewrite as prose"</button>
                 <button id="report-publish" on:click=publish disabled=old>"Publish a read-only link"</button>
                 <a id="export-html" href=format!("/api/reports/{id}/export.html") download>"Export HTML"</a>
                 <a id="export-md" href=format!("/api/reports/{id}/export.md") download>"Export markdown"</a>

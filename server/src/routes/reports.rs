@@ -76,6 +76,16 @@ pub async fn regenerate(
     Ok(Json(report::view(&state.service, id, None, true).await?))
 }
 
+/// Adds the findings rewritten as prose by the configured writer.
+pub async fn prose(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Json(body): Json<Base>,
+) -> Result<Json<ReportView>> {
+    report::prose(&state.service, id, body.base).await?;
+    Ok(Json(report::view(&state.service, id, None, true).await?))
+}
+
 pub async fn publish(
     State(state): State<AppState>,
     Path(id): Path<i64>,

@@ -135,6 +135,26 @@ async fn ask(
     schema: &Value,
     seed: u64,
 ) -> Result<String, String> {
+    let extra = json!({
+        "temperature": 0.0,
+        "seed": seed,
+        "max_tokens": 512,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": { "name": "configuration", "schema": schema, "strict": true },
+        },
+    });
+    chat(endpoint, prompt, extra).await.map(|(_, text)| text)
+}
+
+/// Sends one user message to `endpoint`'s chat completions, with the
+/// request fields in `extra` (sampling, limits, answer format); the model
+/// that answered (asked of the endpoint when not named) and its answer.
+pub async fn chat(
+    endpoint: &Endpoint,
+    prompt: &str,
+    extra: Value,
+) -> Result<(String, String), String> {
     let client = reqwest::Client::new();
     let url = endpoint.url.trim_end_matches('/');
     let model = match &endpoint.model {
@@ -144,18 +164,15 @@ async fn ask(
             .map(|(id, _)| id)
             .ok_or("the endpoint lists no model")?,
     };
+    let mut body = json!({
+        "model": model,
+        "messages": [{ "role": "user", "content": prompt }],
+    });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
     let mut request =
-        client.post(format!("{url}/v1/chat/completions")).timeout(TIMEOUT).json(&json!({
-            "model": model,
-            "messages": [{ "role": "user", "content": prompt }],
-            "temperature": 0.0,
-            "seed": seed,
-            "max_tokens": 512,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": { "name": "configuration", "schema": schema, "strict": true },
-            },
-        }));
+        client.post(format!("{url}/v1/chat/completions")).timeout(TIMEOUT).json(&body);
     if let Some(var) = &endpoint.api_key_env {
         request = request.bearer_auth(std::env::var(var).map_err(|_| format!("{var} is not set"))?);
     }
@@ -167,11 +184,12 @@ async fn ask(
         .json()
         .await
         .map_err(|e| format!("the reply is not JSON: {e}"))?;
-    reply
+    let text = reply
         .pointer("/choices/0/message/content")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(|| "the reply has no message".to_string())
+        .ok_or_else(|| "the reply has no message".to_string())?;
+    Ok((model, text))
 }
 
 #[async_trait]

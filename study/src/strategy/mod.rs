@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use engine_bridge::Settings;
 
 pub use grid::Grid;
-pub use llm::Llm;
+pub use llm::{Llm, chat};
 pub use motpe::Motpe;
 pub use random::Random;
 pub use two_phase::TwoPhase;
