@@ -745,7 +745,7 @@ pub fn export_html(view: &ReportView, plotly_js: &str) -> String {
     let mut body = String::new();
     let mut figures = serde_json::Map::new();
     for (i, c) in view.cells.iter().enumerate() {
-        body.push_str(&format!("<section class=\"cell\">\n"));
+        body.push_str("<section class=\"cell\">\n");
         if let Some(f) = &c.figure {
             let id = format!("plot-{i}");
             body.push_str(&format!("<div id=\"{id}\" class=\"plot\"></div>\n"));

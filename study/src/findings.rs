@@ -1012,8 +1012,11 @@ impl Finding {
     }
 }
 
+/// Which findings a section of a write-up holds.
+pub type Pick = fn(&Finding) -> bool;
+
 /// The sections of a write-up, in order: a title and which findings it holds.
-pub const SECTIONS: [(&str, fn(&Finding) -> bool); 8] = [
+pub const SECTIONS: [(&str, Pick); 8] = [
     ("Best configurations", |f| matches!(f, Finding::Best { .. } | Finding::Balanced { .. })),
     ("Free wins", |f| matches!(f, Finding::FreeWin { .. })),
     ("What each setting changes", |f| matches!(f, Finding::Effect { .. })),
@@ -1025,7 +1028,7 @@ pub const SECTIONS: [(&str, fn(&Finding) -> bool); 8] = [
 ];
 
 /// One section's findings as a markdown list, or `None` when it has none.
-pub fn section_markdown(findings: &[Finding], pick: fn(&Finding) -> bool) -> Option<String> {
+pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
     let items: Vec<String> =
         findings.iter().filter(|f| pick(f)).map(|f| format!("- {}", f.markdown())).collect();
     (!items.is_empty()).then(|| items.join("\n"))

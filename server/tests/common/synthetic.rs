@@ -64,6 +64,7 @@ pub async fn big_study(db: &Db, n: usize) -> anyhow::Result<i64> {
 /// saves a quarter of the memory at the same speed and quality (a free
 /// win); trial `threads=8, q8_0`'s third run is four times slower than its
 /// neighbours (an anomaly); two trials at 16 threads ran out of memory.
+#[allow(dead_code, reason = "the tests use it, the history benchmark does not")]
 pub async fn planted_study(db: &Db) -> anyhow::Result<i64> {
     let def = StudyDef::from_toml(
         "name = \"planted\"\nprofile = \"demo\"\nmodel = \"tiny-llama\"\n[space]\n\
