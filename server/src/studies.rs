@@ -185,7 +185,11 @@ pub async fn write_up(
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();
     for f in &found {
-        let Finding::Best { metric, trial, .. } = f else { continue };
+        let (why, trial) = match f {
+            Finding::Best { metric, trial, .. } => (format!("best {}", metric.label()), trial),
+            Finding::Balanced { trial, .. } => ("balanced pick".to_string(), trial),
+            _ => continue,
+        };
         let Some(t) = list.iter().find(|t| t.id == *trial) else { continue };
         if !shown.insert(*trial) {
             continue;
@@ -198,7 +202,7 @@ pub async fn write_up(
             continue;
         };
         recipes.push_str(&format!(
-            "### Trial {trial} (best {})
+            "### Trial {trial} ({})
 
 ```sh
 {}
@@ -208,9 +212,7 @@ pub async fn write_up(
 {}```
 
 ",
-            metric.label(),
-            r.shell,
-            r.unit
+            why, r.shell, r.unit
         ));
     }
     if !recipes.is_empty() {
