@@ -267,6 +267,7 @@ async fn sqlite_stores_trials_in_wal_mode() {
     assert_eq!(mode, "wal");
     exercise(&db).await;
     exercise_studies(&db).await;
+    exercise_reports(&db).await;
     // Reopening applies no migration twice and keeps the data.
     drop(db);
     let db = Db::connect(&url).await.unwrap();
@@ -285,6 +286,7 @@ async fn postgres_stores_trials() {
     exercise(&db).await;
     exercise_studies(&db).await;
     exercise_pages(&db).await;
+    exercise_reports(&db).await;
     db.pool.close().await;
     drop_postgres(&name).await;
 }
@@ -374,4 +376,49 @@ async fn the_server_runs_on_postgres() {
 async fn an_unknown_database_scheme_is_a_clear_error() {
     let err = Db::connect("mysql://localhost/x").await.err().unwrap();
     assert!(err.to_string().contains("use sqlite://… or postgres://…"), "{err}");
+}
+
+/// Reports: versions made only from the newest, any version read back,
+/// links shown until revoked.
+async fn exercise_reports(db: &Db) {
+    use tunebook::db::reports::{self, SaveError};
+    use tunebook_app::types::{Cell, CellBody, Notebook};
+    let def = StudyDef::from_toml(
+        "name = \"r\"\nprofile = \"demo\"\nmodel = \"m\"\n[space]\nthreads = [1, 2]\n",
+    )
+    .unwrap();
+    let study = studies::insert(db, &def).await.unwrap();
+    let notebook = |text: &str| Notebook {
+        cells: vec![Cell {
+            id: "a".into(),
+            body: CellBody::Markdown { text: text.into() },
+            origin: Some("summary".into()),
+            edited: false,
+        }],
+        dismissed: vec![],
+    };
+    let id = reports::insert(db, study, "first", &notebook("one")).await.unwrap();
+    assert_eq!(reports::save(db, id, 1, "second", &notebook("two"), "edited").await.unwrap(), 2);
+    assert!(matches!(
+        reports::save(db, id, 1, "lost", &notebook("x"), "edited").await,
+        Err(SaveError::Stale { base: 1, latest: 2 })
+    ));
+    assert!(matches!(
+        reports::save(db, id + 99, 1, "t", &notebook("x"), "e").await,
+        Err(SaveError::NotFound)
+    ));
+    let newest = reports::get(db, id, None).await.unwrap().unwrap();
+    assert_eq!((newest.version, newest.latest, newest.title.as_str()), (2, 2, "second"));
+    assert_eq!(newest.notebook, notebook("two"));
+    let first = reports::get(db, id, Some(1)).await.unwrap().unwrap();
+    assert_eq!((first.version, first.latest, first.notebook), (1, 2, notebook("one")));
+    assert_eq!(reports::of_study(db, study).await.unwrap(), [(id, "second".to_string(), 2)]);
+    assert_eq!(reports::versions(db, id).await.unwrap().len(), 2);
+    reports::share(db, id, 2, "tok").await.unwrap();
+    assert_eq!(reports::shared(db, "tok").await.unwrap(), Ok((id, 2)));
+    assert!(reports::revoke(db, "tok").await.unwrap());
+    assert_eq!(reports::shared(db, "tok").await.unwrap(), Err(true));
+    assert_eq!(reports::shared(db, "nope").await.unwrap(), Err(false));
+    assert!(!reports::revoke(db, "nope").await.unwrap());
+    assert!(reports::shares(db, id).await.unwrap()[0].revoked);
 }
