@@ -52,6 +52,10 @@ pub struct RunRequest {
     pub model: String,
     /// Setting name to value; blank values mean "the engine's default".
     pub settings: BTreeMap<String, String>,
+    /// Run by a worker instead of this server: `any` worker, or the one
+    /// named. `None`: this server runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 /// Where a trial is in its life.

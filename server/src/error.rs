@@ -17,6 +17,9 @@ pub enum Error {
     /// The change was made against an outdated version.
     #[error("{0}")]
     Conflict(String),
+    /// Who is asking could not be told, or may not.
+    #[error("{0}")]
+    Unauthorized(String),
     /// It existed and was withdrawn.
     #[error("{0}")]
     Gone(String),
@@ -43,6 +46,7 @@ impl Error {
             Error::NotFound => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Gone(_) => StatusCode::GONE,
+            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }

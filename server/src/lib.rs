@@ -19,6 +19,7 @@ pub mod service;
 pub mod settings;
 pub mod studies;
 pub mod study_cli;
+pub mod worker;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -85,7 +86,11 @@ pub async fn launch(
         site_root: settings.site_root.clone(),
         bandwidth,
         writer: settings.writer.clone(),
+        probes: settings.probes.clone(),
+        lease: settings.lease,
     });
+    // Trials whose worker stopped renewing its lease go back to the queue.
+    tokio::spawn(routes::workers::sweep(service.clone(), token.clone()));
 
     let addr = listener.local_addr()?;
     let bundle = settings.site_root.join("pkg").join(format!("{OUTPUT_NAME}.js"));
@@ -170,6 +175,12 @@ fn router(state: AppState) -> Router {
         .route("/api/reports/{id}/prose", post(routes::reports::prose))
         .route("/api/reports/{id}/{file}", get(routes::reports::export_own))
         .route("/api/shares/{token}", delete(routes::reports::revoke))
+        .route("/api/workers", get(routes::workers::list).post(routes::workers::create))
+        .route("/api/workers/{name}", delete(routes::workers::revoke))
+        .route("/api/worker/register", post(routes::workers::register))
+        .route("/api/worker/claim", post(routes::workers::claim))
+        .route("/api/worker/trials/{id}/heartbeat", post(routes::workers::heartbeat))
+        .route("/api/worker/trials/{id}/result", post(routes::workers::result))
         .route("/api/shared/{token}", get(routes::reports::shared))
         .route("/api/shared/{token}/{file}", get(routes::reports::export_shared))
         .leptos_routes_with_context(

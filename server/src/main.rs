@@ -42,6 +42,24 @@ enum Command {
         #[arg(long, requires = "writer_url")]
         writer_api_key_env: Option<String>,
     },
+    /// Run trials for a Tunebook server on another machine: register this
+    /// machine's hardware and engine profiles, then take trials from the
+    /// server's queue one at a time until stopped.
+    ///
+    /// Example: TUNEBOOK_WORKER_TOKEN=… tunebook worker --server http://lab-server:3000
+    Worker {
+        /// The server's address.
+        #[arg(long, env = "TUNEBOOK_SERVER")]
+        server: String,
+        /// This worker's token (from `POST /api/workers` on the server).
+        #[arg(long, env = "TUNEBOOK_WORKER_TOKEN", hide_env_values = true)]
+        token: String,
+        #[command(flatten)]
+        common: Common,
+        /// Memory read bandwidth in GB/s (default: measured once and kept).
+        #[arg(long)]
+        bandwidth_gbps: Option<f64>,
+    },
     /// Run a study headless, with a progress bar, into the same database.
     ///
     /// Example: tunebook run examples/study.toml    (Ctrl-C pauses; --resume ID goes on)
@@ -194,6 +212,17 @@ async fn main() -> anyhow::Result<()> {
             tunebook::launch(settings, listener, shutdown_signal())
                 .await
                 .context("server failed")?;
+        }
+        Command::Worker { server, token, common, bandwidth_gbps } => {
+            let mut settings = common.settings();
+            settings.bandwidth = bandwidth_gbps.map(|g| g * 1e9);
+            let stop = tokio_util::sync::CancellationToken::new();
+            let on_signal = stop.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                on_signal.cancel();
+            });
+            tunebook::worker::work(settings, &server, &token, stop).await?;
         }
         Command::Probe {
             profile,

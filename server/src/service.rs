@@ -39,6 +39,10 @@ pub struct Service {
     pub bandwidth: Option<f64>,
     /// Where reports' findings are rewritten as prose, if anywhere.
     pub writer: Option<tunebook_study::study::Endpoint>,
+    /// What workers measure on each trial they take, and how long their
+    /// lease on it lasts between renewals.
+    pub probes: engine_bridge::ProbePlan,
+    pub lease: std::time::Duration,
 }
 
 impl Service {
@@ -59,6 +63,20 @@ impl Service {
         // Planning checks the model, every setting, and that the files exist.
         engine_bridge::plan(profile, &request.model, &settings, 0)
             .map_err(|e| Error::BadRequest(e.to_string()))?;
+        if let Some(target) = request.target.as_deref().filter(|t| *t != "any") {
+            let known = crate::db::queue::workers(&self.db).await?;
+            if !known.iter().any(|w| w.name == target && !w.revoked) {
+                return Err(Error::BadRequest(format!(
+                    "no worker named `{target}`: use `any` or one of {}",
+                    known
+                        .iter()
+                        .filter(|w| !w.revoked)
+                        .map(|w| format!("`{}`", w.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
         let id = trials::insert(
             &self.db,
             &NewTrial {
@@ -70,9 +88,13 @@ impl Service {
             },
         )
         .await?;
+        match &request.target {
+            // A worker takes it from the queue.
+            Some(target) => crate::db::queue::target(&self.db, id, target).await?,
+            None => self.runner.enqueue(id),
+        }
         let view = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
         self.events.publish(crate::hub::Payload::Trial(view.clone()));
-        self.runner.enqueue(id);
         Ok(view)
     }
 
@@ -96,7 +118,11 @@ impl Service {
 /// wrong, anything else is logged and summed up.
 fn user_error(what: &'static str) -> impl Fn(Error) -> String {
     move |e| match e {
-        Error::BadRequest(m) | Error::Conflict(m) | Error::Gone(m) | Error::Unavailable(m) => m,
+        Error::BadRequest(m)
+        | Error::Conflict(m)
+        | Error::Gone(m)
+        | Error::Unavailable(m)
+        | Error::Unauthorized(m) => m,
         Error::NotFound => format!("{what}: not found"),
         other => {
             tracing::error!(error = ?other, "{what}");

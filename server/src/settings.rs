@@ -26,6 +26,9 @@ pub struct Settings {
     /// An OpenAI-compatible endpoint that may rewrite a report's findings
     /// as prose; `None`: reports stay as computed.
     pub writer: Option<tunebook_study::study::Endpoint>,
+    /// How long a worker holds a trial without renewing its lease before
+    /// the trial goes back to the queue.
+    pub lease: Duration,
 }
 
 impl Settings {
@@ -40,6 +43,7 @@ impl Settings {
             probes: ProbePlan::standard(),
             bandwidth: None,
             writer: None,
+            lease: Duration::from_secs(30),
         }
     }
 }

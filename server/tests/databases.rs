@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::postgres::{drop_postgres, fresh_postgres};
+
 use std::collections::BTreeMap;
 
 use engine_bridge::llama_server::{CompletionSample, EngineTimings};
@@ -10,43 +12,13 @@ use engine_bridge::memory::MemoryReport;
 use engine_bridge::probes::QualityResult;
 use engine_bridge::probes::quality::CaseResult;
 use engine_bridge::{Failure, FailureKind, Measurement, Outcome};
-use sqlx::{Connection, Executor};
+use sqlx::Connection;
 use std::time::Duration;
 use tunebook::db::Db;
 use tunebook::db::studies::{self, StudyRow, StudyState};
 use tunebook::db::trials::{self, Measured, NewTrial, StudyPart};
 use tunebook_app::types::{TrialQuery, TrialState, TrialView};
 use tunebook_study::{Goal, Metric, StudyDef};
-
-fn postgres_admin_url() -> String {
-    std::env::var("TUNEBOOK_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-/// A fresh PostgreSQL database, dropped by [`drop_postgres`].
-async fn fresh_postgres() -> (String, String) {
-    sqlx::any::install_default_drivers();
-    let admin = postgres_admin_url();
-    let name = format!("tunebook_test_{}_{}", std::process::id(), rand_suffix());
-    let mut conn = sqlx::AnyConnection::connect(&admin)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is needed for this test: {e}"));
-    conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.unwrap();
-    let base = admin.rsplit_once('/').unwrap().0;
-    (format!("{base}/{name}"), name)
-}
-
-async fn drop_postgres(name: &str) {
-    let mut conn = sqlx::AnyConnection::connect(&postgres_admin_url()).await.unwrap();
-    conn.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-        .await
-        .unwrap();
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
-        as u64
-}
 
 fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
     CompletionSample {

@@ -16,6 +16,7 @@ fn request(settings: &[(&str, &str)]) -> RunRequest {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<BTreeMap<_, _>>(),
+        target: None,
     }
 }
 
@@ -208,8 +209,7 @@ async fn an_external_endpoint_is_measured_without_being_launched() {
     settings.profiles_dir = profiles.path().to_path_buf();
     let server = TestServer::start_with(settings, data).await;
 
-    let req =
-        RunRequest { profile: "remote".into(), model: "tiny".into(), settings: Default::default() };
+    let req = RunRequest { profile: "remote".into(), model: "tiny".into(), ..Default::default() };
     let queued: TrialView = submit(&server, &req).await.json().await.unwrap();
     let t = wait_final(&server, queued.id).await;
     assert_eq!(t.state, TrialState::Done, "{:?}", t.error);

@@ -131,6 +131,7 @@ fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
                 profile: profile.get_untracked(),
                 model: model.get_untracked(),
                 settings,
+                target: None,
             },
         });
     };

@@ -1,6 +1,7 @@
 //! The database: SQLite by default (WAL mode), PostgreSQL by URL, through
 //! one `AnyPool` and runtime queries, so the build needs no database.
 
+pub mod queue;
 pub mod reports;
 pub mod studies;
 pub mod trials;

@@ -417,9 +417,10 @@ pub async fn list(db: &Db) -> Result<Vec<TrialView>, sqlx::Error> {
     Ok(rows.into_iter().map(Row::into_view).collect())
 }
 
-/// Ids of trials in a given state, oldest first.
+/// Ids of this machine's trials (not queued for workers) in a given state,
+/// oldest first.
 pub async fn ids_in_state(db: &Db, state: TrialState) -> Result<Vec<i64>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM trials WHERE state = $1 ORDER BY id")
+    sqlx::query_scalar("SELECT id FROM trials WHERE state = $1 AND target IS NULL ORDER BY id")
         .bind(state.as_str())
         .fetch_all(&db.pool)
         .await

@@ -5,3 +5,4 @@ pub mod log;
 pub mod reports;
 pub mod studies;
 pub mod trials;
+pub mod workers;

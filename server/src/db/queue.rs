@@ -1,0 +1,379 @@
+//! Workers and the queue of trials they run. A trial queued for workers
+//! (`target`: `any` or a worker's name) is taken by one worker at a time
+//! under a lease it renews while it runs; on PostgreSQL the taking uses
+//! `FOR UPDATE SKIP LOCKED`, so any number of workers take different trials
+//! without waiting on each other (SQLite has one writer at a time anyway).
+//! A lease that runs out puts the trial back in the queue; only the worker
+//! holding the lease can finish the trial, so no trial finishes twice.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use sqlx::Row as _;
+use tunebook_app::types::TrialState;
+
+use super::{Db, Kind, now_ms};
+
+/// A trial whose worker stopped renewing its lease this many times fails
+/// instead of being queued again: something about it takes machines down.
+pub const MAX_ATTEMPTS: i64 = 3;
+
+/// The phases a worker's trial passes through while it holds the lease.
+const IN_FLIGHT: &str = "('launching', 'loading', 'probing')";
+
+/// A worker as the server knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Worker {
+    pub id: i64,
+    pub name: String,
+    pub hardware: Option<Value>,
+    pub profiles: Option<Value>,
+    pub created_ms: i64,
+    pub last_seen_ms: Option<i64>,
+    pub revoked: bool,
+}
+
+fn sha256(token: &str) -> String {
+    format!("{:x}", Sha256::digest(token.as_bytes()))
+}
+
+/// Adds a worker named `name` and returns its token (256 random bits, in
+/// hex), which is not stored: only its SHA-256 is.
+pub async fn create_worker(db: &Db, name: &str) -> Result<String, sqlx::Error> {
+    let bytes: [u8; 32] = rand::random();
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    sqlx::query("INSERT INTO workers (name, token_sha256, created_ms) VALUES ($1, $2, $3)")
+        .bind(name)
+        .bind(sha256(&token))
+        .bind(now_ms())
+        .execute(&db.pool)
+        .await?;
+    Ok(token)
+}
+
+/// The worker a token belongs to, unless revoked; notes that it was seen.
+pub async fn authenticate(db: &Db, token: &str) -> Result<Option<(i64, String)>, sqlx::Error> {
+    let found: Option<(i64, String)> = sqlx::query_as(
+        "UPDATE workers SET last_seen_ms = $1 WHERE token_sha256 = $2 AND revoked_ms IS NULL \
+         RETURNING id, name",
+    )
+    .bind(now_ms())
+    .bind(sha256(token))
+    .fetch_optional(&db.pool)
+    .await?;
+    Ok(found)
+}
+
+/// Revokes a worker's token; `false` when there is no such worker.
+pub async fn revoke_worker(db: &Db, name: &str) -> Result<bool, sqlx::Error> {
+    let done =
+        sqlx::query("UPDATE workers SET revoked_ms = COALESCE(revoked_ms, $1) WHERE name = $2")
+            .bind(now_ms())
+            .bind(name)
+            .execute(&db.pool)
+            .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Records what a worker runs on and what it can run.
+pub async fn register(
+    db: &Db,
+    id: i64,
+    hardware: &Value,
+    profiles: &Value,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE workers SET hardware = $1, profiles = $2, last_seen_ms = $3 WHERE id = $4")
+        .bind(hardware.to_string())
+        .bind(profiles.to_string())
+        .bind(now_ms())
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+pub async fn workers(db: &Db) -> Result<Vec<Worker>, sqlx::Error> {
+    let rows: Vec<(i64, String, Option<String>, Option<String>, i64, Option<i64>, Option<i64>)> =
+        sqlx::query_as(
+            "SELECT id, name, hardware, profiles, created_ms, last_seen_ms, revoked_ms FROM workers \
+             ORDER BY id",
+        )
+        .fetch_all(&db.pool)
+        .await?;
+    let json = |t: Option<String>| t.and_then(|t| serde_json::from_str(&t).ok());
+    Ok(rows
+        .into_iter()
+        .map(|(id, name, hardware, profiles, created_ms, last_seen_ms, revoked)| Worker {
+            id,
+            name,
+            hardware: json(hardware),
+            profiles: json(profiles),
+            created_ms,
+            last_seen_ms,
+            revoked: revoked.is_some(),
+        })
+        .collect())
+}
+
+/// Puts a stored trial in the workers' queue: `any` worker, or the one named.
+pub async fn target(db: &Db, trial: i64, target: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET target = $1 WHERE id = $2")
+        .bind(target)
+        .bind(trial)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// The oldest queued trial worker `id` (named `name`) may run, of the
+/// `profiles` it has, now leased to it for `lease_ms`.
+pub async fn claim(
+    db: &Db,
+    id: i64,
+    name: &str,
+    profiles: &[String],
+    lease_ms: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    let list = serde_json::to_string(profiles).expect("names serialize");
+    let (profiles_in, lock) = match db.kind {
+        Kind::Postgres => (
+            "SELECT value FROM json_array_elements_text(CAST($4 AS json))",
+            " FOR UPDATE SKIP LOCKED",
+        ),
+        Kind::Sqlite => ("SELECT value FROM json_each($4)", ""),
+    };
+    let sql = format!(
+        "UPDATE trials SET state = 'launching', worker_id = $1, lease_expires_ms = $2, \
+         attempts = attempts + 1 WHERE id = (SELECT id FROM trials WHERE state = 'queued' \
+         AND (target = 'any' OR target = $3) AND profile IN ({profiles_in}) \
+         ORDER BY id LIMIT 1{lock}) RETURNING id"
+    );
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(now_ms() + lease_ms)
+        .bind(name)
+        .bind(list)
+        .fetch_optional(&db.pool)
+        .await
+}
+
+/// Renews worker `worker`'s lease on `trial` and records the phase it is
+/// in; `false` when the lease is no longer its own (it ran out and the
+/// trial went to another worker, or the trial was stopped).
+pub async fn heartbeat(
+    db: &Db,
+    trial: i64,
+    worker: i64,
+    state: TrialState,
+    lease_ms: i64,
+) -> Result<bool, sqlx::Error> {
+    if !matches!(state, TrialState::Launching | TrialState::Loading | TrialState::Probing) {
+        return Ok(false);
+    }
+    let sql = format!(
+        "UPDATE trials SET lease_expires_ms = $1, state = $2, started_ms = COALESCE(started_ms, $3) \
+         WHERE id = $4 AND worker_id = $5 AND state IN {IN_FLIGHT}"
+    );
+    let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(now_ms() + lease_ms)
+        .bind(state.as_str())
+        .bind(now_ms())
+        .bind(trial)
+        .bind(worker)
+        .execute(&db.pool)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Trials whose lease ran out: back in the queue, or failed after
+/// [`MAX_ATTEMPTS`]. Returns their ids.
+pub async fn expire(db: &Db) -> Result<Vec<i64>, sqlx::Error> {
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let failed = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+        "UPDATE trials SET state = 'failed', finished_ms = $1, failure_kind = 'interrupted', \
+         error = $2, lease_expires_ms = NULL WHERE target IS NOT NULL AND state IN {IN_FLIGHT} \
+         AND lease_expires_ms < $3 AND attempts >= $4 RETURNING id"
+    )))
+    .bind(now)
+    .bind(format!("its worker stopped answering {MAX_ATTEMPTS} times"))
+    .bind(now)
+    .bind(MAX_ATTEMPTS)
+    .fetch_all(&mut *tx)
+    .await?;
+    let requeued = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+        "UPDATE trials SET state = 'queued', worker_id = NULL, lease_expires_ms = NULL, \
+         load_state = NULL WHERE target IS NOT NULL AND state IN {IN_FLIGHT} \
+         AND lease_expires_ms < $1 RETURNING id"
+    )))
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(failed.into_iter().chain(requeued).collect())
+}
+
+/// How a column of a trial or sample is typed, for moving it between databases.
+#[derive(Clone, Copy)]
+enum Col {
+    Int,
+    Real,
+    Text,
+}
+
+/// What a worker measured, column by column: everything a trial's row and
+/// its samples hold once it has run.
+const RESULT: &[(&str, Col)] = &[
+    ("state", Col::Text),
+    ("started_ms", Col::Int),
+    ("finished_ms", Col::Int),
+    ("load_ms", Col::Real),
+    ("ttft_ms", Col::Real),
+    ("prefill_tps", Col::Real),
+    ("decode_tps", Col::Real),
+    ("client_decode_tps", Col::Real),
+    ("prompt_tokens", Col::Int),
+    ("tokens_requested", Col::Int),
+    ("tokens_generated", Col::Int),
+    ("n_ctx", Col::Int),
+    ("command", Col::Text),
+    ("props", Col::Text),
+    ("failure_kind", Col::Text),
+    ("error", Col::Text),
+    ("log_tail", Col::Text),
+    ("peak_rss_bytes", Col::Int),
+    ("mem_available_drop_bytes", Col::Int),
+    ("peak_gpu_bytes", Col::Int),
+    ("measurement", Col::Text),
+    ("quality_score", Col::Real),
+    ("context_pass_rate", Col::Real),
+    ("ceiling_tps", Col::Real),
+    ("pct_of_ceiling", Col::Real),
+    ("perplexity", Col::Real),
+    ("expected_load_ms", Col::Real),
+    ("load_state", Col::Text),
+];
+
+const SAMPLE: &[(&str, Col)] = &[
+    ("idx", Col::Int),
+    ("ttft_ms", Col::Real),
+    ("total_ms", Col::Real),
+    ("client_decode_tps", Col::Real),
+    ("prompt_n", Col::Int),
+    ("prompt_ms", Col::Real),
+    ("prompt_tps", Col::Real),
+    ("predicted_n", Col::Int),
+    ("predicted_ms", Col::Real),
+    ("predicted_tps", Col::Real),
+];
+
+/// A finished trial as a worker sends it back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrialResult {
+    pub columns: BTreeMap<String, Value>,
+    pub samples: Vec<BTreeMap<String, Value>>,
+}
+
+fn read(
+    row: &sqlx::any::AnyRow,
+    cols: &[(&str, Col)],
+) -> Result<BTreeMap<String, Value>, sqlx::Error> {
+    let mut out = BTreeMap::new();
+    for (i, (name, col)) in cols.iter().enumerate() {
+        let v = match col {
+            Col::Int => row.try_get::<Option<i64>, _>(i)?.map(Value::from),
+            Col::Real => row.try_get::<Option<f64>, _>(i)?.map(Value::from),
+            Col::Text => row.try_get::<Option<String>, _>(i)?.map(Value::from),
+        };
+        out.insert(name.to_string(), v.unwrap_or(Value::Null));
+    }
+    Ok(out)
+}
+
+fn names(cols: &[(&str, Col)]) -> String {
+    cols.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+/// Reads trial `id`'s result from a (worker's own) database.
+pub async fn result_of(db: &Db, id: i64) -> Result<TrialResult, sqlx::Error> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {} FROM trials WHERE id = $1",
+        names(RESULT)
+    )))
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await?;
+    let samples = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {} FROM samples WHERE trial_id = $1 ORDER BY idx",
+        names(SAMPLE)
+    )))
+    .bind(id)
+    .fetch_all(&db.pool)
+    .await?;
+    Ok(TrialResult {
+        columns: read(&row, RESULT)?,
+        samples: samples.iter().map(|r| read(r, SAMPLE)).collect::<Result<_, _>>()?,
+    })
+}
+
+fn bind<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    col: Col,
+    v: Option<&Value>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    let v = v.filter(|v| !v.is_null());
+    match col {
+        Col::Int => q.bind(v.and_then(Value::as_i64)),
+        Col::Real => q.bind(v.and_then(Value::as_f64)),
+        Col::Text => q.bind(v.and_then(Value::as_str).map(str::to_string)),
+    }
+}
+
+/// Stores what worker `worker` measured for `trial`, if it still holds the
+/// lease and the result is final; `false` otherwise (and nothing stored).
+pub async fn finish(
+    db: &Db,
+    trial: i64,
+    worker: i64,
+    result: &TrialResult,
+) -> Result<bool, sqlx::Error> {
+    let state = result.columns.get("state").and_then(Value::as_str).and_then(TrialState::parse);
+    if !state.is_some_and(TrialState::is_final) {
+        return Ok(false);
+    }
+    let sets: Vec<String> =
+        RESULT.iter().enumerate().map(|(i, (name, _))| format!("{name} = ${}", i + 1)).collect();
+    let n = RESULT.len();
+    let sql = format!(
+        "UPDATE trials SET {}, lease_expires_ms = NULL WHERE id = ${} AND worker_id = ${} \
+         AND state IN {IN_FLIGHT}",
+        sets.join(", "),
+        n + 1,
+        n + 2
+    );
+    let mut tx = db.pool.begin().await?;
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (name, col) in RESULT {
+        q = bind(q, *col, result.columns.get(*name));
+    }
+    let done = q.bind(trial).bind(worker).execute(&mut *tx).await?;
+    if done.rows_affected() != 1 {
+        return Ok(false);
+    }
+    let insert = format!(
+        "INSERT INTO samples (trial_id, {}) VALUES ($1, {})",
+        names(SAMPLE),
+        (2..=SAMPLE.len() + 1).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+    );
+    for s in &result.samples {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(insert.clone())).bind(trial);
+        for (name, col) in SAMPLE {
+            q = bind(q, *col, s.get(*name));
+        }
+        q.execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}

@@ -1,0 +1,200 @@
+//! Workers over HTTP. `/api/workers`: add a worker (its token is shown
+//! once), list and revoke them. `/api/worker/…`: what a worker calls, with
+//! its token as `Authorization: Bearer …`: register its hardware and
+//! profiles, take a trial, renew its lease while it runs (reporting the
+//! phase), and send back what it measured.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use engine_bridge::ProbePlan;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tunebook_app::types::{TrialState, TrialView};
+
+use crate::AppState;
+use crate::db::queue::{self, TrialResult, Worker};
+use crate::db::trials;
+use crate::error::{Error, Result};
+use crate::service::Service;
+
+#[derive(Deserialize)]
+pub struct NewWorker {
+    name: String,
+}
+
+/// Adds a worker: its token, shown this once.
+pub async fn create(
+    State(state): State<AppState>,
+    Json(body): Json<NewWorker>,
+) -> Result<(StatusCode, Json<Value>)> {
+    let name = body.name.trim();
+    if name.is_empty()
+        || name == "any"
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(Error::BadRequest(format!(
+            "a worker's name is letters, digits, `-`, `_` and `.` (and not `any`): `{name}`"
+        )));
+    }
+    let db = &state.service.db;
+    if queue::workers(db).await?.iter().any(|w| w.name == name) {
+        return Err(Error::Conflict(format!("there is a worker named `{name}` already")));
+    }
+    let token = queue::create_worker(db, name).await?;
+    Ok((StatusCode::CREATED, Json(serde_json::json!({ "name": name, "token": token }))))
+}
+
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Worker>>> {
+    Ok(Json(queue::workers(&state.service.db).await?))
+}
+
+pub async fn revoke(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode> {
+    if queue::revoke_worker(&state.service.db, &name).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound)
+    }
+}
+
+/// The worker whose token the request carries.
+async fn worker(state: &AppState, headers: &HeaderMap) -> Result<(i64, String)> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            Error::Unauthorized("a worker sends its token as `Authorization: Bearer …`".into())
+        })?;
+    queue::authenticate(&state.service.db, token.trim())
+        .await?
+        .ok_or_else(|| Error::Unauthorized("unknown or revoked worker token".into()))
+}
+
+#[derive(Deserialize)]
+pub struct Registration {
+    hardware: Value,
+    profiles: Value,
+}
+
+pub async fn register(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(body): Json<Registration>,
+) -> Result<Json<Value>> {
+    let (id, name) = worker(&state, &headers).await?;
+    queue::register(&state.service.db, id, &body.hardware, &body.profiles).await?;
+    tracing::info!(worker = %name, "worker registered");
+    Ok(Json(serde_json::json!({ "id": id, "name": name })))
+}
+
+#[derive(Deserialize)]
+pub struct ClaimRequest {
+    /// The profiles this worker can run.
+    profiles: Vec<String>,
+}
+
+/// A trial to run, what to measure, and how often to renew the lease.
+#[derive(Serialize, Deserialize)]
+pub struct Claimed {
+    pub trial: TrialView,
+    pub probes: ProbePlan,
+    pub lease_ms: i64,
+}
+
+pub async fn claim(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(body): Json<ClaimRequest>,
+) -> Result<(StatusCode, Json<Option<Claimed>>)> {
+    let (id, name) = worker(&state, &headers).await?;
+    let service = &state.service;
+    let lease_ms = service.lease.as_millis() as i64;
+    let Some(trial) = queue::claim(&service.db, id, &name, &body.profiles, lease_ms).await? else {
+        return Ok((StatusCode::OK, Json(None)));
+    };
+    let view = trials::get(&service.db, trial).await?.ok_or(Error::NotFound)?;
+    service.events.publish(crate::hub::Payload::Trial(view.clone()));
+    tracing::info!(worker = %name, trial, "trial taken");
+    Ok((
+        StatusCode::OK,
+        Json(Some(Claimed { trial: view, probes: service.probes.clone(), lease_ms })),
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct Beat {
+    state: TrialState,
+}
+
+/// Renews the lease; 409 when it is no longer this worker's (stop the trial).
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(trial): Path<i64>,
+    Json(body): Json<Beat>,
+) -> Result<StatusCode> {
+    let (id, _) = worker(&state, &headers).await?;
+    let service = &state.service;
+    let before = trials::get(&service.db, trial).await?.map(|t| t.state);
+    let lease_ms = service.lease.as_millis() as i64;
+    if !queue::heartbeat(&service.db, trial, id, body.state, lease_ms).await? {
+        return Err(Error::Conflict(format!("trial {trial} is no longer this worker's")));
+    }
+    if before != Some(body.state)
+        && let Some(view) = trials::get(&service.db, trial).await?
+    {
+        service.events.publish(crate::hub::Payload::Trial(view));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stores what the worker measured; 409 when the lease was lost.
+pub async fn result(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(trial): Path<i64>,
+    Json(body): Json<TrialResult>,
+) -> Result<StatusCode> {
+    let (id, name) = worker(&state, &headers).await?;
+    let service = &state.service;
+    if !queue::finish(&service.db, trial, id, &body).await? {
+        return Err(Error::Conflict(format!(
+            "trial {trial} is no longer this worker's, or the result is not final: not stored"
+        )));
+    }
+    tracing::info!(worker = %name, trial, "trial finished by its worker");
+    if let Some(view) = trials::get(&service.db, trial).await? {
+        service.events.publish(crate::hub::Payload::Trial(view));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Every second until `stop`: trials whose lease ran out go back to the
+/// queue (or fail after too many tries), and their watchers are told.
+pub async fn sweep(service: Arc<Service>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        match queue::expire(&service.db).await {
+            Ok(ids) => {
+                for id in ids {
+                    tracing::warn!(
+                        trial = id,
+                        "a worker stopped renewing its lease: trial queued again"
+                    );
+                    if let Ok(Some(view)) = trials::get(&service.db, id).await {
+                        service.events.publish(crate::hub::Payload::Trial(view));
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "could not expire worker leases"),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! `tunebook worker`: Tunebook on another machine, running trials the
+//! server queues for workers. It registers its hardware and profiles, takes
+//! one trial at a time, runs it exactly as the server would (the same
+//! runner, into a scratch SQLite database of its own), renews its lease
+//! while the trial runs (reporting each phase), and sends back everything
+//! it measured. If the server says the lease is lost, the trial is stopped.
+
+use std::time::Duration;
+
+use engine_bridge::Profile;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tunebook_app::types::TrialState;
+
+use crate::Settings;
+use crate::db::queue;
+use crate::db::trials::{self, NewTrial};
+use crate::routes::workers::Claimed;
+use crate::runner::{self, RunnerContext};
+
+/// How long to wait before asking again when there is nothing to run, or
+/// the server did not answer.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// A worker's connection to its server.
+pub struct Connection {
+    client: reqwest::Client,
+    server: String,
+    token: String,
+}
+
+impl Connection {
+    pub fn new(server: &str, token: &str) -> Self {
+        Connection {
+            client: reqwest::Client::builder().no_proxy().build().expect("a client"),
+            server: server.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}{path}", self.server)).bearer_auth(&self.token)
+    }
+}
+
+/// What this machine is, as the server records it.
+async fn hardware(bandwidth: Option<f64>) -> serde_json::Value {
+    let (cpu, ram) = engine_bridge::memory::cpu_and_ram();
+    json!({
+        "cpu": cpu,
+        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "ram_bytes": ram,
+        "gpus": engine_bridge::memory::gpu_names().await,
+        "bandwidth_bytes_per_s": bandwidth,
+        "host": std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim(),
+    })
+}
+
+fn profiles(list: &[Profile]) -> serde_json::Value {
+    json!(
+        list.iter()
+            .map(|p| json!({
+                "name": p.name,
+                "engine": p.kind.name(),
+                "models": p.models.iter().map(|m| &m.name).collect::<Vec<_>>(),
+            }))
+            .collect::<Vec<_>>()
+    )
+}
+
+/// Runs trials for the server at `server` until `stop`: `settings` are this
+/// machine's (profiles, data folder, bandwidth).
+pub async fn work(
+    settings: Settings,
+    server: &str,
+    token: &str,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut settings = settings;
+    settings.database_url = format!("sqlite://{}/worker.db?mode=rwc", settings.data_dir.display());
+    let ctx = crate::prepare(&settings, stop.clone()).await?;
+    let conn = Connection::new(server, token);
+    let registered = conn
+        .post("/api/worker/register")
+        .json(&json!({ "hardware": hardware(ctx.bandwidth).await, "profiles": profiles(&ctx.profiles) }))
+        .send()
+        .await?;
+    if !registered.status().is_success() {
+        anyhow::bail!(
+            "the server refused this worker: {}",
+            registered.text().await.unwrap_or_default()
+        );
+    }
+    let me: serde_json::Value = registered.json().await?;
+    tracing::info!(name = %me["name"], server, "worker registered; waiting for trials");
+    let names: Vec<String> = ctx.profiles.iter().map(|p| p.name.clone()).collect();
+    while !stop.is_cancelled() {
+        let claimed =
+            match conn.post("/api/worker/claim").json(&json!({ "profiles": names })).send().await {
+                Ok(r) if r.status().is_success() => {
+                    r.json::<Option<Claimed>>().await.ok().flatten()
+                }
+                Ok(r) => {
+                    tracing::warn!(status = %r.status(), "the server refused to hand out a trial");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the server did not answer");
+                    None
+                }
+            };
+        match claimed {
+            Some(c) => run_one(&ctx, &conn, c, &stop).await?,
+            None => {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = tokio::time::sleep(IDLE) => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one trial the server handed out and sends back its result.
+async fn run_one(
+    ctx: &RunnerContext,
+    conn: &Connection,
+    c: Claimed,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    let remote = c.trial.id;
+    let local = trials::insert(
+        &ctx.db,
+        &NewTrial {
+            profile: &c.trial.profile,
+            model: &c.trial.model,
+            settings: &c.trial.settings,
+            tokens_requested: c.trial.tokens_requested.map(|n| n as u32),
+            study: None,
+        },
+    )
+    .await?;
+    tracing::info!(trial = remote, "running");
+    // Renew the lease at a third of its length, reporting the phase.
+    let lost = CancellationToken::new();
+    let beat = {
+        let (db, lost) = (ctx.db.clone(), lost.clone());
+        let path = format!("/api/worker/trials/{remote}/heartbeat");
+        let request = conn.post(&path);
+        let every = Duration::from_millis((c.lease_ms / 3).max(100) as u64);
+        tokio::spawn(async move {
+            loop {
+                let state = trials::get(&db, local).await.ok().flatten().map(|t| t.state);
+                let state = match state {
+                    Some(s) if s.is_final() => return,
+                    Some(TrialState::Queued) | None => TrialState::Launching,
+                    Some(s) => s,
+                };
+                let Some(r) = request.try_clone() else { return };
+                match r.json(&json!({ "state": state })).send().await {
+                    Ok(r) if r.status() == reqwest::StatusCode::CONFLICT => {
+                        tracing::warn!(trial = remote, "the lease was lost: stopping the trial");
+                        lost.cancel();
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(trial = remote, error = %e, "could not renew the lease")
+                    }
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    };
+    let ran = tokio::select! {
+        // Dropping the trial stops its engine.
+        _ = lost.cancelled() => false,
+        _ = stop.cancelled() => false,
+        r = runner::run_trial(ctx, local, &c.probes, None) => { r?; true }
+    };
+    beat.abort();
+    if !ran {
+        return Ok(());
+    }
+    let result = queue::result_of(&ctx.db, local).await?;
+    // The result matters more than anything else this worker does: keep
+    // trying while the server is away, as long as the lease may still hold.
+    for attempt in 0..10 {
+        match conn.post(&format!("/api/worker/trials/{remote}/result")).json(&result).send().await {
+            Ok(r) if r.status().is_success() => {
+                tracing::info!(trial = remote, "result sent");
+                return Ok(());
+            }
+            Ok(r) => {
+                let status = r.status();
+                let why = r.text().await.unwrap_or_default();
+                tracing::warn!(trial = remote, %status, "the server did not take the result: {why}");
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(trial = remote, attempt, error = %e, "could not send the result")
+            }
+        }
+        tokio::time::sleep(IDLE).await;
+    }
+    Ok(())
+}
