@@ -94,25 +94,35 @@ pub async fn register(
     Ok(())
 }
 
+#[derive(sqlx::FromRow)]
+struct WorkerRow {
+    id: i64,
+    name: String,
+    hardware: Option<String>,
+    profiles: Option<String>,
+    created_ms: i64,
+    last_seen_ms: Option<i64>,
+    revoked_ms: Option<i64>,
+}
+
 pub async fn workers(db: &Db) -> Result<Vec<Worker>, sqlx::Error> {
-    let rows: Vec<(i64, String, Option<String>, Option<String>, i64, Option<i64>, Option<i64>)> =
-        sqlx::query_as(
-            "SELECT id, name, hardware, profiles, created_ms, last_seen_ms, revoked_ms FROM workers \
-             ORDER BY id",
-        )
-        .fetch_all(&db.pool)
-        .await?;
+    let rows: Vec<WorkerRow> = sqlx::query_as(
+        "SELECT id, name, hardware, profiles, created_ms, last_seen_ms, revoked_ms FROM workers \
+         ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await?;
     let json = |t: Option<String>| t.and_then(|t| serde_json::from_str(&t).ok());
     Ok(rows
         .into_iter()
-        .map(|(id, name, hardware, profiles, created_ms, last_seen_ms, revoked)| Worker {
-            id,
-            name,
-            hardware: json(hardware),
-            profiles: json(profiles),
-            created_ms,
-            last_seen_ms,
-            revoked: revoked.is_some(),
+        .map(|r| Worker {
+            id: r.id,
+            name: r.name,
+            hardware: json(r.hardware),
+            profiles: json(r.profiles),
+            created_ms: r.created_ms,
+            last_seen_ms: r.last_seen_ms,
+            revoked: r.revoked_ms.is_some(),
         })
         .collect())
 }
