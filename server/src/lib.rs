@@ -7,6 +7,7 @@
 pub mod db;
 pub mod error;
 pub mod hub;
+pub mod login;
 pub mod machine;
 pub mod markdown;
 pub mod probe_cli;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub service: Arc<Service>,
     /// Cancelled when the server stops: ends event streams and the runner.
     pub shutdown: CancellationToken,
+    /// The login every page wants, when a password is set.
+    pub login: Option<Arc<login::Login>>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -103,7 +106,8 @@ pub async fn launch(
         .site_pkg_dir("pkg")
         .site_addr(addr)
         .build();
-    let state = AppState { leptos_options, service, shutdown: token.clone() };
+    let login = settings.password.as_deref().map(|p| Arc::new(login::Login::new(p)));
+    let state = AppState { leptos_options, service, shutdown: token.clone(), login };
     tracing::info!("Tunebook listening on http://{addr}");
     let stop = token.clone();
     axum::serve(listener, router(state))
@@ -189,6 +193,9 @@ fn router(state: AppState) -> Router {
             move || provide_context(backend.clone()),
             move || shell(options.clone()),
         )
+        .route("/login", get(login::form).post(login::submit))
+        .route("/logout", post(login::logout))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), login::require))
         .with_state(state)
 }

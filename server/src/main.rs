@@ -41,6 +41,11 @@ enum Command {
         /// The environment variable holding the writer's API key, if it needs one.
         #[arg(long, requires = "writer_url")]
         writer_api_key_env: Option<String>,
+        /// Ask for this password before every page and API route except
+        /// read-only report links and the worker API (set it in the
+        /// environment, not on the command line).
+        #[arg(long, env = "TUNEBOOK_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
     },
     /// Run trials for a Tunebook server on another machine: register this
     /// machine's hardware and engine profiles, then take trials from the
@@ -195,9 +200,11 @@ async fn main() -> anyhow::Result<()> {
             writer_url,
             writer_model,
             writer_api_key_env,
+            password,
         } => {
             let mut settings = common.settings();
             settings.site_root = site_root;
+            settings.password = password.filter(|p| !p.is_empty());
             settings.writer = writer_url.map(|url| tunebook_study::study::Endpoint {
                 url,
                 model: writer_model,

@@ -29,6 +29,9 @@ pub struct Settings {
     /// How long a worker holds a trial without renewing its lease before
     /// the trial goes back to the queue.
     pub lease: Duration,
+    /// With a password, every page and API route but report links and the
+    /// worker API wants a login.
+    pub password: Option<String>,
 }
 
 impl Settings {
@@ -44,6 +47,7 @@ impl Settings {
             bandwidth: None,
             writer: None,
             lease: Duration::from_secs(30),
+            password: None,
         }
     }
 }

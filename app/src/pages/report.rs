@@ -63,7 +63,8 @@ pub async fn write_prose(id: i64, base: i64) -> Result<ReportView, ServerFnError
     super::backend()?.write_prose(id, base).await.map_err(ServerFnError::new)
 }
 
-#[server]
+/// At a fixed path: report links work without a login.
+#[server(endpoint = "shared_report")]
 pub async fn get_shared(token: String) -> Result<ReportView, ServerFnError> {
     super::backend()?.shared_report(token).await.map_err(ServerFnError::new)
 }
