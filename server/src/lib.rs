@@ -44,6 +44,13 @@ use crate::runner::{Runner, RunnerContext};
 use crate::service::Service;
 use crate::studies::Studies;
 
+/// A new secret: 256 random bits in hex (report links, worker tokens,
+/// login sessions).
+pub fn new_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Shared by every request.
 #[derive(Clone)]
 pub struct AppState {

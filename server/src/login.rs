@@ -43,8 +43,7 @@ impl Login {
         if sha256(password) != self.password_sha256 {
             return None;
         }
-        let bytes: [u8; 32] = rand::random();
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let token = crate::new_token();
         self.sessions.lock().expect("sessions").insert(sha256(&token));
         Some(token)
     }

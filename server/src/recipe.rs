@@ -50,6 +50,18 @@ pub fn recipe(command: &str, load_ms: Option<f64>, description: &str) -> Option<
     Some(Recipe { shell: shell.join(" "), unit })
 }
 
+/// The recipe for trial `t` of study `study`, from the command stored for
+/// it; `None` for an external endpoint or a trial with no command.
+pub async fn of_trial(
+    db: &crate::db::Db,
+    study: i64,
+    t: &tunebook_app::types::TrialView,
+) -> Result<Option<Recipe>, sqlx::Error> {
+    let description = format!("{} {} (Tunebook study {study}, trial {})", t.profile, t.model, t.id);
+    let command = crate::db::trials::extras(db, t.id).await?.and_then(|e| e.command);
+    Ok(command.and_then(|c| recipe(&c, t.load_ms, &description)))
+}
+
 /// `%` and `$` as systemd reads them literally.
 fn systemd_escape(s: &str) -> String {
     s.replace('%', "%%").replace('$', "$$")

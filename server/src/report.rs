@@ -79,7 +79,7 @@ pub fn draft(
         ),
     )];
     let section = |key: &str| {
-        let (title, pick) = findings::SECTIONS.iter().find(|(t, _)| section_key(t) == key)?;
+        let (_, title, pick) = findings::SECTIONS.iter().find(|(k, _, _)| *k == key)?;
         let text = findings::section_markdown(found, *pick)?;
         Some(markdown_cell(&format!("section:{key}"), format!("## {title}\n\n{text}")))
     };
@@ -132,17 +132,6 @@ pub fn draft(
     }
     cells.push(markdown_cell("provenance", provenance.markdown()));
     cells
-}
-
-/// A section's title as an origin key: "Free wins" → `free_wins`, the
-/// first section (best configurations) → `best`.
-fn section_key(title: &str) -> String {
-    match title {
-        "Best configurations" => "best".into(),
-        "What each setting changes" => "effects".into(),
-        "No effect within noise" => "no_effect".into(),
-        other => other.to_lowercase().replace(' ', "_"),
-    }
 }
 
 /// Regenerating: the cells written from the findings now (`fresh`) replace
@@ -455,10 +444,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                     format!(": {}", measured.join(", "))
                 }
             );
-            let description =
-                format!("{} {} (Tunebook study {}, trial {trial})", t.profile, t.model, src.row.id);
-            let command = trials::extras(&src.service.db, *trial).await?.and_then(|e| e.command);
-            match command.and_then(|c| crate::recipe::recipe(&c, t.load_ms, &description)) {
+            match crate::recipe::of_trial(&src.service.db, src.row.id, t).await? {
                 Some(r) => text.push_str(&format!(
                     "Run it (port {}; the unit's start timeout is three times the measured load time):\n\n```sh\n{}\n```\n\n```ini\n{}```\n",
                     crate::recipe::PORT,
@@ -641,8 +627,7 @@ pub async fn prose(service: &Service, id: i64, base: i64) -> Result<i64> {
 /// A new read-only link to the newest version: a 256-bit random token.
 pub async fn publish(service: &Service, id: i64) -> Result<String> {
     let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
-    let bytes: [u8; 32] = rand::random();
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::new_token();
     reports::share(&service.db, id, current.version, &token).await?;
     Ok(token)
 }
@@ -660,7 +645,8 @@ pub async fn view(
     Ok(view)
 }
 
-async fn rendered(
+/// A report row rendered, with each cell's markdown (what the exports use).
+pub async fn rendered(
     service: &Service,
     report: ReportRow,
     owner: bool,
@@ -704,13 +690,19 @@ fn without_source(cell: &Cell) -> Cell {
     Cell { id: cell.id.clone(), body, origin: None, edited: false }
 }
 
-/// What a link shows: the version it was made for, read-only.
-pub async fn shared(service: &Service, token: &str) -> Result<ReportView> {
+/// The report and version a link shows; 410 once revoked.
+pub async fn link(service: &Service, token: &str) -> Result<(i64, i64)> {
     match reports::shared(&service.db, token).await? {
-        Ok((id, version)) => view(service, id, Some(version), false).await,
+        Ok(found) => Ok(found),
         Err(true) => Err(Error::Gone("this link was revoked by the report's owner".into())),
         Err(false) => Err(Error::NotFound),
     }
+}
+
+/// What a link shows: the version it was made for, read-only.
+pub async fn shared(service: &Service, token: &str) -> Result<ReportView> {
+    let (id, version) = link(service, token).await?;
+    view(service, id, Some(version), false).await
 }
 
 /// The report as markdown: each cell's text, plots as their captions.

@@ -194,13 +194,7 @@ pub async fn write_up(
         if !shown.insert(*trial) {
             continue;
         }
-        let description = format!("{} {} (Tunebook study {id}, trial {trial})", t.profile, t.model);
-        // The command as stored: program, arguments and environment.
-        let command = trials::extras(db, *trial).await?.and_then(|e| e.command);
-        let Some(r) = command.and_then(|c| crate::recipe::recipe(&c, t.load_ms, &description))
-        else {
-            continue;
-        };
+        let Some(r) = crate::recipe::of_trial(db, id, t).await? else { continue };
         recipes.push_str(&format!(
             "### Trial {trial} ({})
 

@@ -713,12 +713,7 @@ async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
         common::repo_root().join("target/site/pkg/tunebook_bg.wasm").is_file(),
         "the browser bundle is missing: run scripts/build-site.sh"
     );
-    let data = tempfile::tempdir().unwrap();
-    let settings = TestServer::settings(data.path().to_path_buf());
-    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
-    let study = common::synthetic::planted_study(&db).await.unwrap();
-    db.pool.close().await;
-    let server = TestServer::start_with(settings, data).await;
+    let (server, study) = common::planted_server(|_| {}).await;
     let driver = Driver::start().await;
     let client = driver.browser().await;
     let wait = Duration::from_secs(60);

@@ -4,21 +4,14 @@
 
 mod common;
 
-use common::TestServer;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn everything_but_links_and_workers_wants_a_login() {
-    let data = tempfile::tempdir().unwrap();
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.password = Some("correct horse".into());
-    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
-    let study = common::synthetic::planted_study(&db).await.unwrap();
-    let worker_token = tunebook::db::queue::create_worker(&db, "gpu-a").await.unwrap();
-    db.pool.close().await;
-    let server = TestServer::start_with(settings, data).await;
+    let (server, study) =
+        common::planted_server(|s| s.password = Some("correct horse".into())).await;
     let client = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -107,7 +100,15 @@ async fn everything_but_links_and_workers_wants_a_login() {
     let r = client.get(server.url(&format!("/api/reports/{id}"))).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
 
-    // Workers use their tokens, not a login.
+    // Workers use their tokens, not a login (adding one takes a login).
+    let r = client
+        .post(server.url("/api/workers"))
+        .header(COOKIE, &cookie)
+        .json(&json!({ "name": "gpu-a" }))
+        .send()
+        .await
+        .unwrap();
+    let worker_token = r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_string();
     let r = client
         .post(server.url("/api/worker/claim"))
         .bearer_auth(&worker_token)

@@ -57,12 +57,7 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
         common::repo_root().join("target/site/pkg/plotly.min.js").is_file(),
         "plotly.js is missing: run scripts/build-site.sh (the HTML export inlines it)"
     );
-    let data = tempfile::tempdir().unwrap();
-    let settings = TestServer::settings(data.path().to_path_buf());
-    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
-    let study = common::synthetic::planted_study(&db).await.unwrap();
-    db.pool.close().await;
-    let server = TestServer::start_with(settings, data).await;
+    let (server, study) = common::planted_server(|_| {}).await;
 
     // Written from the findings.
     let r = http().post(server.url(&format!("/api/studies/{study}/reports"))).send().await.unwrap();
@@ -122,14 +117,7 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let message = r.json::<Value>().await.unwrap()["error"].as_str().unwrap().to_string();
     assert!(message.contains("unknown metric `speed`"), "{message}");
-    let now: Value = http()
-        .get(server.url(&format!("/api/reports/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let now: Value = common::get_json(&server, &format!("/api/reports/{id}")).await;
     assert_eq!(now["latest"], 2, "nothing stored");
 
     // Regenerating rewrites the written cells, not the user's.
@@ -149,14 +137,7 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
     assert_eq!(user, best_at.map(|b| b + 1), "the user's cell stays where it was");
     assert_eq!(origins(&v3).len(), origins(&v2).len(), "nothing lost, nothing doubled");
     // Earlier versions are kept.
-    let old: Value = http()
-        .get(server.url(&format!("/api/reports/{id}?version=1")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let old: Value = common::get_json(&server, &format!("/api/reports/{id}?version=1")).await;
     assert_eq!(cell(&old, "section:best")["html"].as_str().unwrap(), best);
     assert_eq!(v3["versions"].as_array().unwrap().len(), 3);
 
@@ -188,14 +169,7 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
     let token = r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_string();
     assert_eq!(token.len(), 64, "256 bits");
     assert!(token.chars().all(|c| c.is_ascii_hexdigit()));
-    let shared: Value = http()
-        .get(server.url(&format!("/api/shared/{token}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shared: Value = common::get_json(&server, &format!("/api/shared/{token}")).await;
     assert_eq!(shared["version"], 3);
     assert!(
         shared["versions"].as_array().unwrap().is_empty()
@@ -273,17 +247,12 @@ async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
             .await
             .unwrap();
 
-    let data = tempfile::tempdir().unwrap();
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
-    let study = common::synthetic::planted_study(&db).await.unwrap();
-    db.pool.close().await;
-    settings.writer = Some(tunebook_study::study::Endpoint {
+    let writer = tunebook_study::study::Endpoint {
         url: engine.base_url.clone(),
         model: None,
         api_key_env: None,
-    });
-    let server = TestServer::start_with(settings, data).await;
+    };
+    let (server, study) = common::planted_server(|s| s.writer = Some(writer)).await;
     let r = http().post(server.url(&format!("/api/studies/{study}/reports"))).send().await.unwrap();
     let id = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
     let prose = |server: &TestServer, base: i64| {

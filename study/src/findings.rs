@@ -1015,16 +1015,19 @@ impl Finding {
 /// Which findings a section of a write-up holds.
 pub type Pick = fn(&Finding) -> bool;
 
-/// The sections of a write-up, in order: a title and which findings it holds.
-pub const SECTIONS: [(&str, Pick); 8] = [
-    ("Best configurations", |f| matches!(f, Finding::Best { .. } | Finding::Balanced { .. })),
-    ("Free wins", |f| matches!(f, Finding::FreeWin { .. })),
-    ("What each setting changes", |f| matches!(f, Finding::Effect { .. })),
-    ("No effect within noise", |f| matches!(f, Finding::NoEffect { .. })),
-    ("Anomalies", |f| matches!(f, Finding::Anomaly { .. })),
-    ("Failures", |f| matches!(f, Finding::Failures { .. })),
-    ("Ceiling", |f| matches!(f, Finding::Ceiling { .. })),
-    ("Drift", |f| matches!(f, Finding::Drift { .. })),
+/// The sections of a write-up, in order: a key that names it (reports
+/// find their cells by it), a title and which findings it holds.
+pub const SECTIONS: [(&str, &str, Pick); 8] = [
+    ("best", "Best configurations", |f| {
+        matches!(f, Finding::Best { .. } | Finding::Balanced { .. })
+    }),
+    ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
+    ("effects", "What each setting changes", |f| matches!(f, Finding::Effect { .. })),
+    ("no_effect", "No effect within noise", |f| matches!(f, Finding::NoEffect { .. })),
+    ("anomalies", "Anomalies", |f| matches!(f, Finding::Anomaly { .. })),
+    ("failures", "Failures", |f| matches!(f, Finding::Failures { .. })),
+    ("ceiling", "Ceiling", |f| matches!(f, Finding::Ceiling { .. })),
+    ("drift", "Drift", |f| matches!(f, Finding::Drift { .. })),
 ];
 
 /// One section's findings as a markdown list, or `None` when it has none.
@@ -1038,7 +1041,7 @@ pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
 pub fn markdown(findings: &[Finding]) -> String {
     SECTIONS
         .iter()
-        .filter_map(|(title, pick)| {
+        .filter_map(|(_, title, pick)| {
             Some(format!("## {title}\n\n{}\n\n", section_markdown(findings, *pick)?))
         })
         .collect()

@@ -42,8 +42,7 @@ fn sha256(token: &str) -> String {
 /// Adds a worker named `name` and returns its token (256 random bits, in
 /// hex), which is not stored: only its SHA-256 is.
 pub async fn create_worker(db: &Db, name: &str) -> Result<String, sqlx::Error> {
-    let bytes: [u8; 32] = rand::random();
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::new_token();
     sqlx::query("INSERT INTO workers (name, token_sha256, created_ms) VALUES ($1, $2, $3)")
         .bind(name)
         .bind(sha256(&token))

@@ -131,7 +131,7 @@ async fn export(state: &AppState, id: i64, version: Option<i64>, file: &str) -> 
                     path.display()
                 ))
             })?;
-            let view = report::view(service, id, Some(row.version), false).await?;
+            let (view, _) = report::rendered(service, row, false).await?;
             let html = report::export_html(&view, &plotly);
             Ok(download(html, "text/html; charset=utf-8", &format!("{name}.html")))
         }
@@ -162,9 +162,6 @@ pub async fn export_shared(
     State(state): State<AppState>,
     Path((token, file)): Path<(String, String)>,
 ) -> Result<Response> {
-    match reports::shared(&state.service.db, &token).await? {
-        Ok((id, version)) => export(&state, id, Some(version), &file).await,
-        Err(true) => Err(Error::Gone("this link was revoked by the report's owner".into())),
-        Err(false) => Err(Error::NotFound),
-    }
+    let (id, version) = report::link(&state.service, &token).await?;
+    export(&state, id, Some(version), &file).await
 }

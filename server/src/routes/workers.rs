@@ -110,20 +110,17 @@ pub async fn claim(
     State(state): State<AppState>,
     headers: HeaderMap,
     Json(body): Json<ClaimRequest>,
-) -> Result<(StatusCode, Json<Option<Claimed>>)> {
+) -> Result<Json<Option<Claimed>>> {
     let (id, name) = worker(&state, &headers).await?;
     let service = &state.service;
     let lease_ms = service.lease.as_millis() as i64;
     let Some(trial) = queue::claim(&service.db, id, &name, &body.profiles, lease_ms).await? else {
-        return Ok((StatusCode::OK, Json(None)));
+        return Ok(Json(None));
     };
     let view = trials::get(&service.db, trial).await?.ok_or(Error::NotFound)?;
     service.events.publish(crate::hub::Payload::Trial(view.clone()));
     tracing::info!(worker = %name, trial, "trial taken");
-    Ok((
-        StatusCode::OK,
-        Json(Some(Claimed { trial: view, probes: service.probes.clone(), lease_ms })),
-    ))
+    Ok(Json(Some(Claimed { trial: view, probes: service.probes.clone(), lease_ms })))
 }
 
 #[derive(Deserialize)]

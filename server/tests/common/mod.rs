@@ -106,6 +106,19 @@ impl TestServer {
     }
 }
 
+/// A server over a fresh data folder that holds the planted study (see
+/// [`synthetic::planted_study`]), its settings changed by `adjust` first;
+/// the server and the study's id.
+pub async fn planted_server(adjust: impl FnOnce(&mut Settings)) -> (TestServer, i64) {
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    adjust(&mut settings);
+    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
+    let study = synthetic::planted_study(&db).await.unwrap();
+    db.pool.close().await;
+    (TestServer::start_with(settings, data).await, study)
+}
+
 /// A client that never goes through a proxy.
 pub fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
