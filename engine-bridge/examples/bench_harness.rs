@@ -10,7 +10,9 @@
 //!    llama.cpp users trust) at the same settings, on a model large enough
 //!    to be memory-bound.
 //!
-//! Usage: bench_harness LLAMA_SERVER LLAMA_BENCH FAKE_ENGINE MODEL [THREADS]
+//! Usage: bench_harness LLAMA_SERVER LLAMA_BENCH FAKE_ENGINE MODEL [THREADS] [NGL] [PROMPT]
+//! (NGL: layers offloaded to the GPU, for a GPU build; both engines get it.
+//! PROMPT: prompt tokens, 128 by default; the decode runs at that depth.)
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,6 @@ use engine_bridge::process::LaunchSpec;
 use engine_bridge::{RunningEngine, SpeedProbe, free_port};
 
 const ROUNDS: usize = 10;
-const PROMPT: usize = 128;
 const GEN: u32 = 64;
 
 fn spec(program: &Path, args: &[String], port: u16) -> LaunchSpec {
@@ -44,10 +45,17 @@ fn diff(a: f64, b: f64) -> f64 {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, server, bench, fake, model, ..] = args.as_slice() else {
-        eprintln!("usage: bench_harness LLAMA_SERVER LLAMA_BENCH FAKE_ENGINE MODEL [THREADS]");
+        eprintln!(
+            "usage: bench_harness LLAMA_SERVER LLAMA_BENCH FAKE_ENGINE MODEL [THREADS] [NGL] [PROMPT]"
+        );
         std::process::exit(2);
     };
     let threads = args.get(5).cloned().unwrap_or_else(|| "2".into());
+    let offload: Vec<String> = match args.get(6).filter(|n| !n.is_empty()) {
+        Some(ngl) => vec!["-ngl".into(), ngl.clone()],
+        None => vec![],
+    };
+    let prompt_len: usize = args.get(7).map_or(128, |p| p.parse().expect("PROMPT is a number"));
     let (server, fake) = (PathBuf::from(server), PathBuf::from(fake));
 
     // 1. Health-poll latency: the fake engine answers 503 until exactly
@@ -71,6 +79,7 @@ async fn main() {
         ["-m", model, "-c", "2048", "-t", &threads, "-fa", "on", "-np", "1", "--fit", "off"]
             .iter()
             .map(|s| s.to_string())
+            .chain(offload.iter().cloned())
             .collect();
     let (mut before_probe, mut after_probe, mut loads) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS / 2 {
@@ -86,7 +95,7 @@ async fn main() {
         // Ready → first probe request: what measure_and_stop does first.
         let t = Instant::now();
         let _ = engine.props().await;
-        let prompt = engine.prompt_of_len(PROMPT).await.unwrap();
+        let prompt = engine.prompt_of_len(prompt_len).await.unwrap();
         before_probe.push(t.elapsed().as_secs_f64() * 1e3);
         engine.completion(&prompt, 4, Duration::from_secs(60)).await.unwrap();
         // Probe end → port free.
@@ -107,7 +116,7 @@ async fn main() {
             .await
             .expect("llama-server starts");
     let probe = SpeedProbe {
-        prompt_tokens: PROMPT,
+        prompt_tokens: prompt_len,
         n_predict: GEN,
         warmup: 1,
         repeats: 5,
@@ -118,14 +127,16 @@ async fn main() {
 
     let bench_out = Command::new(bench)
         .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "10", "-o", "json"])
-        .args(["-p", &PROMPT.to_string(), "-n", "0", "-d", "0"])
+        .args(&offload)
+        .args(["-p", &prompt_len.to_string(), "-n", "0", "-d", "0"])
         .output()
         .expect("llama-bench runs");
     let pp: serde_json::Value =
         serde_json::from_slice(&bench_out.stdout).expect("llama-bench JSON");
     let bench_out = Command::new(bench)
         .args(["-m", model, "-t", &threads, "-fa", "on", "-r", "10", "-o", "json"])
-        .args(["-p", "0", "-n", &GEN.to_string(), "-d", &PROMPT.to_string()])
+        .args(&offload)
+        .args(["-p", "0", "-n", &GEN.to_string(), "-d", &prompt_len.to_string()])
         .output()
         .expect("llama-bench runs");
     let tg: serde_json::Value =
@@ -144,7 +155,7 @@ async fn main() {
             .unwrap()
             .median;
 
-    println!("# Harness benchmark ({threads} threads, model {model})\n");
+    println!("# Harness benchmark ({threads} threads, model {model} {})\n", offload.join(" "));
     println!("| what | value |\n| --- | --- |");
     println!("| health-poll latency (ready → noticed) | {} |", ms(&latency));
     println!("| ready → first probe request | {} |", ms(&before_probe));
@@ -163,7 +174,7 @@ async fn main() {
         diff(client_tg, engine_tg)
     );
     println!(
-        "| decode: llama-bench tg{GEN} @ d{PROMPT} | {bench_tg:.2} ± {bench_tg_sd:.2} tok/s (engine {:+.2} %) |",
+        "| decode: llama-bench tg{GEN} @ d{prompt_len} | {bench_tg:.2} ± {bench_tg_sd:.2} tok/s (engine {:+.2} %) |",
         diff(engine_tg, bench_tg)
     );
     println!(
@@ -175,7 +186,7 @@ async fn main() {
         diff(client_pp, engine_pp)
     );
     println!(
-        "| prefill: llama-bench pp{PROMPT} | {bench_pp:.1} ± {bench_pp_sd:.1} tok/s (engine {:+.2} %) |",
+        "| prefill: llama-bench pp{prompt_len} | {bench_pp:.1} ± {bench_pp_sd:.1} tok/s (engine {:+.2} %) |",
         diff(engine_pp, bench_pp)
     );
 }

@@ -69,33 +69,42 @@ pub fn parse_gpu_apps(csv: &str, pids: &[u32]) -> u64 {
         .sum()
 }
 
-/// GPU memory used by the given pids; `None` when there is no `nvidia-smi`.
-pub async fn gpu_used_bytes(pids: &[u32]) -> Option<u64> {
+/// What `nvidia-smi` prints with `args`; `None` where there is none or it
+/// fails.
+async fn nvidia_smi(args: &[&str]) -> Option<String> {
     let out = tokio::process::Command::new("nvidia-smi")
-        .args(["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"])
+        .args(args)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .output()
         .await
         .ok()?;
-    out.status.success().then(|| parse_gpu_apps(&String::from_utf8_lossy(&out.stdout), pids))
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// GPU memory used by the given pids; `None` when there is no `nvidia-smi`.
+pub async fn gpu_used_bytes(pids: &[u32]) -> Option<u64> {
+    let csv =
+        nvidia_smi(&["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"])
+            .await?;
+    Some(parse_gpu_apps(&csv, pids))
 }
 
 /// Free memory of every GPU together, from `nvidia-smi` (`None` without
 /// one). llama.cpp spreads offloaded layers over all visible GPUs.
 pub async fn gpu_free_bytes() -> Option<u64> {
-    let out = tokio::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=memory.free", "--format=csv,noheader,nounits"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .await
-        .ok()?;
-    out.status.success().then(|| parse_gpu_free(&String::from_utf8_lossy(&out.stdout))).flatten()
+    parse_gpu_mib(&nvidia_smi(&["--query-gpu=memory.free", "--format=csv,noheader,nounits"]).await?)
 }
 
-/// Sums `nvidia-smi --query-gpu=memory.free` output (MiB a line).
-pub fn parse_gpu_free(csv: &str) -> Option<u64> {
+/// Memory in use on every GPU together, from `nvidia-smi` (`None` without
+/// one): what the device says, whoever holds it.
+pub async fn gpu_used_total_bytes() -> Option<u64> {
+    parse_gpu_mib(&nvidia_smi(&["--query-gpu=memory.used", "--format=csv,noheader,nounits"]).await?)
+}
+
+/// Sums a one-column `nvidia-smi --query-gpu=memory.free` (or `.used`)
+/// output, MiB a line.
+pub fn parse_gpu_mib(csv: &str) -> Option<u64> {
     let mib: Option<Vec<u64>> =
         csv.lines().filter(|l| !l.trim().is_empty()).map(|l| l.trim().parse().ok()).collect();
     mib.filter(|m| !m.is_empty()).map(|m| m.iter().sum::<u64>() << 20)
@@ -103,16 +112,8 @@ pub fn parse_gpu_free(csv: &str) -> Option<u64> {
 
 /// Each GPU's name and memory, from `nvidia-smi` (empty without one).
 pub async fn gpu_names() -> Vec<String> {
-    let out = tokio::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .await;
-    match out {
-        Ok(out) if out.status.success() => parse_gpu_names(&String::from_utf8_lossy(&out.stdout)),
-        _ => Vec::new(),
-    }
+    let args = ["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"];
+    nvidia_smi(&args).await.map(|csv| parse_gpu_names(&csv)).unwrap_or_default()
 }
 
 /// Parses `nvidia-smi --query-gpu=name,memory.total,driver_version
@@ -218,9 +219,9 @@ mod tests {
 
     #[test]
     fn free_gpu_memory_adds_up_over_gpus() {
-        assert_eq!(parse_gpu_free("80000\n1000\n"), Some(81000 << 20));
-        assert_eq!(parse_gpu_free(""), None);
-        assert_eq!(parse_gpu_free("[N/A]\n"), None);
+        assert_eq!(parse_gpu_mib("80000\n1000\n"), Some(81000 << 20));
+        assert_eq!(parse_gpu_mib(""), None);
+        assert_eq!(parse_gpu_mib("[N/A]\n"), None);
     }
 
     #[test]

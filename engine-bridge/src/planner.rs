@@ -191,11 +191,16 @@ impl ModelInfo {
     }
 
     /// The memory a configuration with `n_gpu_layers` layers offloaded
-    /// needs on the GPU and on the host, as llama.cpp splits it: offloaded
-    /// layers keep their weights and their share of the K/V cache on the
-    /// GPU, the output layer goes too once every layer is offloaded, and
-    /// the token embedding stays on the host. Each side gets the same
-    /// overhead margin as [`Self::memory_plan`].
+    /// needs on the GPU and on the host, as llama.cpp splits it. llama.cpp
+    /// counts the output layer as one more layer after the last block and
+    /// offloads the *last* `n_gpu_layers` of these: `-ngl 1` moves only the
+    /// output layer, `-ngl N` (N ≤ blocks) the last N − 1 blocks and the
+    /// output layer, and blocks + 1 or more moves everything. An offloaded
+    /// block keeps its share of the K/V cache on the GPU; the token
+    /// embedding stays on the host (a model without an output matrix reads
+    /// it again as its output layer, so the GPU gets a copy). Each side
+    /// gets the same overhead margin as [`Self::memory_plan`], the GPU
+    /// [`GPU_RUNTIME_BYTES`] more.
     pub fn offload_plan(
         &self,
         ctx: u64,
@@ -204,26 +209,38 @@ impl ModelInfo {
         (gpu_free, host_available): (u64, u64),
     ) -> OffloadPlan {
         let layers = self.layers as u64;
+        let slots = n_gpu_layers.min(layers + 1);
+        // Blocks from this index on are offloaded.
+        let first_on_gpu = layers + 1 - slots;
+        let blocks_on_gpu = layers - first_on_gpu.min(layers);
+        let output_on_gpu = slots >= 1;
         let on_gpu = |name: &str| -> bool {
             match name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()) {
-                Some(i) => i.parse::<u64>().is_ok_and(|i| i < n_gpu_layers.min(layers)),
-                None => n_gpu_layers > layers && name.starts_with("output"),
+                Some(i) => i.parse::<u64>().is_ok_and(|i| i >= first_on_gpu),
+                None => output_on_gpu && name.starts_with("output"),
             }
         };
         let gpu_weights: u64 =
             self.tensors.iter().filter(|t| on_gpu(&t.name)).map(|t| t.bytes).sum();
         let host_weights = self.weight_bytes() - gpu_weights;
+        let tied = !self.tensors.iter().any(|t| t.name == "output.weight");
+        let tied_copy: u64 = if output_on_gpu && tied {
+            self.tensors.iter().filter(|t| t.name == "token_embd.weight").map(|t| t.bytes).sum()
+        } else {
+            0
+        };
         let kv = self.kv_bytes(ctx, type_k, type_v);
-        let share = n_gpu_layers.min(layers) as f64 / layers.max(1) as f64;
+        let share = blocks_on_gpu as f64 / layers.max(1) as f64;
         let gpu_kv = kv.map(|kv| (kv as f64 * share).round() as u64);
-        let side = |weights: u64, kv: Option<u64>, available: u64| {
-            let overhead = (weights / 20).max(256 << 20);
+        let side = |weights: u64, kv: Option<u64>, available: u64, runtime: u64| {
+            let overhead = (weights / 20).max(256 << 20) + runtime;
             let total = weights + kv.unwrap_or(0) + overhead;
             MemoryPlan { weights, kv, overhead, total, available, fits: total <= available }
         };
+        let host_kv = kv.zip(gpu_kv).map(|(all, gpu)| all - gpu);
         OffloadPlan {
-            gpu: side(gpu_weights, gpu_kv, gpu_free),
-            host: side(host_weights, kv.zip(gpu_kv).map(|(all, gpu)| all - gpu), host_available),
+            gpu: side(gpu_weights + tied_copy, gpu_kv, gpu_free, GPU_RUNTIME_BYTES),
+            host: side(host_weights, host_kv, host_available, 0),
         }
     }
 
@@ -253,6 +270,11 @@ pub fn speed_ceiling(
     let depth = speed.prompt_tokens as u64 + speed.tokens_generated as u64 / 2;
     model.decode_ceiling(bandwidth_bytes_per_s, depth, cache("cache_type_k"), cache("cache_type_v"))
 }
+
+/// GPU memory the CUDA runtime holds for an engine before any weight is
+/// placed (context, cuBLAS workspace): 690 MiB measured on an H100 (driver
+/// 580, CUDA 13) with nothing offloaded, by `scripts/check-gpu.sh`.
+pub const GPU_RUNTIME_BYTES: u64 = 768 << 20;
 
 /// What a configuration needs in memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -307,6 +329,33 @@ pub fn logged_kv_bytes(log: &[String]) -> Option<u64> {
     })
 }
 
+/// A buffer llama.cpp says it allocated, read from its log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoggedBuffer {
+    /// The backend buffer type: `CPU`, `CPU_Mapped`, `CUDA0`, `CUDA_Host`, ….
+    pub device: String,
+    /// `model`, `KV` or `compute`.
+    pub what: String,
+    pub bytes: u64,
+}
+
+/// Every buffer llama.cpp reports allocating, in log order, from lines like
+/// `load_tensors: CUDA0 model buffer size = 450.00 MiB`,
+/// `llama_kv_cache: CUDA0 KV buffer size = 24.00 MiB` and
+/// `sched_reserve: CUDA0 compute buffer size = 98.01 MiB`.
+pub fn logged_buffers(log: &[String]) -> Vec<LoggedBuffer> {
+    log.iter()
+        .filter_map(|line| {
+            let (head, size) = line.split_once(" buffer size =")?;
+            let mut words = head.split_whitespace().rev();
+            let what = words.next()?.to_string();
+            let device = words.next()?.to_string();
+            let mib: f64 = size.split_whitespace().next()?.parse().ok()?;
+            Some(LoggedBuffer { device, what, bytes: (mib * 1048576.0).round() as u64 })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,16 +394,19 @@ mod tests {
         let none = info.offload_plan(1024, ("f16", "f16"), 0, (big, big));
         assert_eq!((none.gpu.weights, none.gpu.kv), (0, Some(0)));
         assert_eq!(none.host.weights, info.weight_bytes());
-        let half = info.offload_plan(1024, ("f16", "f16"), 2, (big, big));
-        assert_eq!(half.gpu.weights, 2 * layer);
-        assert_eq!(half.gpu.kv, Some(kv / 2));
-        assert_eq!(half.gpu.weights + half.host.weights, info.weight_bytes());
-        assert_eq!(half.gpu.kv.unwrap() + half.host.kv.unwrap(), kv);
-        // Every layer (4) and then the output layer.
-        let all = info.offload_plan(1024, ("f16", "f16"), 4, (big, big));
-        assert_eq!(all.gpu.weights, 4 * layer);
-        let with_output = info.offload_plan(1024, ("f16", "f16"), 999, (big, big));
-        assert_eq!(with_output.gpu.weights, 4 * layer + output);
+        // One layer: the output layer, which holds no K/V cache.
+        let one = info.offload_plan(1024, ("f16", "f16"), 1, (big, big));
+        assert_eq!((one.gpu.weights, one.gpu.kv), (output, Some(0)));
+        // Three: the last two blocks (2 and 3) and the output layer.
+        let three = info.offload_plan(1024, ("f16", "f16"), 3, (big, big));
+        assert_eq!(three.gpu.weights, 2 * layer + output);
+        assert_eq!(three.gpu.kv, Some(kv / 2));
+        assert_eq!(three.gpu.weights + three.host.weights, info.weight_bytes());
+        assert_eq!(three.gpu.kv.unwrap() + three.host.kv.unwrap(), kv);
+        // Blocks + 1 (5) moves everything but the embedding; more changes nothing.
+        let all = info.offload_plan(1024, ("f16", "f16"), 5, (big, big));
+        assert_eq!((all.gpu.weights, all.gpu.kv), (4 * layer + output, Some(kv)));
+        assert_eq!(info.offload_plan(1024, ("f16", "f16"), 999, (big, big)), all);
         // Not enough GPU memory for the overhead margin alone.
         let small = info.offload_plan(1024, ("f16", "f16"), 4, (100 << 20, big));
         assert!(!small.gpu.fits && small.host.fits);
@@ -411,6 +463,31 @@ mod tests {
         ];
         assert_eq!(logged_kv_bytes(&log), Some((0.81f64 * 1048576.0).round() as u64));
         assert_eq!(logged_kv_bytes(&[]), None);
+    }
+
+    #[test]
+    fn reads_every_buffer_the_engine_allocates() {
+        let log: Vec<String> = [
+            "load_tensors: offloaded 7/13 layers to GPU",
+            "load_tensors:        CUDA0 model buffer size =   230.27 MiB",
+            "load_tensors:   CPU_Mapped model buffer size =   262.79 MiB",
+            "llama_kv_cache:      CUDA0 KV buffer size =    40.00 MiB",
+            "llama_kv_cache:        CPU KV buffer size =    56.00 MiB",
+            "sched_reserve:      CUDA0 compute buffer size =    98.01 MiB",
+            "sched_reserve:  CUDA_Host compute buffer size =    12.02 MiB",
+            "llama_kv_cache: size =   96.00 MiB (  4096 cells,  12 layers,  1/1 seqs)",
+        ]
+        .map(String::from)
+        .to_vec();
+        let found = logged_buffers(&log);
+        assert_eq!(found.len(), 6);
+        assert_eq!(
+            found[2],
+            LoggedBuffer { device: "CUDA0".into(), what: "KV".into(), bytes: 40 << 20 }
+        );
+        assert_eq!((found[1].device.as_str(), found[1].what.as_str()), ("CPU_Mapped", "model"));
+        assert_eq!(found[5].device, "CUDA_Host");
+        assert!(logged_buffers(&["no buffers here".into()]).is_empty());
     }
 
     #[test]

@@ -1,0 +1,161 @@
+//! Checks the GPU side against a CUDA build of llama.cpp on a machine with
+//! an NVIDIA GPU (run it with `scripts/check-gpu.sh`):
+//!
+//! 1. the planner's split of a model between GPU and host at several
+//!    `-ngl` values, against the buffers llama-server says it allocated
+//!    (`CUDA0 model buffer`, `CUDA0 KV buffer`): within 5 %;
+//! 2. the memory sampler's GPU peak (nvidia-smi, the engine's processes)
+//!    against what the device itself says is in use, and the planner's
+//!    whole GPU prediction (weights, K/V, margin) against both.
+//!
+//! Prints a markdown table and exits 1 if a prediction is more than 5 % off.
+//! Also writes `large-llama.gguf` (4.3 GB) beside the checked model: big
+//! enough that decoding on a data-centre GPU is bound by memory bandwidth,
+//! for the harness benchmark that follows.
+//! Usage: gpu_check LLAMA_SERVER MODEL_DIR
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use engine_bridge::gguf::{LlamaSpec, write_random_llama};
+use engine_bridge::memory::gpu_used_total_bytes;
+use engine_bridge::planner::{LoggedBuffer, ModelInfo, logged_buffers};
+use engine_bridge::process::LaunchSpec;
+use engine_bridge::{RunningEngine, free_port};
+
+const CTX: u64 = 4096;
+const TOLERANCE_PCT: f64 = 5.0;
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / 1048576.0)
+}
+
+/// How far `measured` is from `predicted`, in percent of `measured`.
+fn off_pct(predicted: u64, measured: u64) -> f64 {
+    if measured == 0 {
+        return if predicted == 0 { 0.0 } else { f64::INFINITY };
+    }
+    100.0 * (predicted as f64 - measured as f64) / measured as f64
+}
+
+/// The bytes of buffers on CUDA devices of one kind (`model`, `KV`, `compute`).
+fn on_gpu(buffers: &[LoggedBuffer], what: &str) -> u64 {
+    buffers
+        .iter()
+        .filter(|b| b.what == what && b.device.starts_with("CUDA") && b.device != "CUDA_Host")
+        .map(|b| b.bytes)
+        .sum()
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, server, dir, ..] = args.as_slice() else {
+        eprintln!("usage: gpu_check LLAMA_SERVER MODEL_DIR");
+        std::process::exit(2);
+    };
+    let model = PathBuf::from(dir).join("bench-llama.gguf");
+    if !model.exists() {
+        write_random_llama(&model, &LlamaSpec::memory_bound(), 7).expect("model written");
+    }
+    let large = PathBuf::from(dir).join("large-llama.gguf");
+    if !large.exists() {
+        let spec = LlamaSpec {
+            layers: 24,
+            width: 2048,
+            heads: 16,
+            kv_heads: 4,
+            feed_forward: 5632,
+            context_length: 4096,
+        };
+        write_random_llama(&large, &spec, 7).expect("large model written");
+    }
+    let info = ModelInfo::read(&model).expect("model read");
+    let layers = info.layers as u64;
+    let idle = gpu_used_total_bytes().await.expect("nvidia-smi answers");
+
+    println!("# GPU check: {} ({} blocks, context {CTX}, f16 K/V)\n", model.display(), layers);
+    println!(
+        "| -ngl | weights planned / logged MiB | off | K/V planned / logged MiB | off | \
+         compute MiB | sampler peak MiB | device use MiB | GPU planned MiB | samples |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut worst: f64 = 0.0;
+    for ngl in [0, 1, layers / 2, layers, layers + 1] {
+        let port = free_port().unwrap();
+        let args: Vec<String> = [
+            "-m",
+            &model.display().to_string(),
+            "-c",
+            &CTX.to_string(),
+            "-ngl",
+            &ngl.to_string(),
+            "-fa",
+            "on",
+            "-np",
+            "1",
+            "--fit",
+            "off",
+            // The buffer lines are printed at log verbosity 4.
+            "-lv",
+            "4",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let spec = LaunchSpec::new(PathBuf::from(server), args);
+        let engine = RunningEngine::launch(spec, port, Duration::from_secs(120))
+            .await
+            .unwrap_or_else(|f| panic!("-ngl {ngl}: {f}\n{}", f.log_tail.join("\n")));
+        // The log is drained by its own task: the lines may land just after
+        // the health check passes.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut buffers = logged_buffers(&engine.log_tail(400));
+        while !buffers.iter().any(|b| b.what == "compute") {
+            assert!(tokio::time::Instant::now() < deadline, "-ngl {ngl}: no buffer lines logged");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            buffers = logged_buffers(&engine.log_tail(400));
+        }
+        // Work the engine so its compute buffers are in use.
+        let prompt = engine.prompt_of_len(512).await.unwrap();
+        engine.completion(&prompt, 32, Duration::from_secs(60)).await.unwrap();
+        let device = gpu_used_total_bytes().await.unwrap_or(0).saturating_sub(idle);
+        // Let the sampler take a GPU reading (it asks nvidia-smi once a second).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut memory = engine.memory();
+        while memory.peak_gpu_bytes.unwrap_or(0) == 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            memory = engine.memory();
+        }
+        engine.stop(Duration::from_secs(5)).await;
+
+        let plan = info.offload_plan(CTX, ("f16", "f16"), ngl, (u64::MAX, u64::MAX));
+        let (weights, kv) = (on_gpu(&buffers, "model"), on_gpu(&buffers, "KV"));
+        let planned_kv = plan.gpu.kv.unwrap_or(0);
+        let (w_off, kv_off) = (off_pct(plan.gpu.weights, weights), off_pct(planned_kv, kv));
+        worst = worst.max(w_off.abs()).max(kv_off.abs());
+        println!(
+            "| {ngl} | {} / {} | {w_off:+.1} % | {} / {} | {kv_off:+.1} % | {} | {} | {} | {} | {} |",
+            mib(plan.gpu.weights),
+            mib(weights),
+            mib(planned_kv),
+            mib(kv),
+            mib(on_gpu(&buffers, "compute")),
+            memory.peak_gpu_bytes.map_or("none".into(), mib),
+            mib(device),
+            mib(plan.gpu.total),
+            memory.samples,
+        );
+    }
+    println!(
+        "\nweights and K/V: the planner against llama-server's own buffers (worst {worst:.1} %, \
+         bound {TOLERANCE_PCT} %)"
+    );
+    if worst > TOLERANCE_PCT {
+        std::process::exit(1);
+    }
+}
