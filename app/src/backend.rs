@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::types::{
     CheckView, FindingsView, MetricPoint, MetricView, Notebook, ParetoView, ProfileView,
     ReportSummary, ReportView, RunRequest, StudyProgress, StudySummary, StudyView, TrialDetail,
-    TrialPage, TrialQuery, TrialView,
+    TrialPage, TrialQuery, TrialView, WorkerView,
 };
 
 /// The server side of the pages; provided as context to server functions.
@@ -34,9 +34,20 @@ pub trait Backend: Send + Sync + 'static {
     async fn check_study(&self, text: String) -> Result<CheckView, String>;
     /// Checks and starts a study; returns its id.
     async fn create_study(&self, text: String) -> Result<i64, String>;
-    /// The study's done trials on `metrics` (its objectives when empty),
-    /// the Pareto front marked.
-    async fn pareto(&self, id: i64, metrics: Vec<String>) -> Result<ParetoView, String>;
+    /// Done trials on `metrics` (the objectives when empty), of one class
+    /// of machine where the study ran on several (`machine`, or the first).
+    async fn pareto(
+        &self,
+        id: i64,
+        metrics: Vec<String>,
+        machine: Option<String>,
+    ) -> Result<ParetoView, String>;
+    /// The workers this server knows, oldest first.
+    async fn workers(&self) -> Result<Vec<WorkerView>, String>;
+    /// Adds a worker named `name`; its token, which is shown this once.
+    async fn add_worker(&self, name: String) -> Result<String, String>;
+    /// Revokes a worker's token: it can take no more trials.
+    async fn revoke_worker(&self, name: String) -> Result<(), String>;
     /// `pause`, `resume` or `stop`.
     async fn control_study(&self, id: i64, action: String) -> Result<(), String>;
     /// What the study's trials show (see the findings engine).

@@ -69,6 +69,9 @@ pub struct Form {
     /// blank sizes leave the probe out.
     pub context_sizes: String,
     pub context_depths: String,
+    /// Where trials run: blank for this server's engine, else workers'
+    /// names separated by commas, or `any`.
+    pub machines: String,
 }
 
 impl Default for Form {
@@ -109,6 +112,7 @@ impl Default for Form {
             quality: false,
             context_sizes: String::new(),
             context_depths: "0.1, 0.5, 0.9".into(),
+            machines: String::new(),
         }
     }
 }
@@ -350,8 +354,11 @@ impl Form {
         if !errors.is_empty() {
             return Err(errors);
         }
+        let machines: Vec<&str> =
+            self.machines.split(',').map(str::trim).filter(|m| !m.is_empty()).collect();
         Ok(json!({
             "name": self.name.trim(),
+            "machines": machines,
             "profile": self.profile,
             "model": self.model,
             "space": space,

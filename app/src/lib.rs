@@ -21,6 +21,16 @@ pub const OUTPUT_NAME: &str = "tunebook";
 
 /// The HTML document around the app.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    // The page's path, to name in its head what it will need.
+    #[cfg(feature = "ssr")]
+    let path = use_context::<leptos_router::location::RequestUrl>()
+        .and_then(|url| url.parse().ok())
+        .map(|url| url.path().to_string())
+        .unwrap_or_default();
+    #[cfg(not(feature = "ssr"))]
+    let path = String::new();
+    let plots = plot::draws_plots(&path);
+    let preload = plot::preload_for(&path);
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -28,6 +38,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <link rel="icon" href="data:," />
+                {plots.then(|| view! { <link rel="preload" href="/pkg/plotly.min.js" r#as="script" /> })}
+                {preload.map(|href| view! { <link rel="preload" href=href r#as="fetch" crossorigin="anonymous" /> })}
                 <HydrationScripts options />
                 <MetaTags />
             </head>
@@ -52,6 +64,7 @@ pub fn App() -> impl IntoView {
                     <a href="/">"Trials"</a>
                     <a href="/studies">"Studies"</a>
                     <a href="/studies/new">"New study"</a>
+                    <a href="/workers">"Workers"</a>
                 </nav>
                 <span class="tagline">"tuning local LLM inference, measured"</span>
             </header>
@@ -62,6 +75,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/studies/:id") view=pages::study::StudyPage />
                 <Route path=path!("/trials/:id") view=pages::trial::TrialPage />
                 <Route path=path!("/compare") view=pages::compare::ComparePage />
+                <Route path=path!("/workers") view=pages::workers::WorkersPage />
                 <Route path=path!("/reports/:id") view=pages::report::ReportPage />
                 <Route path=path!("/share/:token") view=pages::report::SharedPage />
             </Routes>

@@ -166,6 +166,8 @@ impl TrialView {
             role: None,
             note: None,
             drift_pct: None,
+            machine: None,
+            worker: None,
         }
     }
 }
@@ -228,6 +230,13 @@ pub struct TrialView {
     /// How far the baseline had drifted when it ran (percent), where it had.
     #[serde(default)]
     pub drift_pct: Option<f64>,
+    /// The class of machine it runs on, where a worker runs it (see
+    /// `tunebook worker --class`); speeds compare only within a class.
+    #[serde(default)]
+    pub machine: Option<String>,
+    /// The worker that ran it, by name.
+    #[serde(default)]
+    pub worker: Option<String>,
 }
 
 /// Something that happened to a study, pushed to its watchers.
@@ -345,6 +354,29 @@ pub struct ParetoView {
     pub points: Vec<ParetoPointView>,
     /// The settings the study varies, with the values its points took.
     pub settings: Vec<SettingValues>,
+    /// The classes of machine the study ran on, where more than one: the
+    /// points are one class's (`machine`), never a mix.
+    #[serde(default)]
+    pub machines: Vec<String>,
+    #[serde(default)]
+    pub machine: Option<String>,
+}
+
+/// A study's Pareto plot as the page draws it: the figure, built on the
+/// server from a [`ParetoView`], and what the page shows around it. The
+/// browser hands the figure to plotly.js as it comes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ParetoFigure {
+    #[serde(default)]
+    pub figure: serde_json::Value,
+    /// Trials drawn.
+    pub points: usize,
+    /// As in [`ParetoView`]: the classes of machine, where more than one,
+    /// and the one drawn.
+    #[serde(default)]
+    pub machines: Vec<String>,
+    #[serde(default)]
+    pub machine: Option<String>,
 }
 
 /// What a study's trials show, written out: the markdown, and the same as
@@ -419,9 +451,20 @@ pub struct StudyProgress {
     pub counted: u64,
     /// Trials in a final state, of any kind.
     pub finished: u64,
-    /// The trial running now, if any.
-    pub in_flight: Option<TrialView>,
-    /// The best done trial on each objective, in the objectives' order.
+    /// The trials running now (one, or one per worker), oldest first.
+    pub in_flight: Vec<TrialView>,
+    /// The best done trial on each objective, in the objectives' order
+    /// (none, in a study on several classes of machine: see below).
+    pub best: Vec<Option<BestView>>,
+    /// In a study on several classes of machine, each class's best.
+    #[serde(default)]
+    pub best_by_machine: Vec<MachineBest>,
+}
+
+/// One class of machine's best done trial on each objective.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineBest {
+    pub machine: String,
     pub best: Vec<Option<BestView>>,
 }
 
@@ -471,6 +514,11 @@ pub struct Cell {
     /// Changed by the user: regenerating the findings leaves it as it is.
     #[serde(default)]
     pub edited: bool,
+    /// The class of machine whose trials a plot or table draws from, in a
+    /// study run on several (speeds compare only within one); all trials
+    /// when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// A report's content at one version.
@@ -532,4 +580,20 @@ pub struct ReportSummary {
     pub id: i64,
     pub title: String,
     pub version: i64,
+}
+
+/// A worker (`tunebook worker` on another machine) as its page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerView {
+    pub name: String,
+    /// The class of machine it stands for: studies compare speeds within one.
+    pub machine_class: Option<String>,
+    /// Its memory bandwidth and GPUs as it registered them, in words.
+    pub hardware: String,
+    /// The engine profiles it can run.
+    pub profiles: Vec<String>,
+    pub last_seen_ms: Option<i64>,
+    /// Heard from recently enough to be given trials.
+    pub up: bool,
+    pub revoked: bool,
 }

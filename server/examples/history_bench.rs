@@ -94,8 +94,10 @@ async fn main() -> anyhow::Result<()> {
     let mut best_ms = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        trials::best(&db, study, Metric::DecodeTps, Goal::Max).await?.expect("a best trial");
-        trials::best(&db, study, Metric::PeakRssBytes, Goal::Min).await?.expect("a best trial");
+        trials::best(&db, study, Metric::DecodeTps, Goal::Max, None).await?.expect("a best trial");
+        trials::best(&db, study, Metric::PeakRssBytes, Goal::Min, None)
+            .await?
+            .expect("a best trial");
         trials::counted(&db, study).await?;
         best_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
@@ -103,7 +105,8 @@ async fn main() -> anyhow::Result<()> {
     let mut points_ms = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let points = trials::points(&db, study, &[Metric::DecodeTps, Metric::PeakRssBytes]).await?;
+        let points =
+            trials::points(&db, study, &[Metric::DecodeTps, Metric::PeakRssBytes], None).await?;
         assert_eq!(points.len(), TRIALS);
         points_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }

@@ -64,6 +64,11 @@ enum Command {
         /// Memory read bandwidth in GB/s (default: measured once and kept).
         #[arg(long)]
         bandwidth_gbps: Option<f64>,
+        /// The class of machine this one is: machines of one class are
+        /// interchangeable, and studies compare speeds only within a class
+        /// (default: from the CPU, GPUs and memory).
+        #[arg(long)]
+        class: Option<String>,
     },
     /// Run a study headless, with a progress bar, into the same database.
     ///
@@ -220,7 +225,7 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .context("server failed")?;
         }
-        Command::Worker { server, token, common, bandwidth_gbps } => {
+        Command::Worker { server, token, common, bandwidth_gbps, class } => {
             let mut settings = common.settings();
             settings.bandwidth = bandwidth_gbps.map(|g| g * 1e9);
             let stop = tokio_util::sync::CancellationToken::new();
@@ -229,7 +234,7 @@ async fn main() -> anyhow::Result<()> {
                 shutdown_signal().await;
                 on_signal.cancel();
             });
-            tunebook::worker::work(settings, &server, &token, stop).await?;
+            tunebook::worker::work(settings, &server, &token, class.as_deref(), stop).await?;
         }
         Command::Probe {
             profile,

@@ -36,11 +36,12 @@ fn markdown_cell(origin: &str, text: String) -> Cell {
         body: CellBody::Markdown { text },
         origin: Some(origin.into()),
         edited: false,
+        machine: None,
     }
 }
 
 fn cell(origin: &str, body: CellBody) -> Cell {
-    Cell { id: origin.to_string(), body, origin: Some(origin.into()), edited: false }
+    Cell { id: origin.to_string(), body, origin: Some(origin.into()), edited: false, machine: None }
 }
 
 /// The first draft of a report: the study summarized, then its findings
@@ -214,6 +215,11 @@ pub fn validate(notebook: &Notebook, list: &[TrialView], varied: &[String]) -> R
                 "{at}: its id is missing, too long or repeated"
             )));
         }
+        if let Some(m) = &c.machine
+            && !list.iter().any(|t| t.machine.as_ref() == Some(m))
+        {
+            return Err(Error::BadRequest(format!("{at}: no trial of this study ran on `{m}`")));
+        }
         let metric = |name: &str| {
             Metric::parse(name)
                 .map(|_| ())
@@ -266,6 +272,8 @@ struct Source<'a> {
     list: Vec<TrialView>,
     baseline: BTreeMap<String, String>,
     varied: Vec<String>,
+    /// The classes of machine its trials ran on, where more than one.
+    machines: Vec<String>,
 }
 
 impl Source<'_> {
@@ -276,9 +284,10 @@ impl Source<'_> {
             .map_or(m.natural_goal(), |(_, g)| g)
     }
 
-    async fn pareto(&self, metrics: &[Metric]) -> Result<ParetoView> {
+    /// Done trials on `metrics` (of one class of machine, where given).
+    async fn pareto(&self, metrics: &[Metric], machine: Option<&str>) -> Result<ParetoView> {
         let chosen: Vec<(Metric, Goal)> = metrics.iter().map(|m| (*m, self.goal(*m))).collect();
-        let done = trials::points(&self.service.db, self.row.id, metrics).await?;
+        let done = trials::points(&self.service.db, self.row.id, metrics, machine).await?;
         Ok(crate::studies::pareto_view(done, &chosen, &self.baseline, &self.varied))
     }
 }
@@ -294,13 +303,17 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
     let parse = |name: &str| {
         Metric::parse(name).ok_or_else(|| Error::BadRequest(format!("unknown metric `{name}`")))
     };
+    // A plot or table never mixes classes of machine: a cell naming none
+    // in a study run on several shows the first.
+    let machine = cell.machine.as_deref().or(src.machines.first().map(String::as_str));
+    let on = machine.map(|m| format!(" On {m}.")).unwrap_or_default();
     Ok(match &cell.body {
         CellBody::Markdown { text } => (text.clone(), None),
         CellBody::Plot { chart } => {
             let (caption, figure) = match chart {
                 Chart::Pareto { x, y } => {
                     let (mx, my) = (parse(x)?, parse(y)?);
-                    let v = src.pareto(&[mx, my]).await?;
+                    let v = src.pareto(&[mx, my], machine).await?;
                     let points: Vec<Point> = v
                         .points
                         .iter()
@@ -330,7 +343,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 }
                 Chart::Effect { setting, metric } => {
                     let m = parse(metric)?;
-                    let v = src.pareto(&[m]).await?;
+                    let v = src.pareto(&[m], machine).await?;
                     let s = v.settings.iter().position(|s| s.name == *setting);
                     let figure = s.filter(|_| !v.points.is_empty()).map(|s| {
                         let points: Vec<(i64, u32, f64)> = v
@@ -344,7 +357,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 }
                 Chart::BestSoFar { metric } => {
                     let m = parse(metric)?;
-                    let v = src.pareto(&[m]).await?;
+                    let v = src.pareto(&[m], machine).await?;
                     let trail: Vec<(i64, f64)> =
                         v.points.iter().map(|p| (p.trial_id, p.values[0])).collect();
                     (
@@ -359,9 +372,9 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 }
             };
             let caption = if figure.is_some() {
-                format!("*Figure: {caption}*")
+                format!("*Figure: {caption}{on}*")
             } else {
-                format!("*Figure: {caption} No finished trial has these numbers yet.*")
+                format!("*Figure: {caption}{on} No finished trial has these numbers yet.*")
             };
             (caption, figure)
         }
@@ -372,6 +385,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 .list
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
+                .filter(|t| machine.is_none() || t.machine.as_deref() == machine)
                 .filter_map(|t| Some((t, *crate::studies::metrics(t).get(&m)?)))
                 .collect();
             rows.sort_by(|a, b| goal.oriented(b.1).total_cmp(&goal.oriented(a.1)));
@@ -386,9 +400,10 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
             head.push(m.label().into());
             head.extend(objectives.iter().map(|o| o.label().to_string()));
             let mut text = format!(
-                "**The {} best trials on {}** ({}):\n\n| {} |\n|{}\n",
+                "**The {} best trials on {}{}** ({}):\n\n| {} |\n|{}\n",
                 rows.len(),
                 m.label(),
+                machine.map(|m| format!(" on {m}")).unwrap_or_default(),
                 if goal == Goal::Max { "highest first" } else { "lowest first" },
                 head.join(" | "),
                 "---|".repeat(head.len())
@@ -468,6 +483,9 @@ async fn source<'a>(service: &'a Service, row: &'a StudyRow) -> Result<Source<'a
             .map(|s| s.baseline)
             .unwrap_or_default(),
         varied: row.definition.space.keys().cloned().collect(),
+        machines: Some(trials::machines(&service.db, row.id).await?)
+            .filter(|m| m.len() > 1)
+            .unwrap_or_default(),
     })
 }
 
@@ -480,8 +498,53 @@ async fn sources(src: &Source<'_>, notebook: &Notebook) -> Result<Vec<(String, O
     Ok(out)
 }
 
-/// What the study's data says now, as a notebook's written cells.
+/// What the study's data says now, as a notebook's written cells: per
+/// class of machine, where it ran on several (the classes side by side
+/// first, then each one's findings, its plots and tables drawn from its
+/// own trials only).
 async fn fresh_cells(service: &Service, src: &Source<'_>) -> Vec<Cell> {
+    let groups = crate::studies::by_machine(&src.list);
+    if groups.len() <= 1 {
+        return fresh_cells_of(service, src).await;
+    }
+    let def = &src.row.definition;
+    let mut cells = vec![markdown_cell(
+        "summary",
+        format!(
+            "# {}\n\nStudy {} of `{}` with `{}` ran on {} classes of machine, each searched on its own from its own baseline.\n\n## Per machine, side by side\n\n{}",
+            src.row.name,
+            src.row.id,
+            def.profile,
+            def.model,
+            groups.len(),
+            crate::studies::side_by_side(def, &groups)
+        ),
+    )];
+    for (i, (machine, list)) in groups.iter().enumerate() {
+        let found = crate::studies::findings_of(def, list);
+        let name = machine.as_deref().unwrap_or("this server");
+        for mut c in draft(src.row, list, &found, &crate::provenance::Provenance::default()) {
+            if c.origin.as_deref() == Some("provenance") {
+                continue;
+            }
+            if let (Some("summary"), CellBody::Markdown { text }) =
+                (c.origin.as_deref(), &mut c.body)
+            {
+                // The study's title is already up top: this part's is its machine.
+                let rest = text.split_once("\n\n").map_or("", |(_, rest)| rest);
+                *text = format!("# On {name}\n\n{rest}");
+            }
+            c.id = format!("m{i}-{}", c.id);
+            c.origin = c.origin.map(|o| format!("m{i}-{o}"));
+            c.machine = machine.clone();
+            cells.push(c);
+        }
+    }
+    cells
+}
+
+/// The written cells of a study whose trials all ran on one class of machine.
+async fn fresh_cells_of(service: &Service, src: &Source<'_>) -> Vec<Cell> {
     let found = crate::studies::findings_of(&src.row.definition, &src.list);
     let props: Vec<Option<String>> = {
         let mut out = Vec::new();
@@ -589,7 +652,7 @@ pub async fn prose(service: &Service, id: i64, base: i64) -> Result<i64> {
     let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let list = trials::of_study(&service.db, row.id).await?;
-    let facts = findings::markdown(&crate::studies::findings_of(&row.definition, &list));
+    let (_, facts) = crate::studies::findings_markdown(&row.definition, &list);
     if facts.trim().is_empty() {
         return Err(Error::BadRequest("the study has no findings yet: nothing to rewrite".into()));
     }
@@ -611,6 +674,7 @@ pub async fn prose(service: &Service, id: i64, base: i64) -> Result<i64> {
         },
         origin: None,
         edited: true,
+        machine: None,
     };
     let mut notebook = current.notebook.clone();
     let at = notebook
@@ -687,7 +751,7 @@ fn without_source(cell: &Cell) -> Cell {
         CellBody::Markdown { .. } => CellBody::Markdown { text: String::new() },
         other => other.clone(),
     };
-    Cell { id: cell.id.clone(), body, origin: None, edited: false }
+    Cell { id: cell.id.clone(), body, origin: None, edited: false, machine: cell.machine.clone() }
 }
 
 /// The report and version a link shows; 410 once revoked.
@@ -768,6 +832,7 @@ mod tests {
             body: CellBody::Markdown { text: text.into() },
             origin: origin.map(String::from),
             edited: false,
+            machine: None,
         }
     }
 

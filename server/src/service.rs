@@ -8,9 +8,10 @@ use engine_bridge::Profile;
 use engine_bridge::catalog::CACHE_TYPES;
 use tunebook_app::backend::Backend;
 use tunebook_app::types::{
-    BestView, CheckView, FindingsView, MetricPoint, MetricView, Notebook, ObjectiveView, ParamView,
-    ParetoView, ProfileView, ReportSummary, ReportView, RunRequest, StudyProgress, StudySummary,
-    StudyUpdate, StudyView, TrialDetail, TrialPage, TrialQuery, TrialState, TrialView,
+    BestView, CheckView, FindingsView, MachineBest, MetricPoint, MetricView, Notebook,
+    ObjectiveView, ParamView, ParetoView, ProfileView, ReportSummary, ReportView, RunRequest,
+    StudyProgress, StudySummary, StudyUpdate, StudyView, TrialDetail, TrialPage, TrialQuery,
+    TrialState, TrialView, WorkerView,
 };
 use tunebook_study::{Goal, Metric, StudyDef};
 
@@ -19,6 +20,9 @@ use crate::db::studies::{self, StudyRow};
 use crate::db::trials::{self, NewTrial};
 use crate::error::{Error, Result};
 use crate::runner::Runner;
+
+/// Trials in flight a study's page shows at most (one per worker).
+const IN_FLIGHT_SHOWN: i64 = 32;
 
 /// Profiles, database, runner and the event channel, shared by all requests.
 pub struct Service {
@@ -60,9 +64,21 @@ impl Service {
             .map(|(k, v)| (k, v.trim().to_string()))
             .filter(|(_, v)| !v.is_empty())
             .collect();
-        // Planning checks the model, every setting, and that the files exist.
-        engine_bridge::plan(profile, &request.model, &settings, 0)
-            .map_err(|e| Error::BadRequest(e.to_string()))?;
+        if request.target.is_some() {
+            // A worker runs it with its own binary and model files: check
+            // the model's name and every setting, not files here.
+            if profile.model(&request.model).is_none() {
+                return Err(Error::BadRequest(format!(
+                    "profile `{}` has no model `{}`",
+                    profile.name, request.model
+                )));
+            }
+            profile.catalog().render(&settings).map_err(|e| Error::BadRequest(e.to_string()))?;
+        } else {
+            // Planning checks the model, every setting, and that the files exist.
+            engine_bridge::plan(profile, &request.model, &settings, 0)
+                .map_err(|e| Error::BadRequest(e.to_string()))?;
+        }
         if let Some(target) = request.target.as_deref().filter(|t| *t != "any") {
             let known = crate::db::queue::workers(&self.db).await?;
             if !known.iter().any(|w| w.name == target && !w.revoked) {
@@ -85,13 +101,14 @@ impl Service {
                 settings: &settings,
                 tokens_requested: self.n_predict,
                 study: None,
+                // A worker takes it from the queue.
+                target: request.target.as_deref(),
+                machine: None,
             },
         )
         .await?;
-        match &request.target {
-            // A worker takes it from the queue.
-            Some(target) => crate::db::queue::target(&self.db, id, target).await?,
-            None => self.runner.enqueue(id),
+        if request.target.is_none() {
+            self.runner.enqueue(id);
         }
         let view = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
         self.events.publish(crate::hub::Payload::Trial(view.clone()));
@@ -233,11 +250,31 @@ impl Service {
         row: &StudyRow,
         by_state: &BTreeMap<String, usize>,
     ) -> Result<StudyProgress> {
-        let mut best = Vec::new();
-        for (metric, goal) in crate::studies::objectives_of(&row.definition) {
-            let found = trials::best(&self.db, row.id, metric, goal).await?;
-            best.push(found.map(|(trial_id, value)| BestView { trial_id, value }));
-        }
+        let objectives = crate::studies::objectives_of(&row.definition);
+        let best_of = |machine: Option<String>| {
+            let objectives = &objectives;
+            async move {
+                let mut best = Vec::new();
+                for (metric, goal) in objectives {
+                    let found =
+                        trials::best(&self.db, row.id, *metric, *goal, machine.as_deref()).await?;
+                    best.push(found.map(|(trial_id, value)| BestView { trial_id, value }));
+                }
+                Ok::<_, sqlx::Error>(best)
+            }
+        };
+        // Never a best across classes of machine: each class's own.
+        let machines = trials::machines(&self.db, row.id).await?;
+        let (best, best_by_machine) = if machines.len() > 1 {
+            let mut each = Vec::new();
+            for machine in machines {
+                let best = best_of(Some(machine.clone())).await?;
+                each.push(MachineBest { machine, best });
+            }
+            (vec![None; objectives.len()], each)
+        } else {
+            (best_of(None).await?, vec![])
+        };
         let finished = by_state
             .iter()
             .filter(|(state, _)| TrialState::parse(state).is_some_and(TrialState::is_final))
@@ -246,8 +283,9 @@ impl Service {
         Ok(StudyProgress {
             counted: trials::counted(&self.db, row.id).await?,
             finished,
-            in_flight: trials::in_flight(&self.db, row.id).await?,
+            in_flight: trials::in_flight(&self.db, row.id, IN_FLIGHT_SHOWN).await?,
             best,
+            best_by_machine,
         })
     }
 
@@ -378,7 +416,12 @@ impl Backend for Service {
         self.studies.create(&def).await.map(|(id, _)| id).map_err(user_error("creating the study"))
     }
 
-    async fn pareto(&self, id: i64, metrics: Vec<String>) -> Result<ParetoView, String> {
+    async fn pareto(
+        &self,
+        id: i64,
+        metrics: Vec<String>,
+        machine: Option<String>,
+    ) -> Result<ParetoView, String> {
         let what = user_error("study");
         let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
         let row = row.ok_or_else(|| what(Error::NotFound))?;
@@ -400,10 +443,25 @@ impl Backend for Service {
                 .collect::<Result<_, String>>()?
         };
         let metrics: Vec<Metric> = chosen.iter().map(|(m, _)| *m).collect();
-        let done = trials::points(&self.db, id, &metrics).await.map_err(|e| what(e.into()))?;
+        // Never a front across classes of machine: one at a time.
+        let machines = trials::machines(&self.db, id).await.map_err(|e| what(e.into()))?;
+        let shown = match machine {
+            Some(m) if machines.contains(&m) => Some(m),
+            Some(m) => return Err(format!("no trial of study {id} ran on `{m}`")),
+            None if machines.len() > 1 => machines.first().cloned(),
+            None => None,
+        };
+        let done = trials::points(&self.db, id, &metrics, shown.as_deref())
+            .await
+            .map_err(|e| what(e.into()))?;
         let baseline = self.baseline_of(&row).unwrap_or_default();
         let varied: Vec<String> = row.definition.space.keys().cloned().collect();
-        Ok(crate::studies::pareto_view(done, &chosen, &baseline, &varied))
+        let mut view = crate::studies::pareto_view(done, &chosen, &baseline, &varied);
+        if machines.len() > 1 {
+            view.machines = machines;
+            view.machine = shown;
+        }
+        Ok(view)
     }
 
     async fn findings(&self, id: i64) -> Result<FindingsView, String> {
@@ -421,7 +479,7 @@ impl Backend for Service {
             .map_err(|e| what(e.into()))?
             .ok_or_else(|| what(Error::NotFound))?;
         let m = Metric::parse(&metric).ok_or_else(|| format!("unknown metric `{metric}`"))?;
-        let points = trials::points(&self.db, id, &[m]).await.map_err(|e| what(e.into()))?;
+        let points = trials::points(&self.db, id, &[m], None).await.map_err(|e| what(e.into()))?;
         Ok(points
             .into_iter()
             .map(|(trial_id, settings, values)| MetricPoint {
@@ -494,6 +552,55 @@ impl Backend for Service {
 
     async fn shared_report(&self, token: String) -> Result<ReportView, String> {
         crate::report::shared(self, &token).await.map_err(user_error("shared report"))
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerView>, String> {
+        let what = user_error("workers");
+        let list = crate::db::queue::workers(&self.db).await.map_err(|e| what(e.into()))?;
+        let now = crate::db::now_ms();
+        Ok(list
+            .into_iter()
+            .map(|w| {
+                let hardware = w.hardware.as_ref().map_or_else(String::new, |h| {
+                    let bandwidth = h["bandwidth_bytes_per_s"]
+                        .as_f64()
+                        .map(|b| format!("; memory read {:.1} GB/s", b / 1e9))
+                        .unwrap_or_default();
+                    format!("{}{bandwidth}", crate::db::queue::class_of(h))
+                });
+                let profiles = w
+                    .profiles
+                    .as_ref()
+                    .and_then(|p| p.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["name"].as_str().map(String::from))
+                    .collect();
+                WorkerView {
+                    up: !w.revoked
+                        && w.last_seen_ms.is_some_and(|t| now - t < crate::studies::WORKER_UP_MS),
+                    name: w.name,
+                    machine_class: w.machine_class,
+                    hardware,
+                    profiles,
+                    last_seen_ms: w.last_seen_ms,
+                    revoked: w.revoked,
+                }
+            })
+            .collect())
+    }
+
+    async fn add_worker(&self, name: String) -> Result<String, String> {
+        crate::routes::workers::add(self, &name).await.map_err(user_error("adding a worker"))
+    }
+
+    async fn revoke_worker(&self, name: String) -> Result<(), String> {
+        let what = user_error("worker");
+        match crate::db::queue::revoke_worker(&self.db, &name).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(what(Error::NotFound)),
+            Err(e) => Err(what(e.into())),
+        }
     }
 
     async fn control_study(&self, id: i64, action: String) -> Result<(), String> {

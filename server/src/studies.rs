@@ -23,6 +23,7 @@ use tunebook_app::types::{
 use tunebook_study::findings::{self, Finding, TrialFacts};
 use tunebook_study::{Goal, Metric, Observation, Study, StudyDef, StudyError, pareto, strategy};
 
+use crate::db::queue;
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
 use crate::hub::Payload;
@@ -128,6 +129,8 @@ pub fn pareto_view(
         .collect();
     ParetoView {
         settings,
+        machines: vec![],
+        machine: None,
         metrics: chosen.iter().map(|(m, _)| m.name().to_string()).collect(),
         goals: goals
             .iter()
@@ -171,17 +174,127 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
     findings::findings(&facts, &varied, &objectives_of(def))
 }
 
+/// A study's trials by the class of machine they ran on, each class in
+/// the order of its first trial. Speeds compare only within a class, so
+/// findings are drawn per class. A study that ran on one class (or on this
+/// server's engine) is one group, unnamed.
+pub fn by_machine(list: &[TrialView]) -> Vec<(Option<String>, Vec<TrialView>)> {
+    let mut groups: Vec<(Option<String>, Vec<TrialView>)> = Vec::new();
+    for t in list {
+        match groups.iter_mut().find(|(m, _)| *m == t.machine) {
+            Some((_, g)) => g.push(t.clone()),
+            None => groups.push((t.machine.clone(), vec![t.clone()])),
+        }
+    }
+    if let [(name, _)] = groups.as_mut_slice() {
+        *name = None;
+    }
+    groups
+}
+
+/// The classes of machine side by side, as a markdown table: the workers
+/// that ran each, trials run, and per objective the baseline's value and
+/// the best found, each against its own class's baseline.
+pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)]) -> String {
+    let cell = |s: String| s.replace('|', "\\|");
+    let names: Vec<String> = groups
+        .iter()
+        .map(|(m, _)| cell(m.clone().unwrap_or_else(|| "this server".into())))
+        .collect();
+    let mut rows = vec![
+        format!("| | {} |", names.join(" | ")),
+        format!("|---|{}", "---|".repeat(groups.len())),
+    ];
+    let row = |label: &str, f: &dyn Fn(&[TrialView]) -> String| {
+        let cells: Vec<String> = groups.iter().map(|(_, list)| cell(f(list))).collect();
+        format!("| {label} | {} |", cells.join(" | "))
+    };
+    rows.push(row("Workers", &|list| {
+        let names: BTreeSet<&str> = list.iter().filter_map(|t| t.worker.as_deref()).collect();
+        names.into_iter().collect::<Vec<_>>().join(", ")
+    }));
+    rows.push(row("Trials done / failed", &|list| {
+        let n = |s: TrialState| list.iter().filter(|t| t.state == s).count();
+        format!("{} / {}", n(TrialState::Done), n(TrialState::Failed))
+    }));
+    for (metric, goal) in objectives_of(def) {
+        let base = |list: &[TrialView]| {
+            list.iter()
+                .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
+                .and_then(|t| Some((t.id, *metrics(t).get(&metric)?)))
+        };
+        rows.push(row(&format!("Baseline {}", metric.label()), &|list| match base(list) {
+            Some((id, v)) => format!("{} (trial {id})", findings::value_text(metric, v)),
+            None => "—".into(),
+        }));
+        rows.push(row(&format!("Best {}", metric.label()), &|list| {
+            let best = list
+                .iter()
+                .filter(|t| t.state == TrialState::Done)
+                .filter_map(|t| Some((t, *metrics(t).get(&metric)?)))
+                .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
+            let Some((t, v)) = best else { return "—".into() };
+            let against = base(list)
+                .filter(|(_, b)| *b != 0.0)
+                .map(|(_, b)| format!(", {:+.1} % on its baseline", (v - b) / b.abs() * 100.0))
+                .unwrap_or_default();
+            let settings: Vec<String> =
+                t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "{} (trial {}{against}): `{}`",
+                findings::value_text(metric, v),
+                t.id,
+                settings.join(" ")
+            )
+        }));
+    }
+    format!(
+        "{}\n\nEach class of machine was searched on its own, from its own baseline: numbers compare down a column, not across.\n",
+        rows.join("\n")
+    )
+}
+
+/// Findings in markdown, one level down (under a machine's heading).
+fn nested(markdown: &str) -> String {
+    markdown
+        .lines()
+        .map(|l| if l.starts_with('#') { format!("#{l}") } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The findings of a study's trials in markdown: as they are, or, where
+/// the trials ran on more than one class of machine, the classes side by
+/// side and then each class's own findings. Returns the findings too.
+pub fn findings_markdown(def: &StudyDef, list: &[TrialView]) -> (Vec<Finding>, String) {
+    let groups = by_machine(list);
+    if groups.len() <= 1 {
+        let found = findings_of(def, list);
+        let text = findings::markdown(&found);
+        return (found, text);
+    }
+    let mut all = Vec::new();
+    let mut text = format!("## Per machine, side by side\n\n{}\n", side_by_side(def, &groups));
+    for (machine, trials) in &groups {
+        let found = findings_of(def, trials);
+        let name = machine.as_deref().unwrap_or("this server");
+        text.push_str(&format!("## On {name}\n\n{}\n\n", nested(&findings::markdown(&found))));
+        all.extend(found);
+    }
+    (all, text)
+}
+
 /// Study `id`'s findings and the write-up of them in markdown: the
-/// findings, then how to run each best configuration outside Tunebook
-/// (command line and systemd unit). `None` when there is no such study.
+/// findings (per class of machine, where it ran on several), then how to
+/// run each best configuration outside Tunebook (command line and systemd
+/// unit). `None` when there is no such study.
 pub async fn write_up(
     db: &crate::db::Db,
     id: i64,
 ) -> Result<Option<(Vec<Finding>, String)>, sqlx::Error> {
     let Some(row) = studies::get(db, id).await? else { return Ok(None) };
     let list = trials::of_study(db, id).await?;
-    let found = findings_of(&row.definition, &list);
-    let mut text = findings::markdown(&found);
+    let (found, mut text) = findings_markdown(&row.definition, &list);
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();
     for f in &found {
@@ -195,6 +308,10 @@ pub async fn write_up(
             continue;
         }
         let Some(r) = crate::recipe::of_trial(db, id, t).await? else { continue };
+        let why = match &t.machine {
+            Some(m) => format!("{why}, on {m}"),
+            None => why,
+        };
         recipes.push_str(&format!(
             "### Trial {trial} ({})
 
@@ -240,6 +357,9 @@ pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> 
 /// turns: each turn reads only the trials it has not yet seen ended.
 #[derive(Default)]
 struct History {
+    /// On workers: the class of machine whose trials these are (each class
+    /// is searched on its own). `None`: all of the study's trials.
+    machine: Option<String>,
     trials: Vec<TrialView>,
     observations: Vec<Observation>,
     baseline: Option<TrialView>,
@@ -256,7 +376,10 @@ impl History {
         id: i64,
     ) -> Result<(), sqlx::Error> {
         let before = self.settled;
-        let fresh = trials::of_study_after(&ctx.db, id, before).await?;
+        let mut fresh = trials::of_study_after(&ctx.db, id, before).await?;
+        if let Some(class) = &self.machine {
+            fresh.retain(|t| t.machine.as_ref() == Some(class));
+        }
         self.trials.retain(|t| t.id <= before);
         self.settled =
             fresh.iter().take_while(|t| t.state.is_final()).last().map_or(before, |t| t.id);
@@ -568,6 +691,9 @@ impl Studies {
             }
         };
         let strategy = strategy::for_study(&study);
+        if !study.def.machines.is_empty() {
+            return self.run_on_workers(id, &study, strategy.as_ref(), control).await;
+        }
         let fit = FitCheck::new(&profile, &study.def.model).await;
         let mut history = History::default();
         loop {
@@ -598,7 +724,8 @@ impl Studies {
                 );
                 return conclude(ctx, id, StudyState::Failed, &reason).await;
             }
-            let Some((config, role, note)) = self.next(&study, &history, strategy.as_ref()).await
+            let Some((config, role, note)) =
+                self.next(&study, &history, &[], strategy.as_ref()).await
             else {
                 let reason = "every configuration the space allows has been tried".to_string();
                 return conclude(ctx, id, StudyState::Done, &reason).await;
@@ -610,6 +737,8 @@ impl Studies {
                 settings: &config,
                 tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
                 study: Some(part),
+                target: None,
+                machine: None,
             };
             let trial_id = trials::insert(&ctx.db, &new).await?;
             if let Some(reason) = fit.will_not_fit(&config) {
@@ -641,14 +770,17 @@ impl Studies {
     }
 
     /// The next trial: an interrupted one again, the baseline, a due
-    /// re-run of the baseline, or the strategy's proposal.
+    /// re-run of the baseline, or the strategy's proposal, which is none
+    /// of the configurations `running` (or run but not yet observed).
     async fn next(
         &self,
         study: &Study,
         h: &History,
+        running: &[Settings],
         strategy: &dyn strategy::Strategy,
     ) -> Option<(Settings, &'static str, String)> {
-        if let Some(last) = h.trials.last().filter(|t| interrupted(t)) {
+        let on_workers = h.machine.is_some();
+        if let Some(last) = h.trials.last().filter(|t| interrupted(t) && !on_workers) {
             let role = match last.role.as_deref() {
                 Some("baseline") => "baseline",
                 Some("rerun") => "rerun",
@@ -663,7 +795,8 @@ impl Studies {
         if h.baseline.is_none() {
             return Some((study.baseline.clone(), "baseline", "the baseline".into()));
         }
-        if let Some(every) = study.def.budget.rerun_baseline_every.filter(|e| *e > 0) {
+        let rerun_every = study.def.budget.rerun_baseline_every.filter(|e| *e > 0 && !on_workers);
+        if let Some(every) = rerun_every {
             let since = h
                 .trials
                 .iter()
@@ -678,8 +811,170 @@ impl Studies {
                 ));
             }
         }
-        let p = strategy.propose(study, &h.observations).await?;
+        let p = if running.is_empty() {
+            strategy.propose(study, &h.observations).await?
+        } else {
+            // Configurations running count as tried, not yet measured.
+            let mut seen = h.observations.clone();
+            seen.extend(running.iter().map(|config| tunebook_study::Observation {
+                config: config.clone(),
+                values: None,
+                feasible: false,
+            }));
+            strategy.propose(study, &seen).await?
+        };
         Some((p.config, "search", p.note))
+    }
+
+    /// A study on workers: each class of machine among its machines
+    /// searched on its own (its own baseline, history and budget), with as
+    /// many trials queued for a class as it has workers up, any of which
+    /// may take each. Waits for trials to end, for workers to come up, or
+    /// for a request; ends when every class's search has.
+    async fn run_on_workers(
+        &self,
+        id: i64,
+        study: &Study,
+        strategy: &dyn strategy::Strategy,
+        control: &Control,
+    ) -> Result<(), sqlx::Error> {
+        let ctx = &self.ctx;
+        let mut feed = ctx.events.subscribe();
+        let mut histories: BTreeMap<String, History> = BTreeMap::new();
+        // Classes whose search has ended, and why.
+        let mut ended: BTreeMap<String, String> = BTreeMap::new();
+        let mut said_waiting = false;
+        loop {
+            let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
+            if row.state.is_final() {
+                // Stopped: what no worker took is withdrawn, what runs is stopped.
+                let withdrawn = queue::unqueue(
+                    &ctx.db,
+                    id,
+                    "withdrawn: the study was stopped before a worker took it",
+                )
+                .await?;
+                let why = "the study was stopped while this trial ran";
+                for trial in withdrawn.into_iter().chain(queue::interrupt(&ctx.db, id, why).await?)
+                {
+                    runner::publish(ctx, trial).await?;
+                }
+                return Ok(());
+            }
+            let paused = row.state == StudyState::Paused;
+            let classes = if paused {
+                // Trials already running finish; nothing new starts.
+                let why = "withdrawn: the study was paused before a worker took it";
+                for trial in queue::unqueue(&ctx.db, id, why).await? {
+                    runner::publish(ctx, trial).await?;
+                }
+                BTreeMap::new()
+            } else {
+                machine_classes(&ctx.db, &study.def).await?
+            };
+            for class in classes.keys() {
+                histories.entry(class.clone()).or_insert_with(|| History {
+                    machine: Some(class.clone()),
+                    ..History::default()
+                });
+            }
+            let mut in_flight = 0;
+            for (class, h) in histories.iter_mut() {
+                h.refresh(ctx, study, id).await?;
+                let mut running: Vec<Settings> = h
+                    .trials
+                    .iter()
+                    .filter(|t| !t.state.is_final())
+                    .map(|t| t.settings.clone())
+                    .collect();
+                in_flight += running.len();
+                // What the strategy has not seen yet: running, or ended
+                // after a trial still running (observed in order).
+                let mut unseen: Vec<Settings> = h
+                    .trials
+                    .iter()
+                    .filter(|t| t.id > h.settled && t.state.is_final())
+                    .map(|t| t.settings.clone())
+                    .chain(running.iter().cloned())
+                    .collect();
+                if ended.contains_key(class) {
+                    continue;
+                }
+                let mut end = stop_reason(study, h, row.created_ms).or_else(|| {
+                    let failed = h
+                        .trials
+                        .iter()
+                        .find(|t| t.role.as_deref() == Some("baseline") && t.state.is_final());
+                    match (&h.baseline, failed) {
+                        (None, Some(t)) => Some(format!(
+                            "the baseline (trial {}) did not run: {}",
+                            t.id,
+                            t.error.clone().unwrap_or_else(|| t.state.as_str().into())
+                        )),
+                        _ => None,
+                    }
+                });
+                let workers = classes.get(class).map_or(&[][..], Vec::as_slice);
+                while end.is_none() && running.len() < workers.len() {
+                    // Everything is compared with the class's baseline: it runs first, alone.
+                    let budget = study.def.budget.max_trials as usize;
+                    if (h.baseline.is_none() && !running.is_empty())
+                        || h.spent() + running.len() >= budget
+                    {
+                        break;
+                    }
+                    let Some((config, role, note)) = self.next(study, h, &unseen, strategy).await
+                    else {
+                        if running.is_empty() {
+                            end =
+                                Some("every configuration the space allows has been tried".into());
+                        }
+                        break;
+                    };
+                    let target = queue::target_of(workers);
+                    let new = NewTrial {
+                        profile: &study.def.profile,
+                        model: &study.def.model,
+                        settings: &config,
+                        tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
+                        study: Some(StudyPart { study_id: id, role, note: &note }),
+                        target: Some(&target),
+                        machine: Some(class),
+                    };
+                    let trial_id = trials::insert(&ctx.db, &new).await?;
+                    runner::publish(ctx, trial_id).await?;
+                    unseen.push(config.clone());
+                    running.push(config);
+                    in_flight += 1;
+                }
+                if let Some(reason) = end.filter(|_| running.is_empty()) {
+                    record(ctx, id, "machine_done", &format!("on {class}: {reason}")).await?;
+                    ended.insert(class.clone(), reason);
+                }
+            }
+            if in_flight == 0 && !histories.is_empty() && histories.len() == ended.len() {
+                let reason: Vec<String> =
+                    ended.iter().map(|(c, r)| format!("on {c}: {r}")).collect();
+                return conclude(ctx, id, StudyState::Done, &reason.join("; ")).await;
+            }
+            if histories.is_empty() && !paused && !said_waiting {
+                said_waiting = true;
+                let message = format!(
+                    "waiting for a worker ({}) with profile `{}` and model `{}`",
+                    study.def.machines.join(", "),
+                    study.def.profile,
+                    study.def.model
+                );
+                record(ctx, id, "waiting", &message).await?;
+            }
+            tokio::select! {
+                _ = control.stop.cancelled() => {}
+                _ = control.wake.notified() => {}
+                _ = trial_of_study_ended(&mut feed, id) => {}
+                // Workers come and go without a word to the study.
+                _ = tokio::time::sleep(WORKERS_LOOKED_AT_EVERY) => {}
+            }
+        }
     }
 
     /// Compares a re-run baseline with the first on the first objective and
@@ -718,6 +1013,62 @@ impl Studies {
         );
         tracing::warn!(study = id, "{message}");
         record(&self.ctx, id, "drift", &message).await
+    }
+}
+
+/// A worker counts as up while it was heard from this recently: an idle
+/// worker asks for work every second, a busy one reports as often.
+pub(crate) const WORKER_UP_MS: i64 = 60_000;
+
+/// How often a study on workers looks again at which are up.
+const WORKERS_LOOKED_AT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The workers a study may use now, by class of machine: those it names
+/// (all, for `any`), up, not revoked, with its profile and model.
+async fn machine_classes(
+    db: &crate::db::Db,
+    def: &StudyDef,
+) -> Result<BTreeMap<String, Vec<String>>, sqlx::Error> {
+    let now = crate::db::now_ms();
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for w in queue::workers(db).await? {
+        let named = def.machines.iter().any(|m| m == "any" || *m == w.name);
+        let up = w.last_seen_ms.is_some_and(|t| now - t < WORKER_UP_MS);
+        let has = w.profiles.as_ref().and_then(|p| p.as_array()).is_some_and(|list| {
+            list.iter().any(|p| {
+                p["name"] == def.profile.as_str()
+                    && p["models"].as_array().is_some_and(|m| m.iter().any(|m| m == &def.model))
+            })
+        });
+        if named && up && has && !w.revoked {
+            let class = w.machine_class.clone().unwrap_or_else(|| w.name.clone());
+            out.entry(class).or_default().push(w.name);
+        }
+    }
+    Ok(out)
+}
+
+/// Waits until a trial of study `id` ends (or the feed lags, which may
+/// have hidden one).
+async fn trial_of_study_ended(
+    feed: &mut tokio::sync::broadcast::Receiver<Arc<crate::hub::Update>>,
+    id: i64,
+) {
+    loop {
+        match feed.recv().await {
+            Ok(u) => {
+                if let Payload::Trial(t) = &u.payload
+                    && t.study_id == Some(id)
+                    && t.state.is_final()
+                {
+                    return;
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                std::future::pending::<()>().await
+            }
+        }
     }
 }
 
@@ -795,12 +1146,12 @@ mod tests {
         let gib = 1u64 << 30;
         let fit = FitCheck { info: Some((info, 64 * gib)), gpu_free: Some(200 << 20) };
         // On the host alone it fits; every layer on a GPU with 200 MiB free
-        // does not (the overhead margin alone is 256 MiB).
+        // does not (the CUDA runtime and the overhead margin alone take 1 GiB).
         assert_eq!(fit.will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "0")])), None);
         let why = fit
             .will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "99")]))
             .expect("too big for the GPU");
-        assert!(why.starts_with("predicted not to fit on the GPU: needs 0.2"), "{why}");
+        assert!(why.starts_with("predicted not to fit on the GPU: needs 1.02 GiB"), "{why}");
         assert!(why.ends_with("with 0.20 GiB free"), "{why}");
         // With a GPU and no layer count the engine decides: not judged.
         assert_eq!(fit.will_not_fit(&config(&[("ctx_size", "4096")])), None);

@@ -2,9 +2,11 @@
 //! server queues for workers. It registers its hardware and profiles, takes
 //! one trial at a time, runs it exactly as the server would (the same
 //! runner, into a scratch SQLite database of its own), renews its lease
-//! while the trial runs (reporting each phase), and sends back everything
-//! it measured. If the server says the lease is lost, the trial is stopped.
+//! while the trial runs (reporting each phase and the engine's new output,
+//! which the server's log page follows), and sends back everything it
+//! measured. If the server says the lease is lost, the trial is stopped.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use engine_bridge::Profile;
@@ -18,8 +20,8 @@ use crate::db::trials::{self, NewTrial};
 use crate::routes::workers::Claimed;
 use crate::runner::{self, RunnerContext};
 
-/// How long to wait before asking again when there is nothing to run, or
-/// the server did not answer.
+/// How long to wait before asking again when the server did not answer,
+/// or answered at once that there is nothing to run.
 const IDLE: Duration = Duration::from_secs(1);
 
 /// A worker's connection to its server.
@@ -68,12 +70,23 @@ fn profiles(list: &[Profile]) -> serde_json::Value {
     )
 }
 
+/// How often a worker reports on the trial it runs (at most; a third of the
+/// lease when that is shorter): the engine's output reaches the server's
+/// watchers this often.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// Output sent with one report, at most: a trial's log is kept whole on the
+/// worker, the server's copy follows it.
+const LOG_CHUNK: u64 = 256 * 1024;
+
 /// Runs trials for the server at `server` until `stop`: `settings` are this
-/// machine's (profiles, data folder, bandwidth).
+/// machine's (profiles, data folder, bandwidth); `class` names the class of
+/// machine it stands for, when given.
 pub async fn work(
     settings: Settings,
     server: &str,
     token: &str,
+    class: Option<&str>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut settings = settings;
@@ -82,7 +95,11 @@ pub async fn work(
     let conn = Connection::new(server, token);
     let registered = conn
         .post("/api/worker/register")
-        .json(&json!({ "hardware": hardware(ctx.bandwidth).await, "profiles": profiles(&ctx.profiles) }))
+        .json(&json!({
+            "hardware": hardware(ctx.bandwidth).await,
+            "class": class,
+            "profiles": profiles(&ctx.profiles),
+        }))
         .send()
         .await?;
     if !registered.status().is_success() {
@@ -95,22 +112,27 @@ pub async fn work(
     tracing::info!(name = %me["name"], server, "worker registered; waiting for trials");
     let names: Vec<String> = ctx.profiles.iter().map(|p| p.name.clone()).collect();
     while !stop.is_cancelled() {
-        let claimed =
-            match conn.post("/api/worker/claim").json(&json!({ "profiles": names })).send().await {
-                Ok(r) if r.status().is_success() => {
-                    r.json::<Option<Claimed>>().await.ok().flatten()
-                }
-                Ok(r) => {
-                    tracing::warn!(status = %r.status(), "the server refused to hand out a trial");
-                    None
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the server did not answer");
-                    None
-                }
-            };
+        let asked = std::time::Instant::now();
+        let ask = conn.post("/api/worker/claim").json(&json!({ "profiles": names })).send();
+        let answer = tokio::select! {
+            _ = stop.cancelled() => break,
+            answer = ask => answer,
+        };
+        let claimed = match answer {
+            Ok(r) if r.status().is_success() => r.json::<Option<Claimed>>().await.ok().flatten(),
+            Ok(r) => {
+                tracing::warn!(status = %r.status(), "the server refused to hand out a trial");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the server did not answer");
+                None
+            }
+        };
         match claimed {
             Some(c) => run_one(&ctx, &conn, c, &stop).await?,
+            // The server waited for work before answering: ask again.
+            None if asked.elapsed() >= IDLE => {}
             None => {
                 tokio::select! {
                     _ = stop.cancelled() => {}
@@ -138,17 +160,25 @@ async fn run_one(
             settings: &c.trial.settings,
             tokens_requested: c.trial.tokens_requested.map(|n| n as u32),
             study: None,
+            target: None,
+            machine: None,
         },
     )
     .await?;
     tracing::info!(trial = remote, "running");
-    // Renew the lease at a third of its length, reporting the phase.
+    let log = Arc::new(tokio::sync::Mutex::new(LogReader {
+        path: ctx.logs_dir.join(format!("trial-{local}.log")),
+        offset: 0,
+    }));
+    // Renew the lease well within its length, reporting the phase and
+    // what the engine wrote since the last report.
     let lost = CancellationToken::new();
     let beat = {
         let (db, lost) = (ctx.db.clone(), lost.clone());
         let path = format!("/api/worker/trials/{remote}/heartbeat");
         let request = conn.post(&path);
-        let every = Duration::from_millis((c.lease_ms / 3).max(100) as u64);
+        let every = Duration::from_millis((c.lease_ms / 3).max(100) as u64).min(REPORT_EVERY);
+        let log = log.clone();
         tokio::spawn(async move {
             loop {
                 let state = trials::get(&db, local).await.ok().flatten().map(|t| t.state);
@@ -158,13 +188,15 @@ async fn run_one(
                     Some(s) => s,
                 };
                 let Some(r) = request.try_clone() else { return };
-                match r.json(&json!({ "state": state })).send().await {
+                let (output, read) = log.lock().await.fresh().await;
+                match r.json(&json!({ "state": state, "log": output })).send().await {
                     Ok(r) if r.status() == reqwest::StatusCode::CONFLICT => {
                         tracing::warn!(trial = remote, "the lease was lost: stopping the trial");
                         lost.cancel();
                         return;
                     }
-                    Ok(_) => {}
+                    Ok(r) if r.status().is_success() => log.lock().await.advance(read),
+                    Ok(r) => tracing::warn!(trial = remote, status = %r.status(), "report refused"),
                     Err(e) => {
                         tracing::warn!(trial = remote, error = %e, "could not renew the lease")
                     }
@@ -183,7 +215,9 @@ async fn run_one(
     if !ran {
         return Ok(());
     }
-    let result = queue::result_of(&ctx.db, local).await?;
+    let mut result = queue::result_of(&ctx.db, local).await?;
+    // The engine's last words, which no report carried yet.
+    result.log = log.lock().await.rest().await;
     // The result matters more than anything else this worker does: keep
     // trying while the server is away, as long as the lease may still hold.
     for attempt in 0..10 {
@@ -205,4 +239,43 @@ async fn run_one(
         tokio::time::sleep(IDLE).await;
     }
     Ok(())
+}
+
+/// What an engine wrote to its log file and the server has not yet been sent.
+struct LogReader {
+    path: std::path::PathBuf,
+    /// Bytes the server has.
+    offset: u64,
+}
+
+impl LogReader {
+    /// Whole lines written since the server's copy ends (at most
+    /// [`LOG_CHUNK`] bytes), and how many bytes they take.
+    async fn fresh(&self) -> (String, u64) {
+        let bytes = self.read(LOG_CHUNK).await;
+        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        (String::from_utf8_lossy(&bytes[..whole]).into_owned(), whole as u64)
+    }
+
+    fn advance(&mut self, n: u64) {
+        self.offset += n;
+    }
+
+    /// Everything not yet sent, unfinished last line included.
+    async fn rest(&mut self) -> String {
+        let bytes = self.read(u64::MAX).await;
+        self.offset += bytes.len() as u64;
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    async fn read(&self, limit: u64) -> Vec<u8> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let mut out = Vec::new();
+        if let Ok(mut file) = tokio::fs::File::open(&self.path).await
+            && file.seek(std::io::SeekFrom::Start(self.offset)).await.is_ok()
+        {
+            let _ = file.take(limit).read_to_end(&mut out).await;
+        }
+        out
+    }
 }

@@ -479,7 +479,9 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
                 "const nav = performance.getEntriesByType('navigation')[0];
                  const res = performance.getEntriesByType('resource')
                    .map(r => `  ${r.name.replace(location.origin, '')} ${Math.round(r.startTime)}–${Math.round(r.responseEnd)} ms`);
-                 return [`  page ${Math.round(nav.responseEnd)} ms, DOM ready ${Math.round(nav.domContentLoadedEventEnd)} ms`, ...res].join('\\n');",
+                 const marks = performance.getEntriesByType('mark')
+                   .map(m => `  ${m.name} ${Math.round(m.startTime)} ms`);
+                 return [`  page ${Math.round(nav.responseEnd)} ms, DOM ready ${Math.round(nav.domContentLoadedEventEnd)} ms`, ...res, ...marks].join('\\n');",
                 vec![],
             )
             .await
@@ -802,6 +804,149 @@ async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
     assert!(error.contains("revoked"), "{error}");
 
     reader.close().await.unwrap();
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_is_added_seen_up_and_revoked_from_its_page() {
+    let server = TestServer::start().await;
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    client.goto(&server.url("/workers")).await.unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css("main.workers[data-hydrated='true']"))
+        .await
+        .unwrap();
+    let none = text_when(&client, "#no-workers", "the empty list", |t| !t.is_empty()).await;
+    assert_eq!(none, "No workers yet.");
+    fill(&client, "#worker-name", "gpu-1").await;
+    client.find(Locator::Css("#add-worker")).await.unwrap().click().await.unwrap();
+    let shown = text_when(&client, "#worker-token pre", "the token", |t| !t.is_empty()).await;
+    // The command to run on the worker, with its token and this server.
+    let token = shown
+        .strip_prefix("TUNEBOOK_WORKER_TOKEN=")
+        .and_then(|rest| rest.split_once(' '))
+        .map(|(token, _)| token.to_string())
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert_eq!(token.len(), 64, "{shown}");
+    assert!(shown.ends_with(&format!("tunebook worker --server {}", server.url(""))), "{shown}");
+    let state =
+        text_when(&client, "#workers tr[data-worker='gpu-1'] td:nth-child(2)", "its row", |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert_eq!(state, "never connected");
+
+    // The worker registers with its token: up, with its class of machine.
+    let registered = http()
+        .post(server.url("/api/worker/register"))
+        .bearer_auth(&token)
+        .json(&json!({
+            "hardware": { "cpu": "Test CPU", "threads": 8, "ram_bytes": 17179869184u64,
+                          "gpus": [], "bandwidth_bytes_per_s": 2.5e10 },
+            "profiles": [{ "name": "demo", "engine": "llama-server", "models": ["tiny-llama"] }]
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert!(registered.status().is_success());
+    // A name taken already is refused in words; the list is read again.
+    fill(&client, "#worker-name", "gpu-1").await;
+    client.find(Locator::Css("#add-worker")).await.unwrap().click().await.unwrap();
+    let error = text_when(&client, "#worker-error", "the refusal", |t| !t.is_empty()).await;
+    assert!(error.contains("there is a worker named `gpu-1` already"), "{error}");
+    let row = "#workers tr[data-worker='gpu-1']";
+    let class =
+        text_when(&client, &format!("{row} td:nth-child(3)"), "its class", |t| !t.is_empty()).await;
+    assert_eq!(class, "Test CPU (8 threads), 16 GiB");
+    let state = text_when(&client, &format!("{row} td:nth-child(2)"), "up", |t| t == "up").await;
+    assert_eq!(state, "up");
+    let hardware = client.find(Locator::Css(&format!("{row} td:nth-child(4)"))).await.unwrap();
+    assert!(hardware.text().await.unwrap().contains("25.0 GB/s"));
+    screenshot(&client, "workers").await;
+
+    client
+        .find(Locator::Css(&format!("{row} button.revoke")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let state =
+        text_when(&client, &format!("{row} td:nth-child(2)"), "revoked", |t| t == "revoked").await;
+    assert_eq!(state, "revoked");
+    let refused = http()
+        .post(server.url("/api/worker/claim"))
+        .bearer_auth(&token)
+        .json(&json!({ "profiles": ["demo"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_study_on_two_machines_plots_one_at_a_time() {
+    let data = tempfile::tempdir().unwrap();
+    let settings = TestServer::settings(data.path().to_path_buf());
+    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
+    let id = common::synthetic::two_machine_study(&db).await.unwrap();
+    db.pool.close().await;
+    let server = TestServer::start_with(settings, data).await;
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    client.goto(&server.url(&format!("/studies/{id}"))).await.unwrap();
+    let drawn = |want: &'static str| {
+        let client = client.clone();
+        move || {
+            let client = client.clone();
+            async move {
+                let v = client
+                    .execute(
+                        "const d = document.getElementById('pareto-plot'); return d && d.dataset.drawn;",
+                        vec![],
+                    )
+                    .await
+                    .ok()?;
+                (v == json!(want)).then_some(())
+            }
+        }
+    };
+    // The first class's three trials, never the seven together.
+    eventually(Duration::from_secs(60), "box-a's points", drawn("3")).await;
+    let select = client.find(Locator::Css("#pareto-machine")).await.unwrap();
+    assert_eq!(select.prop("value").await.unwrap().as_deref(), Some("box-a"));
+    client
+        .find(Locator::Css("#pareto-machine option[value='box-b']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "box-b's points", drawn("4")).await;
+    // The best so far is each class's own, and the budget is per class.
+    let best_a = text_when(&client, "dl.best[data-machine='box-a']", "box-a's best", |t| {
+        t.contains("trial")
+    })
+    .await;
+    assert!(best_a.contains("12.0 — trial 3"), "{best_a}");
+    let best_b = client.find(Locator::Css("dl.best[data-machine='box-b']")).await.unwrap();
+    assert!(best_b.text().await.unwrap().contains("130.0 — trial 7"));
+    let progress = client.find(Locator::Css("#progress")).await.unwrap().text().await.unwrap();
+    assert_eq!(progress, "7 trials on 2 classes of machine, at most 30 each");
+    // Each trial says where it ran; the findings put the machines side by side.
+    let machine =
+        text_when(&client, "#study-trials .machine", "a trial's machine", |t| !t.is_empty()).await;
+    assert!(machine.starts_with("on box-"), "{machine}");
+    let findings =
+        text_when(&client, "#findings", "the findings", |t| t.contains("side by side")).await;
+    assert!(findings.contains("On box-a") && findings.contains("On box-b"), "{findings}");
+    screenshot(&client, "two-machines").await;
     client.close().await.unwrap();
     server.stop().await;
 }

@@ -50,6 +50,8 @@ async fn exercise(db: &Db) {
         settings: &settings,
         tokens_requested: Some(32),
         study: None,
+        target: None,
+        machine: None,
     };
     let done = trials::insert(db, &new).await.unwrap();
     let failed = trials::insert(db, &new).await.unwrap();
@@ -142,6 +144,8 @@ async fn exercise_studies(db: &Db) {
         settings: &settings,
         tokens_requested: None,
         study: part("baseline"),
+        target: None,
+        machine: None,
     };
     let a = trials::insert(db, &new).await.unwrap();
     let b = trials::insert(db, &NewTrial { study: part("search"), ..new }).await.unwrap();
@@ -166,7 +170,15 @@ async fn exercise_studies(db: &Db) {
     exact.decode_tps = Some(1.0 / 3.0);
     exact.peak_rss_bytes = Some(i64::MAX / 3);
     exact.settings.insert("quote".into(), "a \"b\" \\ c".into());
-    trials::import(db, &[exact]).await.unwrap();
+    exact.machine = Some("box-a".into());
+    exact.state = TrialState::Done;
+    let exact_id = trials::import(db, &[exact]).await.unwrap()[0];
+    // Plots of one class of machine take only its trials.
+    let on_a = trials::points(db, id, &[Metric::DecodeTps], Some("box-a")).await.unwrap();
+    assert_eq!(on_a.iter().map(|p| p.0).collect::<Vec<_>>(), vec![exact_id]);
+    assert!(trials::points(db, id, &[Metric::DecodeTps], Some("box-b")).await.unwrap().is_empty());
+    let read = trials::get(db, exact_id).await.unwrap().unwrap();
+    assert_eq!((read.machine.as_deref(), read.worker), (Some("box-a"), None));
     let history = trials::history(db, id).await.unwrap();
     assert_eq!(history.len(), 3);
     assert_eq!(history, trials::history_rows(db, id).await.unwrap());
@@ -217,13 +229,14 @@ async fn exercise_pages(db: &Db) {
     assert_eq!(page(filtered("search")).await.1, n as u64, "the role");
 
     let fastest = made.iter().filter_map(|t| t.decode_tps).fold(f64::MIN, f64::max);
-    let best = trials::best(db, id, Metric::DecodeTps, Goal::Max).await.unwrap().unwrap();
+    let best = trials::best(db, id, Metric::DecodeTps, Goal::Max, None).await.unwrap().unwrap();
     assert_eq!(best.1, fastest);
-    let best = trials::best(db, id, Metric::PeakRssBytes, Goal::Min).await.unwrap().unwrap();
+    let best = trials::best(db, id, Metric::PeakRssBytes, Goal::Min, None).await.unwrap().unwrap();
     assert_eq!(best.1, rss[0] as f64);
     assert_eq!(trials::counted(db, id).await.unwrap(), n as u64);
-    assert!(trials::in_flight(db, id).await.unwrap().is_none());
-    let points = trials::points(db, id, &[Metric::DecodeTps, Metric::PeakRssBytes]).await.unwrap();
+    assert!(trials::in_flight(db, id, 10).await.unwrap().is_empty());
+    let points =
+        trials::points(db, id, &[Metric::DecodeTps, Metric::PeakRssBytes], None).await.unwrap();
     assert_eq!(points.len(), n);
     let first = &made[0];
     assert_eq!(points[0].1, first.settings);
@@ -366,6 +379,7 @@ async fn exercise_reports(db: &Db) {
             body: CellBody::Markdown { text: text.into() },
             origin: Some("summary".into()),
             edited: false,
+            machine: None,
         }],
         dismissed: vec![],
     };

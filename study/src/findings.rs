@@ -437,8 +437,11 @@ fn judged(tests: &[Test]) -> Vec<Finding> {
                 let (hi, lo) = (best.max(worst), best.min(worst));
                 let spread_pct = if hi == lo {
                     0.0
+                } else if lo <= 0.0 {
+                    // No ratio to zero: the gap as a share of the larger.
+                    (hi - lo) / hi.abs() * 100.0
                 } else {
-                    (hi / lo.abs().max(f64::MIN_POSITIVE) - 1.0) * 100.0
+                    (hi / lo - 1.0) * 100.0
                 };
                 Some(Finding::NoEffect {
                     setting: t.setting.clone(),

@@ -234,6 +234,34 @@ pub struct StudyDef {
     /// The probes each trial runs; speed alone when absent.
     #[serde(default)]
     pub probes: Option<ProbePlan>,
+    /// Where the trials run: left out, on this server's own engine; else
+    /// on workers (`tunebook worker`), by name, or `any` for every worker
+    /// that has the profile. Workers of one class of machine share the
+    /// work, a trial each at a time; each class is searched on its own,
+    /// with its own baseline and budget, since speeds on different
+    /// hardware do not compare.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<String>,
+}
+
+/// Why a study's list of machines is wrong, if it is.
+fn machines_error(machines: &[String]) -> Option<String> {
+    let bad = machines.iter().find(|m| {
+        m.is_empty() || !m.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    });
+    if let Some(m) = bad {
+        return Some(format!(
+            "machine `{m}`: a worker's name is letters, digits, `-`, `_` and `.`"
+        ));
+    }
+    if machines.len() > 1 && machines.iter().any(|m| m == "any") {
+        return Some("machines: `any` already means every worker; name no other".into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    machines
+        .iter()
+        .find(|m| !seen.insert(m.as_str()))
+        .map(|m| format!("machine `{m}` is named twice"))
 }
 
 /// A checked objective or bound.
@@ -297,6 +325,7 @@ impl StudyDef {
         if self.name.trim().is_empty() {
             errors.push("the study needs a name".to_string());
         }
+        errors.extend(machines_error(&self.machines));
         if !models.iter().any(|m| m == &self.model) {
             errors.push(format!(
                 "model `{}` is not in profile `{}` (it has {})",

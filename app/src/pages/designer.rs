@@ -310,6 +310,11 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     <label>"Stop after this many trials without gain" {text_input(form, "patience", |f| &f.patience, |f, v| f.patience = v)}</label>
                     <label>"Smallest gain that counts" {text_input(form, "min-gain", |f| &f.min_gain, |f, v| f.min_gain = v)}</label>
                     <label>"Re-run the baseline every N trials" {text_input(form, "rerun-every", |f| &f.rerun_every, |f, v| f.rerun_every = v)}</label>
+                    <label>
+                        "Run on workers (blank: this server's engine; names separated by commas, or any)"
+                        {text_input(form, "machines", |f| &f.machines, |f, v| f.machines = v)}
+                    </label>
+                    <p class="muted">"Workers of one class of machine share the trials, one each at a time; each class is searched on its own, from its own baseline."</p>
                 </section>
 
                 <section class="panel">

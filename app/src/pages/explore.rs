@@ -21,14 +21,16 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
     // stays quick, and what is not looked at costs nothing.
     let open = RwSignal::new(false);
     let view_: RwSignal<Option<ParetoView>> = RwSignal::new(None);
+    // The class of machine shown, in a study run on several ("": the first).
+    let machine = RwSignal::new(String::new());
     #[cfg(feature = "hydrate")]
     super::keep_fetched(
         move || {
             finished.track();
-            (open.get(), metric.get())
+            (open.get(), metric.get(), machine.get())
         },
-        move |(open, m)| async move {
-            if open { study_pareto(id, m, true).await.map(Some) } else { Ok(None) }
+        move |(open, m, on)| async move {
+            if open { study_pareto(id, m, true, on).await.map(Some) } else { Ok(None) }
         },
         view_,
         false,
@@ -122,6 +124,20 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
         <div class="plot-axes">
             <label>"metric " <select id="explore-metric" on:change=move |ev| metric.set(event_target_value(&ev))>{metric_options}</select></label>
             <label>"setting " <select id="explore-setting" on:change=move |ev| setting.set(event_target_value(&ev))>{setting_options}</select></label>
+            {move || view_.with(|v| {
+                let v = v.as_ref().filter(|v| v.machines.len() > 1)?;
+                let shown = v.machine.clone().unwrap_or_default();
+                let options = v.machines.iter().map(|m| {
+                    let selected = *m == shown;
+                    view! { <option value=m.clone() selected=selected>{m.clone()}</option> }
+                }).collect_view();
+                Some(view! {
+                    <label title="speeds compare only within one class of machine">
+                        "machine "
+                        <select id="explore-machine" on:change=move |ev| machine.set(event_target_value(&ev))>{options}</select>
+                    </label>
+                })
+            })}
         </div>
         <Show when=move || open.get() && !has_points()>
             <p class="muted" id="explore-empty">"No finished trial with this metric yet."</p>

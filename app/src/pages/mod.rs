@@ -9,6 +9,7 @@ pub mod report;
 pub mod studies;
 pub mod study;
 pub mod trial;
+pub mod workers;
 
 use leptos::prelude::*;
 

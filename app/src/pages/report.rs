@@ -151,7 +151,7 @@ fn new_cell(kind: &str, cells: &[Cell], view: &ReportView) -> Cell {
         "table" => CellBody::Table { metric: metric(), limit: 10 },
         _ => CellBody::Markdown { text: "New text: *edit me*.".into() },
     };
-    Cell { id: new_cell_id(cells), body, origin: None, edited: true }
+    Cell { id: new_cell_id(cells), body, origin: None, edited: true, machine: None }
 }
 
 fn kind_of(body: &CellBody) -> &'static str {

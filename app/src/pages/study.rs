@@ -10,10 +10,10 @@ use leptos::prelude::*;
 
 use super::{error_text, fmt_metric};
 use crate::design::differences;
-use crate::plot::{Point, pareto_figure, pareto3_figure};
+use crate::plot::figure_url;
 use crate::types::{
-    FindingsView, ObjectiveView, ParetoView, StudyProgress, StudyUpdate, StudyView, TrialPage,
-    TrialQuery, TrialState, TrialView,
+    BestView, FindingsView, ObjectiveView, ParetoFigure, ParetoView, StudyProgress, StudyUpdate,
+    StudyView, TrialPage, TrialQuery, TrialState, TrialView,
 };
 
 #[server]
@@ -39,10 +39,13 @@ pub async fn study_pareto(
     id: i64,
     metrics: String,
     settings: bool,
+    machine: String,
 ) -> Result<ParetoView, ServerFnError> {
     let metrics =
         metrics.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
-    let mut view = super::backend()?.pareto(id, metrics).await.map_err(ServerFnError::new)?;
+    let machine = Some(machine).filter(|m| !m.is_empty());
+    let mut view =
+        super::backend()?.pareto(id, metrics, machine).await.map_err(ServerFnError::new)?;
     if !settings {
         // Not needed by the Pareto plot: a lighter answer for large studies.
         view.settings.clear();
@@ -138,15 +141,12 @@ fn overlaid(t: &TrialView, live: &BTreeMap<i64, TrialView>) -> TrialView {
     }
 }
 
-/// The trial in flight: the newest the live feed or the server knows of,
-/// unless it has ended.
-fn in_flight(progress: &StudyProgress, live: &BTreeMap<i64, TrialView>) -> Option<TrialView> {
-    let newest = match (progress.in_flight.as_ref(), live.values().next_back()) {
-        (Some(s), Some(l)) if s.id > l.id => s,
-        (_, Some(l)) => l,
-        (s, None) => s?,
-    };
-    (!newest.state.is_final()).then(|| newest.clone())
+/// The trials in flight, oldest first: those the server or the live feed
+/// knows of (the feed's word is the later) that have not ended.
+fn in_flight(progress: &StudyProgress, live: &BTreeMap<i64, TrialView>) -> Vec<TrialView> {
+    let mut all: BTreeMap<i64, &TrialView> = progress.in_flight.iter().map(|t| (t.id, t)).collect();
+    all.extend(live.iter().map(|(id, t)| (*id, t)));
+    all.into_values().filter(|t| !t.state.is_final()).cloned().collect()
 }
 
 #[component]
@@ -181,7 +181,10 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
             <span class="muted">{format!(" {} · {} · study {id}", study.summary.profile, study.summary.model)}</span>
         </header>
         <section class="panel controls">
-            <span id="progress">{move || format!("{} of at most {max_trials} trials", progress.with(|p| p.counted))}</span>
+            <span id="progress">{move || progress.with(|p| match p.best_by_machine.len() {
+                0 | 1 => format!("{} of at most {max_trials} trials", p.counted),
+                n => format!("{} trials on {n} classes of machine, at most {max_trials} each", p.counted),
+            })}</span>
             <button type="button" id="pause" disabled=move || state.get() != "running" on:click=move |_| act("pause")>"Pause"</button>
             <button type="button" id="resume" disabled=move || state.get() != "paused" on:click=move |_| act("resume")>"Resume"</button>
             <button type="button" id="stop" disabled=move || !matches!(state.get().as_str(), "running" | "paused") on:click=move |_| act("stop")>"Stop"</button>
@@ -191,22 +194,38 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
         <div class="study-grid">
             <section class="panel">
                 <h2>"Now"</h2>
-                {move || match now.get() {
-                    Some(t) => view! { <InFlight t /> }.into_any(),
-                    None => view! { <p class="muted" id="in-flight">"No trial running."</p> }.into_any(),
+                {move || {
+                    let running = now.get();
+                    if running.is_empty() {
+                        view! { <p class="muted" id="in-flight">"No trial running."</p> }.into_any()
+                    } else {
+                        running.into_iter().map(|t| view! { <InFlight t /> }).collect_view().into_any()
+                    }
                 }}
                 <h2>"Best so far"</h2>
-                <dl class="facts" id="best">
-                    {move || objectives.get_value().into_iter().zip(progress.get().best).map(|(o, found)| {
-                        view! {
-                            <dt>{format!("{} ({})", o.label, if o.goal == "max" { "higher is better" } else { "lower is better" })}</dt>
-                            <dd>{match found {
-                                Some(b) => view! { <a href=format!("/trials/{}", b.trial_id)>{format!("{} — trial {}", fmt_metric(&o.metric, Some(b.value)), b.trial_id)}</a> }.into_any(),
-                                None => view! { <span class="muted">"nothing done yet"</span> }.into_any(),
-                            }}</dd>
-                        }
-                    }).collect_view()}
-                </dl>
+                {move || {
+                    let p = progress.get();
+                    // Each class of machine on its own: speeds compare only within one.
+                    let groups: Vec<(Option<String>, Vec<Option<BestView>>)> = if p.best_by_machine.is_empty() {
+                        vec![(None, p.best)]
+                    } else {
+                        p.best_by_machine.into_iter().map(|m| (Some(m.machine), m.best)).collect()
+                    };
+                    groups.into_iter().map(|(machine, best)| view! {
+                        {machine.clone().map(|m| view! { <h3 class="machine">{format!("On {m}")}</h3> })}
+                        <dl class="facts best" data-machine=machine.unwrap_or_default()>
+                            {objectives.get_value().into_iter().zip(best).map(|(o, found)| {
+                                view! {
+                                    <dt>{format!("{} ({})", o.label, if o.goal == "max" { "higher is better" } else { "lower is better" })}</dt>
+                                    <dd>{match found {
+                                        Some(b) => view! { <a href=format!("/trials/{}", b.trial_id)>{format!("{} — trial {}", fmt_metric(&o.metric, Some(b.value)), b.trial_id)}</a> }.into_any(),
+                                        None => view! { <span class="muted">"nothing done yet"</span> }.into_any(),
+                                    }}</dd>
+                                }
+                            }).collect_view()}
+                        </dl>
+                    }).collect_view()
+                }}
             </section>
             <section class="panel">
                 <h2>"Pareto front"</h2>
@@ -266,8 +285,9 @@ fn InFlight(t: TrialView) -> impl IntoView {
     let settings = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
     let loading = t.state == TrialState::Loading;
     view! {
-        <div id="in-flight" data-trial-id=t.id data-state=t.state.as_str()>
+        <div class="in-flight" data-trial-id=t.id data-state=t.state.as_str()>
             <p><a href=format!("/trials/{}", t.id)>{format!("trial {}", t.id)}</a>" — "<strong>{phase}</strong>
+                {t.worker.clone().map(|w| format!(" on {w}"))}
                 " · "<a class="muted" href=format!("/trials/{}", t.id)>"the engine's output, live"</a></p>
             <p class="settings">{settings}</p>
             <Show when=move || loading>
@@ -297,72 +317,41 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
     let y = RwSignal::new(names.get(1).cloned().unwrap_or_else(|| x.get_untracked()));
     // A third objective, for the three-dimensional view ("": none).
     let z = RwSignal::new(names.get(2).cloned().unwrap_or_default());
-    // Fetched in the browser only (the plot is drawn there), outside any
-    // suspense, so a refresh never blanks the page; read again whenever
-    // another trial finishes.
-    let pareto: RwSignal<Option<ParetoView>> = RwSignal::new(None);
-    #[cfg(feature = "hydrate")]
-    Effect::new(|_| crate::plot::preload());
-    #[cfg(feature = "hydrate")]
-    super::keep_fetched(
-        move || {
-            finished.track();
-            format!("{},{},{}", x.get(), y.get(), z.get())
-        },
-        move |chosen| async move { study_pareto(id, chosen, false).await.map(Some) },
-        pareto,
-        false,
-    );
-    let labels = StoredValue::new(objectives.clone());
-    let label = move |m: &str| {
-        labels.with_value(|o| {
-            o.iter().find(|o| o.metric == m).map_or(m.to_string(), |o| o.label.clone())
-        })
-    };
-    let figure = Memo::new(move |_| {
-        pareto.with(|p| {
-            let p = p.as_ref()?;
-            if p.metrics.len() >= 3 {
-                let points: Vec<(i64, [f64; 3], bool, String)> = p
-                    .points
-                    .iter()
-                    .filter(|pt| pt.values.len() >= 3)
-                    .map(|pt| {
-                        let v = [pt.values[0], pt.values[1], pt.values[2]];
-                        (pt.trial_id, v, pt.on_front, pt.differs.clone())
-                    })
-                    .collect();
-                let titles = [label(&p.metrics[0]), label(&p.metrics[1]), label(&p.metrics[2])];
-                let figure = pareto3_figure(&points, [&titles[0], &titles[1], &titles[2]]);
-                return Some((points.len(), figure));
-            }
-            let points: Vec<Point> = p
-                .points
-                .iter()
-                .filter(|pt| pt.values.len() >= 2)
-                .map(|pt| Point {
-                    trial_id: pt.trial_id,
-                    x: pt.values[0],
-                    y: pt.values[1],
-                    on_front: pt.on_front,
-                    hover: if pt.differs.is_empty() {
-                        "the baseline".into()
-                    } else {
-                        pt.differs.clone()
-                    },
-                })
-                .collect();
-            let figure = pareto_figure(&points, &label(&p.metrics[0]), &label(&p.metrics[1]));
-            Some((points.len(), figure))
-        })
+    // The class of machine shown, in a study run on several ("": the first).
+    let machine = RwSignal::new(String::new());
+    // The figure is built on the server and drawn in the browser straight
+    // from its answer: on the objectives, from an address the page's head
+    // preloads and the browser starts drawing before the app has started;
+    // on other axes or machines, from an address naming them.
+    let objectives_chosen = [x.get_untracked(), y.get_untracked(), z.get_untracked()];
+    let src = Memo::new(move |_| {
+        let chosen = [x.get(), y.get(), z.get()];
+        let on = machine.get();
+        if chosen == objectives_chosen && on.is_empty() {
+            figure_url(id, None, "")
+        } else {
+            figure_url(id, Some(&chosen), &on)
+        }
     });
+    let shown: RwSignal<Option<ParetoFigure>> = RwSignal::new(None);
     #[cfg(feature = "hydrate")]
     {
         let click = crate::plot::open_trial_on_click();
-        Effect::new(move |_| {
-            if let Some((_, fig)) = figure.get() {
-                crate::plot::draw("pareto-plot", &fig, Some(&click));
-            }
+        let latest = StoredValue::new(0u64);
+        // Drawn again on other axes, and whenever another trial finishes.
+        Effect::new(move |ran: Option<()>| {
+            let url = src.get();
+            finished.track();
+            latest.update_value(|n| *n += 1);
+            let mine = latest.get_value();
+            let drawn = crate::plot::draw_from("pareto-plot", &url, Some(&click), ran.is_some());
+            leptos::task::spawn_local(async move {
+                if let Some(answer) = drawn.await
+                    && latest.get_value() == mine
+                {
+                    shown.set(Some(answer));
+                }
+            });
         });
     }
     // Any metric can be the third axis, the objectives first.
@@ -396,17 +385,29 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
                 <option value="" selected=move || z.get_untracked().is_empty()>"(none: two dimensions)"</option>
                 {z_options}
             </select></label>
+            {move || shown.with(|p| {
+                let p = p.as_ref().filter(|p| p.machines.len() > 1)?;
+                let shown = p.machine.clone().unwrap_or_default();
+                let options = p.machines.iter().map(|m| {
+                    let selected = *m == shown;
+                    view! { <option value=m.clone() selected=selected>{m.clone()}</option> }
+                }).collect_view();
+                Some(view! {
+                    <label title="speeds compare only within one class of machine">
+                        "machine "
+                        <select id="pareto-machine" on:change=move |ev| machine.set(event_target_value(&ev))>{options}</select>
+                    </label>
+                })
+            })}
         </div>
-        <Show
-            when=move || figure.with(|f| f.as_ref().is_some_and(|(n, _)| *n > 0))
-            fallback=|| view! { <p class="muted" id="pareto-empty">"No finished trial to plot yet."</p> }
-        >
-            <span></span>
+        <Show when=move || shown.with(|f| f.as_ref().is_some_and(|f| f.points == 0))>
+            <p class="muted" id="pareto-empty">"No finished trial to plot yet."</p>
         </Show>
         <div
             id="pareto-plot"
             class="plot"
-            data-points=move || pareto.with(|p| p.as_ref().map_or(-1, |p| p.points.len() as i64))
+            data-figure-src=move || src.get()
+            data-points=move || shown.with(|p| p.as_ref().map_or(-1, |p| p.points as i64))
             data-finished=move || finished.get()
         ></div>
     }
@@ -572,7 +573,14 @@ fn TrialsTable(
                                             on:change=move |_| picked.update(|p| super::toggle_pick(p, t.id)) />
                                     </td>
                                     <td><a href=format!("/trials/{}", t.id)>{t.id}</a></td>
-                                    <td>{t.role.clone().unwrap_or_default()}</td>
+                                    <td>
+                                        {t.role.clone().unwrap_or_default()}
+                                        {t.machine.clone().map(|m| view! {
+                                            <span class="muted machine">
+                                                {format!(" on {m}{}", t.worker.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())}
+                                            </span>
+                                        })}
+                                    </td>
                                     <td><span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span></td>
                                     <td class="settings">{if diff.is_empty() { "(the baseline)".to_string() } else { diff }}</td>
                                     {metrics.get_value().into_iter().map(|(m, _)| view! { <td class="num">{fmt_metric(&m, t.metric(&m))}</td> }).collect_view()}

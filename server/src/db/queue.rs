@@ -30,6 +30,8 @@ pub struct Worker {
     pub name: String,
     pub hardware: Option<Value>,
     pub profiles: Option<Value>,
+    /// The class of machine it stands for (see [`class_of`]).
+    pub machine_class: Option<String>,
     pub created_ms: i64,
     pub last_seen_ms: Option<i64>,
     pub revoked: bool,
@@ -76,20 +78,55 @@ pub async fn revoke_worker(db: &Db, name: &str) -> Result<bool, sqlx::Error> {
     Ok(done.rows_affected() > 0)
 }
 
-/// Records what a worker runs on and what it can run.
+/// A machine's class from its hardware as a worker registers it: CPU,
+/// GPUs and memory, e.g. `AMD EPYC 7763 (64 threads), 2× NVIDIA H100, 503 GiB`.
+/// Machines of one class are taken to measure alike.
+pub fn class_of(hardware: &Value) -> String {
+    let cpu = hardware["cpu"].as_str().filter(|c| !c.is_empty()).unwrap_or("unknown CPU");
+    let mut parts = vec![match hardware["threads"].as_u64() {
+        Some(n) => format!("{cpu} ({n} threads)"),
+        None => cpu.to_string(),
+    }];
+    let gpus: Vec<String> = hardware["gpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        // "NVIDIA H100 80GB HBM3, 79.6 GiB, driver 550.54": the driver is not the machine.
+        .map(|g| g.split(", driver").next().unwrap_or(g).to_string())
+        .collect();
+    let mut counted: BTreeMap<String, usize> = BTreeMap::new();
+    for g in gpus {
+        *counted.entry(g).or_default() += 1;
+    }
+    parts.extend(counted.into_iter().map(|(g, n)| format!("{n}× {g}")));
+    if let Some(ram) = hardware["ram_bytes"].as_u64() {
+        parts.push(format!("{} GiB", (ram as f64 / (1u64 << 30) as f64).round()));
+    }
+    parts.join(", ")
+}
+
+/// Records what a worker runs on, its class of machine (given, or
+/// [`class_of`] its hardware) and what it can run.
 pub async fn register(
     db: &Db,
     id: i64,
     hardware: &Value,
+    class: Option<&str>,
     profiles: &Value,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE workers SET hardware = $1, profiles = $2, last_seen_ms = $3 WHERE id = $4")
-        .bind(hardware.to_string())
-        .bind(profiles.to_string())
-        .bind(now_ms())
-        .bind(id)
-        .execute(&db.pool)
-        .await?;
+    let class = class.map_or_else(|| class_of(hardware), str::to_string);
+    sqlx::query(
+        "UPDATE workers SET hardware = $1, profiles = $2, last_seen_ms = $3, machine_class = $4 \
+         WHERE id = $5",
+    )
+    .bind(hardware.to_string())
+    .bind(profiles.to_string())
+    .bind(now_ms())
+    .bind(class)
+    .bind(id)
+    .execute(&db.pool)
+    .await?;
     Ok(())
 }
 
@@ -99,6 +136,7 @@ struct WorkerRow {
     name: String,
     hardware: Option<String>,
     profiles: Option<String>,
+    machine_class: Option<String>,
     created_ms: i64,
     last_seen_ms: Option<i64>,
     revoked_ms: Option<i64>,
@@ -106,7 +144,8 @@ struct WorkerRow {
 
 pub async fn workers(db: &Db) -> Result<Vec<Worker>, sqlx::Error> {
     let rows: Vec<WorkerRow> = sqlx::query_as(
-        "SELECT id, name, hardware, profiles, created_ms, last_seen_ms, revoked_ms FROM workers \
+        "SELECT id, name, hardware, profiles, machine_class, created_ms, last_seen_ms, revoked_ms \
+         FROM workers \
          ORDER BY id",
     )
     .fetch_all(&db.pool)
@@ -119,6 +158,7 @@ pub async fn workers(db: &Db) -> Result<Vec<Worker>, sqlx::Error> {
             name: r.name,
             hardware: json(r.hardware),
             profiles: json(r.profiles),
+            machine_class: r.machine_class,
             created_ms: r.created_ms,
             last_seen_ms: r.last_seen_ms,
             revoked: r.revoked_ms.is_some(),
@@ -126,18 +166,15 @@ pub async fn workers(db: &Db) -> Result<Vec<Worker>, sqlx::Error> {
         .collect())
 }
 
-/// Puts a stored trial in the workers' queue: `any` worker, or the one named.
-pub async fn target(db: &Db, trial: i64, target: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE trials SET target = $1 WHERE id = $2")
-        .bind(target)
-        .bind(trial)
-        .execute(&db.pool)
-        .await?;
-    Ok(())
+/// A queue target naming a set of workers: any one of them may take the trial.
+pub fn target_of(names: &[String]) -> String {
+    serde_json::to_string(names).expect("names serialize")
 }
 
 /// The oldest queued trial worker `id` (named `name`) may run, of the
-/// `profiles` it has, now leased to it for `lease_ms`.
+/// `profiles` it has, now leased to it for `lease_ms`: one queued for any
+/// worker, for this one, or for a set of workers it is in. The trial
+/// records the worker's class of machine.
 pub async fn claim(
     db: &Db,
     id: i64,
@@ -146,18 +183,24 @@ pub async fn claim(
     lease_ms: i64,
 ) -> Result<Option<i64>, sqlx::Error> {
     let list = serde_json::to_string(profiles).expect("names serialize");
-    let (profiles_in, lock) = match db.kind {
+    let (profiles_in, in_set, lock) = match db.kind {
         Kind::Postgres => (
             "SELECT value FROM json_array_elements_text(CAST($4 AS json))",
+            "SELECT value FROM json_array_elements_text(CAST(q.target AS json))",
             " FOR UPDATE SKIP LOCKED",
         ),
-        Kind::Sqlite => ("SELECT value FROM json_each($4)", ""),
+        Kind::Sqlite => {
+            ("SELECT value FROM json_each($4)", "SELECT value FROM json_each(q.target)", "")
+        }
     };
+    // A set of names is a JSON list; names never start with `[`.
     let sql = format!(
         "UPDATE trials SET state = 'launching', worker_id = $1, lease_expires_ms = $2, \
-         attempts = attempts + 1 WHERE id = (SELECT id FROM trials WHERE state = 'queued' \
-         AND (target = 'any' OR target = $3) AND profile IN ({profiles_in}) \
-         ORDER BY id LIMIT 1{lock}) RETURNING id"
+         attempts = attempts + 1, \
+         machine = COALESCE((SELECT machine_class FROM workers WHERE id = $1), machine) \
+         WHERE id = (SELECT q.id FROM trials q WHERE q.state = 'queued' \
+         AND CASE WHEN q.target LIKE '[%' THEN $3 IN ({in_set}) ELSE q.target IN ('any', $3) END \
+         AND q.profile IN ({profiles_in}) ORDER BY q.id LIMIT 1{lock}) RETURNING id"
     );
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind(id)
@@ -196,18 +239,21 @@ pub async fn heartbeat(
     Ok(done.rows_affected() == 1)
 }
 
-/// Trials whose lease ran out: back in the queue, or failed after
-/// [`MAX_ATTEMPTS`]. Returns their ids.
+/// Trials whose lease ran out: back in the queue, or failed (as a crash,
+/// which a study counts and does not try again) after [`MAX_ATTEMPTS`].
+/// Returns their ids.
 pub async fn expire(db: &Db) -> Result<Vec<i64>, sqlx::Error> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let failed = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
-        "UPDATE trials SET state = 'failed', finished_ms = $1, failure_kind = 'interrupted', \
+        "UPDATE trials SET state = 'failed', finished_ms = $1, failure_kind = 'crashed', \
          error = $2, lease_expires_ms = NULL WHERE target IS NOT NULL AND state IN {IN_FLIGHT} \
          AND lease_expires_ms < $3 AND attempts >= $4 RETURNING id"
     )))
     .bind(now)
-    .bind(format!("its worker stopped answering {MAX_ATTEMPTS} times"))
+    .bind(format!(
+        "its worker stopped answering {MAX_ATTEMPTS} times: the machine may go down running it"
+    ))
     .bind(now)
     .bind(MAX_ATTEMPTS)
     .fetch_all(&mut *tx)
@@ -283,6 +329,9 @@ const SAMPLE: &[(&str, Col)] = &[
 pub struct TrialResult {
     pub columns: BTreeMap<String, Value>,
     pub samples: Vec<BTreeMap<String, Value>>,
+    /// The end of the engine's output the worker had not yet sent.
+    #[serde(default)]
+    pub log: String,
 }
 
 fn read(
@@ -324,6 +373,7 @@ pub async fn result_of(db: &Db, id: i64) -> Result<TrialResult, sqlx::Error> {
     Ok(TrialResult {
         columns: read(&row, RESULT)?,
         samples: samples.iter().map(|r| read(r, SAMPLE)).collect::<Result<_, _>>()?,
+        log: String::new(),
     })
 }
 
@@ -385,4 +435,35 @@ pub async fn finish(
     }
     tx.commit().await?;
     Ok(true)
+}
+
+/// Takes study `study`'s trials no worker has taken yet out of the queue:
+/// they end as interrupted (`why`), never run, so the study proposes them
+/// again when it goes on. Returns their ids.
+pub async fn unqueue(db: &Db, study: i64, why: &str) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE trials SET state = 'failed', finished_ms = $1, failure_kind = 'interrupted', \
+         error = $2 WHERE study_id = $3 AND state = 'queued' AND target IS NOT NULL RETURNING id",
+    )
+    .bind(now_ms())
+    .bind(why)
+    .bind(study)
+    .fetch_all(&db.pool)
+    .await
+}
+
+/// Marks study `study`'s trials running on workers as interrupted (`why`):
+/// each worker hears it at its next report and stops its engine. Returns
+/// their ids.
+pub async fn interrupt(db: &Db, study: i64, why: &str) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "UPDATE trials SET state = 'failed', finished_ms = $1, failure_kind = 'interrupted', \
+         error = $2, lease_expires_ms = NULL WHERE study_id = $3 AND target IS NOT NULL \
+         AND state IN {IN_FLIGHT} RETURNING id"
+    )))
+    .bind(now_ms())
+    .bind(why)
+    .bind(study)
+    .fetch_all(&db.pool)
+    .await
 }

@@ -16,6 +16,11 @@ pub struct NewTrial<'a> {
     pub tokens_requested: Option<u32>,
     /// In a study: the study, the trial's role and why it runs.
     pub study: Option<StudyPart<'a>>,
+    /// Queued for workers rather than this server's runner: `any`, a
+    /// worker's name, or a JSON list of names (see `db::queue`).
+    pub target: Option<&'a str>,
+    /// The class of machine it is queued for.
+    pub machine: Option<&'a str>,
 }
 
 /// What a study's trial carries.
@@ -70,6 +75,8 @@ struct Row {
     role: Option<String>,
     note: Option<String>,
     drift_pct: Option<f64>,
+    machine: Option<String>,
+    worker: Option<String>,
 }
 
 /// `SELECT` of every [`Row`] column, followed by the rest of the query.
@@ -81,7 +88,8 @@ macro_rules! select_trials {
             "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
             "quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, ",
             "started_ms, expected_load_ms, load_state, ",
-            "failure_kind, error, study_id, role, note, drift_pct FROM trials ",
+            "failure_kind, error, study_id, role, note, drift_pct, machine, ",
+            "(SELECT name FROM workers WHERE workers.id = trials.worker_id) AS worker FROM trials ",
             $rest
         )
     };
@@ -127,6 +135,8 @@ impl Row {
             role: self.role,
             note: self.note,
             drift_pct: self.drift_pct,
+            machine: self.machine,
+            worker: self.worker,
         }
     }
 }
@@ -136,7 +146,8 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     let settings = serde_json::to_string(t.settings).expect("a string map serializes");
     sqlx::query_scalar(
         "INSERT INTO trials (profile, model, settings, state, created_ms, tokens_requested, \
-         study_id, role, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+         study_id, role, note, target, machine) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+         $11) RETURNING id",
     )
     .bind(t.profile)
     .bind(t.model)
@@ -147,6 +158,8 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     .bind(t.study.as_ref().map(|s| s.study_id))
     .bind(t.study.as_ref().map(|s| s.role))
     .bind(t.study.as_ref().map(|s| s.note))
+    .bind(t.target)
+    .bind(t.machine)
     .fetch_one(&db.pool)
     .await
 }
@@ -474,9 +487,9 @@ pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Er
              ttft_ms, prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, \
              tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, \
              quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, \
-             failure_kind, error, study_id, role, note, drift_pct) VALUES ($1, $2, $3, $4, $5, $6, \
-             $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, \
-             $25, $26, $27, $28, $29) RETURNING id",
+             failure_kind, error, study_id, role, note, drift_pct, machine) VALUES ($1, $2, $3, $4, \
+             $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+             $23, $24, $25, $26, $27, $28, $29, $30) RETURNING id",
         )
         .bind(&t.profile)
         .bind(&t.model)
@@ -507,6 +520,7 @@ pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Er
         .bind(&t.role)
         .bind(&t.note)
         .bind(t.drift_pct)
+        .bind(&t.machine)
         .fetch_one(&mut *tx)
         .await?;
         ids.push(id);
@@ -689,39 +703,56 @@ pub async fn counted(db: &Db, study_id: i64) -> Result<u64, sqlx::Error> {
     Ok(n as u64)
 }
 
-/// The newest trial of a study that has not reached a final state.
-pub async fn in_flight(db: &Db, study_id: i64) -> Result<Option<TrialView>, sqlx::Error> {
-    let row: Option<Row> = sqlx::query_as(select_trials!(
-        "WHERE study_id = $1 AND state NOT IN ($2, $3, $4) ORDER BY id DESC LIMIT 1"
+/// A study's trials that have not reached a final state (one, or one per
+/// worker of a study on workers), oldest first; at most `limit`.
+pub async fn in_flight(db: &Db, study_id: i64, limit: i64) -> Result<Vec<TrialView>, sqlx::Error> {
+    let rows: Vec<Row> = sqlx::query_as(select_trials!(
+        "WHERE study_id = $1 AND state NOT IN ($2, $3, $4) ORDER BY id LIMIT $5"
     ))
     .bind(study_id)
     .bind(TrialState::Done.as_str())
     .bind(TrialState::Failed.as_str())
     .bind(TrialState::Pruned.as_str())
-    .fetch_optional(&db.pool)
+    .bind(limit)
+    .fetch_all(&db.pool)
     .await?;
-    Ok(row.map(Row::into_view))
+    Ok(rows.into_iter().map(Row::into_view).collect())
 }
 
-/// The done trial with the best value of a metric: its id and the value.
+/// The done trial with the best value of a metric (of one class of
+/// machine, where given): its id and the value.
 pub async fn best(
     db: &Db,
     study_id: i64,
     metric: Metric,
     goal: Goal,
+    machine: Option<&str>,
 ) -> Result<Option<(i64, f64)>, sqlx::Error> {
     let column = metric.name();
     let direction = if goal == Goal::Max { "DESC" } else { "ASC" };
+    let on = if machine.is_some() { " AND machine = $3" } else { "" };
     let sql = format!(
         "SELECT id, CAST({column} AS DOUBLE PRECISION) FROM trials \
-         WHERE study_id = $1 AND state = $2 AND {column} IS NOT NULL \
+         WHERE study_id = $1 AND state = $2 AND {column} IS NOT NULL{on} \
          ORDER BY {column} {direction}, id LIMIT 1"
     );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(study_id)
-        .bind(TrialState::Done.as_str())
-        .fetch_optional(&db.pool)
-        .await
+    let mut query =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(study_id).bind(TrialState::Done.as_str());
+    if let Some(m) = machine {
+        query = query.bind(m);
+    }
+    query.fetch_optional(&db.pool).await
+}
+
+/// The classes of machine a study's trials ran on (or are queued for).
+pub async fn machines(db: &Db, study_id: i64) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT machine FROM trials WHERE study_id = $1 AND machine IS NOT NULL \
+         ORDER BY machine",
+    )
+    .bind(study_id)
+    .fetch_all(&db.pool)
+    .await
 }
 
 /// The done trials that measured every one of `metrics`, oldest first:
@@ -730,6 +761,7 @@ pub async fn points(
     db: &Db,
     study_id: i64,
     metrics: &[Metric],
+    machine: Option<&str>,
 ) -> Result<Vec<(i64, BTreeMap<String, String>, Vec<f64>)>, sqlx::Error> {
     use sqlx::Row as _;
     let values: Vec<String> =
@@ -737,15 +769,17 @@ pub async fn points(
     let measured: String =
         metrics.iter().map(|m| format!(" AND {} IS NOT NULL", m.name())).collect();
     let sql = format!(
-        "SELECT id, settings{}{} FROM trials WHERE study_id = $1 AND state = $2{measured} ORDER BY id",
+        "SELECT id, settings{}{} FROM trials WHERE study_id = $1 AND state = $2{measured}{} ORDER BY id",
         if values.is_empty() { "" } else { ", " },
-        values.join(", ")
+        values.join(", "),
+        if machine.is_some() { " AND machine = $3" } else { "" }
     );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(study_id)
-        .bind(TrialState::Done.as_str())
-        .fetch_all(&db.pool)
-        .await?;
+    let mut query =
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(study_id).bind(TrialState::Done.as_str());
+    if let Some(m) = machine {
+        query = query.bind(m);
+    }
+    let rows = query.fetch_all(&db.pool).await?;
     rows.iter()
         .map(|row| {
             let settings: String = row.try_get(1)?;

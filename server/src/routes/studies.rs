@@ -8,8 +8,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use tunebook_app::backend::Backend;
-use tunebook_app::types::{CheckView, ParetoView, TrialView};
-use tunebook_study::StudyDef;
+use tunebook_app::types::{CheckView, ParetoFigure, ParetoView, TrialView};
+use tunebook_study::{Metric, StudyDef};
 
 use crate::AppState;
 use crate::db::studies::{self, Event, StudyRow};
@@ -88,6 +88,8 @@ pub async fn control(
 pub struct ParetoQuery {
     /// Comma-separated metrics; the study's objectives when absent.
     metrics: Option<String>,
+    /// One class of machine, in a study run on several.
+    machine: Option<String>,
 }
 
 /// The done trials of a study on chosen metrics, the front marked.
@@ -96,12 +98,32 @@ pub async fn pareto(
     Path(id): Path<i64>,
     Query(q): Query<ParetoQuery>,
 ) -> Result<Json<ParetoView>> {
+    pareto_view(&state, id, q).await.map(Json)
+}
+
+/// The study page's Pareto plot: the figure of [`pareto`]'s answer, built
+/// here, with what the page shows around it.
+pub async fn pareto_figure(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Query(q): Query<ParetoQuery>,
+) -> Result<Json<ParetoFigure>> {
+    let view = pareto_view(&state, id, q).await?;
+    let label = |name: &str| Metric::parse(name).map_or(name.to_string(), |m| m.label().into());
+    let (points, figure) = tunebook_app::plot::pareto_plot(&view, &label);
+    Ok(Json(ParetoFigure { figure, points, machines: view.machines, machine: view.machine }))
+}
+
+async fn pareto_view(state: &AppState, id: i64, q: ParetoQuery) -> Result<ParetoView> {
     studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     let metrics = q
         .metrics
-        .map(|list| list.split(',').map(|m| m.trim().to_string()).collect())
+        .map(|list| {
+            list.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect()
+        })
         .unwrap_or_default();
-    Backend::pareto(&*state.service, id, metrics).await.map(Json).map_err(Error::BadRequest)
+    let machine = q.machine.filter(|m| !m.is_empty());
+    Backend::pareto(&*state.service, id, metrics, machine).await.map_err(Error::BadRequest)
 }
 
 /// What the study's trials show: each finding with the trials it cites,

@@ -16,10 +16,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tunebook_app::types::{TrialState, TrialView};
 
+use tokio::sync::broadcast::error::RecvError;
+
 use crate::AppState;
 use crate::db::queue::{self, TrialResult, Worker};
 use crate::db::trials;
 use crate::error::{Error, Result};
+use crate::hub::Payload;
 use crate::service::Service;
 
 #[derive(Deserialize)]
@@ -27,12 +30,9 @@ pub struct NewWorker {
     name: String,
 }
 
-/// Adds a worker: its token, shown this once.
-pub async fn create(
-    State(state): State<AppState>,
-    Json(body): Json<NewWorker>,
-) -> Result<(StatusCode, Json<Value>)> {
-    let name = body.name.trim();
+/// Adds a worker named `name`; its token. The name is checked and must be new.
+pub async fn add(service: &Service, name: &str) -> Result<String> {
+    let name = name.trim();
     if name.is_empty()
         || name == "any"
         || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
@@ -41,11 +41,19 @@ pub async fn create(
             "a worker's name is letters, digits, `-`, `_` and `.` (and not `any`): `{name}`"
         )));
     }
-    let db = &state.service.db;
-    if queue::workers(db).await?.iter().any(|w| w.name == name) {
+    if queue::workers(&service.db).await?.iter().any(|w| w.name == name) {
         return Err(Error::Conflict(format!("there is a worker named `{name}` already")));
     }
-    let token = queue::create_worker(db, name).await?;
+    Ok(queue::create_worker(&service.db, name).await?)
+}
+
+/// Adds a worker: its token, shown this once.
+pub async fn create(
+    State(state): State<AppState>,
+    Json(body): Json<NewWorker>,
+) -> Result<(StatusCode, Json<Value>)> {
+    let token = add(&state.service, &body.name).await?;
+    let name = body.name.trim();
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "name": name, "token": token }))))
 }
 
@@ -78,6 +86,9 @@ async fn worker(state: &AppState, headers: &HeaderMap) -> Result<(i64, String)> 
 #[derive(Deserialize)]
 pub struct Registration {
     hardware: Value,
+    /// The class of machine, where the worker was given one (`--class`).
+    #[serde(default)]
+    class: Option<String>,
     profiles: Value,
 }
 
@@ -87,7 +98,8 @@ pub async fn register(
     Json(body): Json<Registration>,
 ) -> Result<Json<Value>> {
     let (id, name) = worker(&state, &headers).await?;
-    queue::register(&state.service.db, id, &body.hardware, &body.profiles).await?;
+    let class = body.class.as_deref().map(str::trim).filter(|c| !c.is_empty());
+    queue::register(&state.service.db, id, &body.hardware, class, &body.profiles).await?;
     tracing::info!(worker = %name, "worker registered");
     Ok(Json(serde_json::json!({ "id": id, "name": name })))
 }
@@ -106,6 +118,13 @@ pub struct Claimed {
     pub lease_ms: i64,
 }
 
+/// How long a worker's request for work waits for a trial to be queued
+/// when there is none, before it is answered with none: idle workers are
+/// told of new work at once, without asking again and again.
+const CLAIM_WAIT: Duration = Duration::from_secs(20);
+
+/// Hands the worker the oldest trial it may run, waiting up to
+/// [`CLAIM_WAIT`] for one; `null` when none came.
 pub async fn claim(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -114,18 +133,73 @@ pub async fn claim(
     let (id, name) = worker(&state, &headers).await?;
     let service = &state.service;
     let lease_ms = service.lease.as_millis() as i64;
-    let Some(trial) = queue::claim(&service.db, id, &name, &body.profiles, lease_ms).await? else {
-        return Ok(Json(None));
+    // Listening before looking: a trial queued in between is not missed.
+    let mut feed = service.events.subscribe();
+    let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
+    let trial = loop {
+        if let Some(trial) = queue::claim(&service.db, id, &name, &body.profiles, lease_ms).await? {
+            break trial;
+        }
+        let queued = async {
+            loop {
+                match feed.recv().await {
+                    Ok(u) => {
+                        if matches!(&u.payload, Payload::Trial(t) if t.state == TrialState::Queued)
+                        {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => return,
+                    Err(RecvError::Closed) => std::future::pending().await,
+                }
+            }
+        };
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return Ok(Json(None)),
+            _ = tokio::time::sleep_until(deadline) => return Ok(Json(None)),
+            _ = queued => {}
+        }
     };
     let view = trials::get(&service.db, trial).await?.ok_or(Error::NotFound)?;
-    service.events.publish(crate::hub::Payload::Trial(view.clone()));
+    service.events.publish(Payload::Trial(view.clone()));
     tracing::info!(worker = %name, trial, "trial taken");
-    Ok(Json(Some(Claimed { trial: view, probes: service.probes.clone(), lease_ms })))
+    // A study's trial runs the study's probes; any other the server's.
+    let probes = match view.study_id {
+        Some(study) => match crate::db::studies::get(&service.db, study).await? {
+            Some(row) => crate::studies::check(&service.profiles, &row.definition)
+                .map(|s| s.probes)
+                .unwrap_or_else(|_| service.probes.clone()),
+            None => service.probes.clone(),
+        },
+        None => service.probes.clone(),
+    };
+    Ok(Json(Some(Claimed { trial: view, probes, lease_ms })))
 }
 
 #[derive(Deserialize)]
 pub struct Beat {
     state: TrialState,
+    /// What the engine wrote since the last report, whole lines.
+    #[serde(default)]
+    log: String,
+}
+
+/// Adds a worker's report of an engine's output to the trial's log here,
+/// which `/api/trials/{id}/log` follows as it does a local engine's.
+async fn append_log(service: &Service, trial: i64, text: &str) {
+    use tokio::io::AsyncWriteExt;
+    if text.is_empty() {
+        return;
+    }
+    let path = service.logs_dir.join(format!("trial-{trial}.log"));
+    let written = async {
+        tokio::fs::create_dir_all(&service.logs_dir).await?;
+        let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await?;
+        file.write_all(text.as_bytes()).await
+    };
+    if let Err(e) = written.await {
+        tracing::warn!(trial, error = %e, "could not keep a worker's engine output");
+    }
 }
 
 /// Renews the lease; 409 when it is no longer this worker's (stop the trial).
@@ -142,10 +216,11 @@ pub async fn heartbeat(
     if !queue::heartbeat(&service.db, trial, id, body.state, lease_ms).await? {
         return Err(Error::Conflict(format!("trial {trial} is no longer this worker's")));
     }
+    append_log(service, trial, &body.log).await;
     if before != Some(body.state)
         && let Some(view) = trials::get(&service.db, trial).await?
     {
-        service.events.publish(crate::hub::Payload::Trial(view));
+        service.events.publish(Payload::Trial(view));
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -164,9 +239,10 @@ pub async fn result(
             "trial {trial} is no longer this worker's, or the result is not final: not stored"
         )));
     }
+    append_log(service, trial, &body.log).await;
     tracing::info!(worker = %name, trial, "trial finished by its worker");
     if let Some(view) = trials::get(&service.db, trial).await? {
-        service.events.publish(crate::hub::Payload::Trial(view));
+        service.events.publish(Payload::Trial(view));
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -187,7 +263,7 @@ pub async fn sweep(service: Arc<Service>, stop: CancellationToken) {
                         "a worker stopped renewing its lease: trial queued again"
                     );
                     if let Ok(Some(view)) = trials::get(&service.db, id).await {
-                        service.events.publish(crate::hub::Payload::Trial(view));
+                        service.events.publish(Payload::Trial(view));
                     }
                 }
             }

@@ -20,9 +20,10 @@ pub async fn queued(db: &Db, n: usize, profile: &str) -> Vec<i64> {
             settings: &settings,
             tokens_requested: None,
             study: None,
+            target: Some("any"),
+            machine: None,
         };
         let id = trials::insert(db, &new).await.unwrap();
-        queue::target(db, id, "any").await.unwrap();
         ids.push(id);
     }
     ids
@@ -33,6 +34,7 @@ pub fn done(decode: f64) -> TrialResult {
         columns: [("state".to_string(), json!("done")), ("decode_tps".to_string(), json!(decode))]
             .into(),
         samples: vec![],
+        log: String::new(),
     }
 }
 

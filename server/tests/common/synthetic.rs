@@ -134,3 +134,40 @@ pub async fn planted_study(db: &Db) -> anyhow::Result<i64> {
     studies::set_state(db, study, studies::StudyState::Done, Some("planted")).await?;
     Ok(study)
 }
+
+/// Stores a finished study that ran on two classes of machine: `box-a`
+/// (three trials, about 10 tok/s) and `box-b` (four, about ten times as
+/// fast), each with its own baseline; returns its id.
+#[allow(dead_code, reason = "the tests use it, the history benchmark does not")]
+pub async fn two_machine_study(db: &Db) -> anyhow::Result<i64> {
+    let def = StudyDef::from_toml(
+        "name = \"two machines\"\nprofile = \"demo\"\nmodel = \"tiny-llama\"\n\
+         machines = [\"any\"]\n[space]\nthreads = [1, 2, 4, 8]\n\
+         [[objectives]]\nmetric = \"decode_tps\"\n[[objectives]]\nmetric = \"peak_rss_bytes\"\n",
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let study = studies::insert(db, &def).await?;
+    let mut batch = Vec::new();
+    for (machine, n, speed) in [("box-a", 3, 10.0), ("box-b", 4, 100.0)] {
+        for i in 0..n {
+            let threads = 1u32 << i;
+            batch.push(TrialView {
+                created_ms: batch.len() as i64,
+                decode_tps: Some(speed * (1.0 + i as f64 / 10.0)),
+                peak_rss_bytes: Some(800_000_000 + i as i64 * 1_000_000),
+                study_id: Some(study),
+                role: Some(if i == 0 { "baseline" } else { "search" }.into()),
+                machine: Some(machine.into()),
+                ..TrialView::new(
+                    "demo",
+                    "tiny-llama",
+                    [("threads".to_string(), threads.to_string())].into(),
+                    TrialState::Done,
+                )
+            });
+        }
+    }
+    trials::import(db, &batch).await?;
+    studies::set_state(db, study, studies::StudyState::Done, Some("made up")).await?;
+    Ok(study)
+}
