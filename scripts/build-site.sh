@@ -3,7 +3,8 @@
 # feature, wasm-bindgen's JS glue, the stylesheet and plotly.js (npm's
 # plotly.js-dist-min, fetched once per machine and checked), into
 # target/site/pkg.
-# Usage: scripts/build-site.sh [--release]
+# Usage: scripts/build-site.sh [--release]   (setup.sh builds --release; a
+# debug bundle builds faster while working on the pages)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -12,7 +12,9 @@ scripts/setup-tools.sh "$@"
 scripts/setup-engine.sh
 echo "==> building tunebook"
 cargo build --quiet -p tunebook
-scripts/build-site.sh
+# The browser bundle optimized (a third the size of a debug one, and it
+# hydrates several times faster): what every page loads.
+scripts/build-site.sh --release
 model=.tools/models/tiny-llama.gguf
 if [[ ! -f "$model" ]]; then
   target/debug/tunebook make-model "$model"

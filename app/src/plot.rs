@@ -1,8 +1,11 @@
 //! Plots: figures built here as Plotly JSON, drawn in the browser by
-//! plotly.js, which the app serves itself (`/pkg/plotly.min.js`, loaded the
-//! first time a page draws a plot).
+//! plotly.js, which the app serves itself (`/pkg/plotly.min.js`, preloaded
+//! by the head of every page that plots and run when the first figure
+//! arrives).
 
 use serde_json::{Value, json};
+
+use crate::types::ParetoView;
 
 /// One trial on a two-metric plot.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +57,65 @@ pub fn pareto_figure(points: &[Point], x_title: &str, y_title: &str) -> Value {
             "uirevision": "keep",
         },
     })
+}
+
+/// A study's Pareto plot: two metrics as [`pareto_figure`], three as
+/// [`pareto3_figure`]; `label` names a metric. Returns the points drawn and
+/// the figure.
+pub fn pareto_plot(view: &ParetoView, label: &dyn Fn(&str) -> String) -> (usize, Value) {
+    let p = view;
+    if p.metrics.len() >= 3 {
+        let points: Vec<(i64, [f64; 3], bool, String)> = p
+            .points
+            .iter()
+            .filter(|pt| pt.values.len() >= 3)
+            .map(|pt| {
+                let v = [pt.values[0], pt.values[1], pt.values[2]];
+                (pt.trial_id, v, pt.on_front, pt.differs.clone())
+            })
+            .collect();
+        let titles = [label(&p.metrics[0]), label(&p.metrics[1]), label(&p.metrics[2])];
+        return (points.len(), pareto3_figure(&points, [&titles[0], &titles[1], &titles[2]]));
+    }
+    let points: Vec<Point> = p
+        .points
+        .iter()
+        .filter(|pt| pt.values.len() >= 2)
+        .map(|pt| Point {
+            trial_id: pt.trial_id,
+            x: pt.values[0],
+            y: pt.values[1],
+            on_front: pt.on_front,
+            hover: if pt.differs.is_empty() { "the baseline".into() } else { pt.differs.clone() },
+        })
+        .collect();
+    let (x, y) = match p.metrics.as_slice() {
+        [x, y, ..] => (label(x), label(y)),
+        _ => Default::default(),
+    };
+    (points.len(), pareto_figure(&points, &x, &y))
+}
+
+/// Where study `id`'s Pareto figure is read from: on its objectives (the
+/// address a study page's head preloads, see [`preload_for`]), or on
+/// chosen `metrics` for one class of `machine` ("": the first).
+pub fn figure_url(id: i64, metrics: Option<&[String]>, machine: &str) -> String {
+    let base = format!("/api/studies/{id}/pareto/figure");
+    let Some(metrics) = metrics else { return base };
+    let metrics: Vec<&str> = metrics.iter().map(String::as_str).filter(|m| !m.is_empty()).collect();
+    let query = serde_urlencoded::to_string([
+        ("metrics", metrics.join(",").as_str()),
+        ("machine", machine),
+    ])
+    .expect("text pairs encode");
+    format!("{base}?{query}")
+}
+
+/// What the page at `path` should start fetching from its head: a study
+/// page's Pareto figure, so that it arrives while the app hydrates.
+pub fn preload_for(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/studies/")?.parse::<i64>().ok()?;
+    Some(figure_url(id, None, ""))
 }
 
 /// The order to show a setting's values in: numerically when every value
@@ -316,10 +378,38 @@ pub fn draw(div: &str, figure: &Value, on_click: Option<&OnClick>) {
     let _ = js::draw(div, &figure.to_string(), on_click.map(|c| &**c));
 }
 
-/// Starts fetching plotly.js, so it is ready by the time the data is.
+/// Draws the [`crate::types::ParetoFigure`] read from `url` into the element
+/// with id `div`, the figure going from the answer straight to plotly.js
+/// (it never passes through the app). The first draw of a page began before
+/// the app started (its element names its address in `data-figure-src`):
+/// unless `fresh`, a draw of the same address as the one under way joins
+/// it. Returns what was drawn, without the figure; `None` if the server
+/// refused or a later draw took over.
 #[cfg(feature = "hydrate")]
-pub fn preload() {
-    js::preload();
+pub fn draw_from(
+    div: &str,
+    url: &str,
+    on_click: Option<&OnClick>,
+    fresh: bool,
+) -> impl std::future::Future<Output = Option<crate::types::ParetoFigure>> + 'static {
+    let drawn = js::draw_from(div, url, on_click.map(|c| &**c), fresh);
+    async move {
+        let meta = wasm_bindgen_futures::JsFuture::from(drawn).await.ok()?.as_string()?;
+        serde_json::from_str(&meta).ok()
+    }
+}
+
+/// Whether the page at `path` draws plots: its head then preloads
+/// plotly.js, so the browser has it by the time the first figure arrives.
+/// It runs only then (4.7 MB of script takes the browser's main thread for
+/// a second on a first visit): the page hydrates first.
+pub fn draws_plots(path: &str) -> bool {
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let under = |prefix: &str| path.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty());
+    (under("/studies/") && path != "/studies/new")
+        || under("/trials/")
+        || under("/reports/")
+        || under("/share/")
 }
 
 #[cfg(feature = "hydrate")]
@@ -331,6 +421,8 @@ mod js {
         function plotly() {
             if (!loading) {
                 loading = new Promise((resolve, reject) => {
+                    if (window.Plotly) return resolve(window.Plotly);
+                    // Fetched already where the page's head preloads it (see draws_plots).
                     const s = document.createElement("script");
                     s.src = "/pkg/plotly.min.js";
                     s.onload = () => resolve(window.Plotly);
@@ -340,13 +432,17 @@ mod js {
             }
             return loading;
         }
-        export function preload() {
-            plotly().catch(() => {});
+        function clicks(gd, onClick) {
+            if (!onClick || !gd || gd.dataset.clicks) return;
+            gd.dataset.clicks = "1";
+            gd.on("plotly_click", (ev) => {
+                const p = ev.points && ev.points[0];
+                if (p && p.customdata != null) onClick(Number(p.customdata));
+            });
         }
-        export function draw(id, figure, onClick) {
-            // onClick: a function, or undefined for a plot without clicks.
-            const fig = JSON.parse(figure);
+        function show(id, fig, onClick) {
             return plotly().then((Plotly) => {
+                performance.mark("tunebook:plotly-ready:" + id);
                 const div = document.getElementById(id);
                 if (!div) return;
                 return Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false })
@@ -354,14 +450,39 @@ mod js {
                         const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
                         gd.dataset.drawn = String(fig.data.reduce((n, t) => n + count(t), 0));
                         performance.mark("tunebook:plot-drawn:" + id);
-                        if (!onClick || gd.dataset.clicks) return;
-                        gd.dataset.clicks = "1";
-                        gd.on("plotly_click", (ev) => {
-                            const p = ev.points && ev.points[0];
-                            if (p && p.customdata != null) onClick(Number(p.customdata));
-                        });
+                        clicks(gd, onClick);
                     });
             });
+        }
+        export function draw(id, figure, onClick) {
+            // onClick: a function, or undefined for a plot without clicks.
+            return show(id, JSON.parse(figure), onClick);
+        }
+        // The draw under way or done for each element: its address and its promise.
+        const drawing = new Map();
+        export function draw_from(id, url, onClick, fresh) {
+            const prior = drawing.get(id);
+            if (!fresh && prior && prior.url === url) {
+                return prior.promise.then((meta) => {
+                    clicks(document.getElementById(id), onClick);
+                    return meta;
+                });
+            }
+            const promise = fetch(url, fresh ? { cache: "no-store" } : {})
+                .then((r) => (r.ok ? r.json() : r.text().then((t) => Promise.reject(new Error(t)))))
+                .then((answer) => {
+                    performance.mark("tunebook:figure-arrived:" + id);
+                    const meta = JSON.stringify({ ...answer, figure: null });
+                    // A later draw of this element took over.
+                    if (drawing.get(id).promise !== promise) return meta;
+                    return show(id, answer.figure, onClick).then(() => meta);
+                });
+            drawing.set(id, { url, promise });
+            return promise;
+        }
+        // Before the app starts: draw what the page names.
+        for (const div of document.querySelectorAll("[data-figure-src]")) {
+            draw_from(div.id, div.dataset.figureSrc, undefined, false).catch(() => {});
         }
     "#)]
     extern "C" {
@@ -370,13 +491,28 @@ mod js {
             figure: &str,
             on_click: Option<&Closure<dyn FnMut(f64)>>,
         ) -> js_sys::Promise;
-        pub fn preload();
+        pub fn draw_from(
+            id: &str,
+            url: &str,
+            on_click: Option<&Closure<dyn FnMut(f64)>>,
+            fresh: bool,
+        ) -> js_sys::Promise;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_that_plot_load_plotly_early() {
+        for path in ["/studies/3", "/trials/12", "/reports/1?v=2", "/share/abc"] {
+            assert!(draws_plots(path), "{path}");
+        }
+        for path in ["/", "/studies", "/studies/", "/studies/new", "/workers", "/compare?a=1"] {
+            assert!(!draws_plots(path), "{path}");
+        }
+    }
 
     #[test]
     fn the_front_is_its_own_trace_in_order() {

@@ -174,6 +174,7 @@ fn router(state: AppState) -> Router {
         .route("/api/studies/{id}", get(routes::studies::get))
         .route("/api/studies/{id}/trials", get(routes::studies::trials))
         .route("/api/studies/{id}/pareto", get(routes::studies::pareto))
+        .route("/api/studies/{id}/pareto/figure", get(routes::studies::pareto_figure))
         .route("/api/studies/{id}/findings", get(routes::studies::findings))
         .route(
             "/api/studies/{id}/reports",
