@@ -71,6 +71,27 @@ impl Driver {
     }
 }
 
+/// Opens `url` and waits (30 s at most) for `css` to be on the page.
+async fn open(client: &Client, url: &str, css: &str) {
+    client.goto(url).await.unwrap();
+    let found = client.wait().at_most(Duration::from_secs(30)).for_element(Locator::Css(css)).await;
+    found.unwrap_or_else(|e| panic!("{css} on {url}: {e}"));
+}
+
+/// Waits (60 s at most) until the plot in `#id` has drawn `points` points.
+async fn drawn(client: &Client, id: &str, points: &str) {
+    let script = format!("const d = document.getElementById('{id}'); return d && d.dataset.drawn;");
+    let what = format!("{points} points on {id}");
+    eventually(Duration::from_secs(60), &what, || {
+        let (client, script) = (client.clone(), script.clone());
+        async move {
+            let v = client.execute(&script, vec![]).await.ok()?;
+            (v == json!(points)).then_some(())
+        }
+    })
+    .await;
+}
+
 async fn fill(client: &Client, css: &str, value: &str) {
     let input = client.find(Locator::Css(css)).await.unwrap();
     input.clear().await.unwrap();
@@ -96,13 +117,7 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     let client = driver.browser().await;
     let long = Duration::from_secs(120);
 
-    client.goto(&server.url("/")).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css("main[data-hydrated='true']"))
-        .await
-        .expect("the page hydrates");
+    open(&client, &server.url("/"), "main[data-hydrated='true']").await;
     client.find(Locator::Css("#no-trials")).await.expect("an empty history at first");
     // Survives only if the page is never reloaded.
     client.execute("window.tunebookMarker = 42;", vec![]).await.unwrap();
@@ -188,13 +203,7 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     let client = driver.browser().await;
     let long = Duration::from_secs(180);
 
-    client.goto(&server.url("/studies/new")).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css("main.designer[data-hydrated='true']"))
-        .await
-        .expect("the designer hydrates");
+    open(&client, &server.url("/studies/new"), "main.designer[data-hydrated='true']").await;
     fill(&client, "#study-name", "ubatch in the browser").await;
     client.find(Locator::Css("#add-vary")).await.unwrap().click().await.unwrap();
     let setting = client.find(Locator::Css("#vary-rows select.setting")).await.unwrap();
@@ -277,18 +286,7 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     );
 
     // The Pareto plot draws both trials; a click on a point opens its trial.
-    let drawn = eventually(Duration::from_secs(60), "the Pareto plot", || {
-        let client = client.clone();
-        async move {
-            let v = client
-                .execute("const d = document.getElementById('pareto-plot'); return d && d.dataset.drawn;", vec![])
-                .await
-                .ok()?;
-            (v == json!("2")).then_some(v)
-        }
-    })
-    .await;
-    assert_eq!(drawn, json!("2"));
+    drawn(&client, "pareto-plot", "2").await;
     // A third axis turns the plot three-dimensional, and back.
     let kinds = |want: &'static str| {
         let client = client.clone();
@@ -362,24 +360,8 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
         .unwrap();
     assert_eq!(best.len(), 1, "one best decode speed marked");
     screenshot(&client, "compare").await;
-    client.goto(study_url.as_str()).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css("main.study[data-hydrated='true'] #study-state"))
-        .await
-        .unwrap();
-    eventually(Duration::from_secs(60), "the Pareto plot again", || {
-        let client = client.clone();
-        async move {
-            let v = client
-                .execute("const d = document.getElementById('pareto-plot'); return d && d.dataset.drawn;", vec![])
-                .await
-                .ok()?;
-            (v == json!("2")).then_some(v)
-        }
-    })
-    .await;
+    open(&client, study_url.as_str(), "main.study[data-hydrated='true'] #study-state").await;
+    drawn(&client, "pareto-plot", "2").await;
     let at = client
         .execute(
             "const gd = document.getElementById('pareto-plot');
@@ -602,21 +584,7 @@ async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
     client.goto(&server.url(&format!("/trials/{trial}"))).await.unwrap();
     // Two depths fit the 1024-token context; the third is skipped. Decode
     // and prefill each get a point per depth.
-    let drawn = eventually(Duration::from_secs(60), "the depth plot", || {
-        let client = client.clone();
-        async move {
-            let v = client
-                .execute(
-                    "const d = document.getElementById('depth-plot'); return d && d.dataset.drawn;",
-                    vec![],
-                )
-                .await
-                .ok()?;
-            (v == json!("4")).then_some(v)
-        }
-    })
-    .await;
-    assert_eq!(drawn, json!("4"));
+    drawn(&client, "depth-plot", "4").await;
     let x = client
         .execute("return document.getElementById('depth-plot')._fullData[0].x;", vec![])
         .await
@@ -659,13 +627,7 @@ async fn two_studies_of_the_same_space_compare_side_by_side() {
 
     let driver = Driver::start().await;
     let client = driver.browser().await;
-    client.goto(&server.url("/studies")).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css("#studies input.pick"))
-        .await
-        .unwrap();
+    open(&client, &server.url("/studies"), "#studies input.pick").await;
     // Hydrated once the link's hint is there and a click takes.
     let link = eventually(Duration::from_secs(30), "the compare link", || {
         let client = client.clone();
@@ -721,13 +683,7 @@ async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
     let wait = Duration::from_secs(60);
 
     // From the study's page: write a report from the findings.
-    client.goto(&server.url(&format!("/studies/{study}"))).await.unwrap();
-    client
-        .wait()
-        .at_most(wait)
-        .for_element(Locator::Css("main[data-hydrated='true']"))
-        .await
-        .unwrap();
+    open(&client, &server.url(&format!("/studies/{study}")), "main[data-hydrated='true']").await;
     client.find(Locator::Css("#write-report")).await.unwrap().click().await.unwrap();
     client
         .wait()
@@ -772,13 +728,7 @@ async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
     assert!(href.starts_with("/share/") && href.len() == "/share/".len() + 64, "{href}");
     let elsewhere = Driver::start().await;
     let reader = elsewhere.browser().await;
-    reader.goto(&server.url(&href)).await.unwrap();
-    reader
-        .wait()
-        .at_most(wait)
-        .for_element(Locator::Css("main.shared[data-hydrated='true']"))
-        .await
-        .expect("the shared page hydrates");
+    open(&reader, &server.url(&href), "main.shared[data-hydrated='true']").await;
     let text =
         text_when(&reader, "#cells", "the shared cells", |t| t.contains("Eight threads.")).await;
     assert!(text.contains("Free win"), "{text}");
@@ -813,13 +763,7 @@ async fn a_worker_is_added_seen_up_and_revoked_from_its_page() {
     let server = TestServer::start().await;
     let driver = Driver::start().await;
     let client = driver.browser().await;
-    client.goto(&server.url("/workers")).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css("main.workers[data-hydrated='true']"))
-        .await
-        .unwrap();
+    open(&client, &server.url("/workers"), "main.workers[data-hydrated='true']").await;
     let none = text_when(&client, "#no-workers", "the empty list", |t| !t.is_empty()).await;
     assert_eq!(none, "No workers yet.");
     fill(&client, "#worker-name", "gpu-1").await;
@@ -901,24 +845,8 @@ async fn a_study_on_two_machines_plots_one_at_a_time() {
     let driver = Driver::start().await;
     let client = driver.browser().await;
     client.goto(&server.url(&format!("/studies/{id}"))).await.unwrap();
-    let drawn = |want: &'static str| {
-        let client = client.clone();
-        move || {
-            let client = client.clone();
-            async move {
-                let v = client
-                    .execute(
-                        "const d = document.getElementById('pareto-plot'); return d && d.dataset.drawn;",
-                        vec![],
-                    )
-                    .await
-                    .ok()?;
-                (v == json!(want)).then_some(())
-            }
-        }
-    };
     // The first class's three trials, never the seven together.
-    eventually(Duration::from_secs(60), "box-a's points", drawn("3")).await;
+    drawn(&client, "pareto-plot", "3").await;
     let select = client.find(Locator::Css("#pareto-machine")).await.unwrap();
     assert_eq!(select.prop("value").await.unwrap().as_deref(), Some("box-a"));
     client
@@ -928,7 +856,7 @@ async fn a_study_on_two_machines_plots_one_at_a_time() {
         .click()
         .await
         .unwrap();
-    eventually(Duration::from_secs(60), "box-b's points", drawn("4")).await;
+    drawn(&client, "pareto-plot", "4").await;
     // The best so far is each class's own, and the budget is per class.
     let best_a = text_when(&client, "dl.best[data-machine='box-a']", "box-a's best", |t| {
         t.contains("trial")

@@ -6,6 +6,7 @@
 
 use leptos::prelude::*;
 
+use super::MachinePicker;
 #[cfg(feature = "hydrate")]
 use super::study::study_pareto;
 use crate::plot::{best_so_far_figure, effect_figure, parallel_figure};
@@ -124,20 +125,11 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
         <div class="plot-axes">
             <label>"metric " <select id="explore-metric" on:change=move |ev| metric.set(event_target_value(&ev))>{metric_options}</select></label>
             <label>"setting " <select id="explore-setting" on:change=move |ev| setting.set(event_target_value(&ev))>{setting_options}</select></label>
-            {move || view_.with(|v| {
-                let v = v.as_ref().filter(|v| v.machines.len() > 1)?;
-                let shown = v.machine.clone().unwrap_or_default();
-                let options = v.machines.iter().map(|m| {
-                    let selected = *m == shown;
-                    view! { <option value=m.clone() selected=selected>{m.clone()}</option> }
-                }).collect_view();
-                Some(view! {
-                    <label title="speeds compare only within one class of machine">
-                        "machine "
-                        <select id="explore-machine" on:change=move |ev| machine.set(event_target_value(&ev))>{options}</select>
-                    </label>
-                })
-            })}
+            <MachinePicker
+                id="explore-machine"
+                choices=Signal::derive(move || view_.with(|v| v.as_ref().map(|v| (v.machines.clone(), v.machine.clone()))))
+                machine
+            />
         </div>
         <Show when=move || open.get() && !has_points()>
             <p class="muted" id="explore-empty">"No finished trial with this metric yet."</p>

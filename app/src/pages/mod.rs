@@ -133,6 +133,36 @@ pub(crate) fn keep_fetched<A, T, Fut>(
     });
 }
 
+/// The class of machine a plot shows, in a study run on several (speeds
+/// compare only within one); nothing for a study on one. `choices`: the
+/// classes there are and the one shown.
+#[component]
+pub(crate) fn MachinePicker(
+    id: &'static str,
+    choices: Signal<Option<(Vec<String>, Option<String>)>>,
+    machine: RwSignal<String>,
+) -> impl IntoView {
+    move || {
+        choices.with(|c| {
+            let (machines, shown) = c.as_ref().filter(|(m, _)| m.len() > 1)?;
+            let shown = shown.clone().unwrap_or_default();
+            let options = machines
+                .iter()
+                .map(|m| {
+                    let selected = *m == shown;
+                    view! { <option value=m.clone() selected=selected>{m.clone()}</option> }
+                })
+                .collect_view();
+            Some(view! {
+                <label title="speeds compare only within one class of machine">
+                    "machine "
+                    <select id=id on:change=move |ev| machine.set(event_target_value(&ev))>{options}</select>
+                </label>
+            })
+        })
+    }
+}
+
 /// Marks a moment in the browser's performance timeline (`tunebook:NAME`),
 /// for measuring how soon a page is usable.
 pub(crate) fn mark(name: &str) {

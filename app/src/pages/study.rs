@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use leptos::prelude::*;
 
-use super::{error_text, fmt_metric};
+use super::{MachinePicker, error_text, fmt_metric};
 use crate::design::differences;
 use crate::plot::figure_url;
 use crate::types::{
@@ -385,20 +385,11 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
                 <option value="" selected=move || z.get_untracked().is_empty()>"(none: two dimensions)"</option>
                 {z_options}
             </select></label>
-            {move || shown.with(|p| {
-                let p = p.as_ref().filter(|p| p.machines.len() > 1)?;
-                let shown = p.machine.clone().unwrap_or_default();
-                let options = p.machines.iter().map(|m| {
-                    let selected = *m == shown;
-                    view! { <option value=m.clone() selected=selected>{m.clone()}</option> }
-                }).collect_view();
-                Some(view! {
-                    <label title="speeds compare only within one class of machine">
-                        "machine "
-                        <select id="pareto-machine" on:change=move |ev| machine.set(event_target_value(&ev))>{options}</select>
-                    </label>
-                })
-            })}
+            <MachinePicker
+                id="pareto-machine"
+                choices=Signal::derive(move || shown.with(|p| p.as_ref().map(|p| (p.machines.clone(), p.machine.clone()))))
+                machine
+            />
         </div>
         <Show when=move || shown.with(|f| f.as_ref().is_some_and(|f| f.points == 0))>
             <p class="muted" id="pareto-empty">"No finished trial to plot yet."</p>
