@@ -124,6 +124,41 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
             q["values"][0].as_f64().unwrap() >= d && q["values"][1].as_f64().unwrap() <= m
         }));
     }
+    // The page's figure of it: the front its own trace, joined in order,
+    // every other point faded; the axes named.
+    let url = format!("/api/studies/{}/pareto/figure", study.id);
+    let figure: Value = get_json(&server, &url).await;
+    assert_eq!(figure["points"], 6);
+    let ids = |on: bool| -> Vec<i64> {
+        let mut ids: Vec<i64> = points
+            .iter()
+            .filter(|p| p["on_front"] == on)
+            .map(|p| p["trial_id"].as_i64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let traces = figure["figure"]["data"].as_array().unwrap();
+    let drawn = |i: usize| -> Vec<i64> {
+        let mut ids: Vec<i64> = traces[i]["customdata"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!((drawn(0), drawn(1)), (ids(false), ids(true)));
+    assert_eq!(traces[1]["name"], "Pareto front");
+    assert_eq!(figure["figure"]["layout"]["xaxis"]["title"]["text"], "decode tok/s");
+    // A third metric makes it three-dimensional; a wrong one is refused.
+    let three: Value =
+        get_json(&server, &format!("{url}?metrics=decode_tps,peak_rss_bytes,ttft_ms")).await;
+    assert_eq!(three["figure"]["data"][0]["type"], "scatter3d");
+    let r = common::http().get(server.url(&format!("{url}?metrics=speed"))).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("unknown metric `speed`"));
 
     // Export both ways and read the files back into another database.
     let settings = TestServer::settings(server.data.path().to_path_buf());
