@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use engine_bridge::engine::PromptInput;
 use engine_bridge::probes::Stats;
 use engine_bridge::process::LaunchSpec;
 use engine_bridge::{RunningEngine, SpeedProbe, free_port};
@@ -39,6 +40,35 @@ fn ms(s: &Stats) -> String {
 /// How much `a` differs from `b`, in percent.
 fn diff(a: f64, b: f64) -> f64 {
     100.0 * (a - b) / b
+}
+
+/// The engine's own decode speed over 5 requests answered whole rather
+/// than streamed: whether sending each token as it comes costs the engine
+/// anything (the probes stream, to time the first token).
+async fn decode_not_streamed(engine: &RunningEngine, prompt_len: usize) -> Stats {
+    let prompt = match engine.prompt_of_len(prompt_len).await.unwrap() {
+        PromptInput::Tokens(t) => serde_json::json!(t),
+        PromptInput::Text(t) => serde_json::json!(t),
+    };
+    let body = serde_json::json!({
+        "prompt": prompt, "n_predict": GEN, "ignore_eos": true, "cache_prompt": false, "stream": false,
+    });
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut tps = Vec::new();
+    for _ in 0..5 {
+        let answer: serde_json::Value = client
+            .post(format!("{}/completion", engine.base_url))
+            .json(&body)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .expect("a completion")
+            .json()
+            .await
+            .expect("its JSON");
+        tps.push(answer["timings"]["predicted_per_second"].as_f64().expect("timings"));
+    }
+    Stats::of(tps).unwrap()
 }
 
 #[tokio::main]
@@ -123,6 +153,7 @@ async fn main() {
         ..Default::default()
     };
     let speed = probe.run(&engine).await.expect("speed probe");
+    let plain = decode_not_streamed(&engine, prompt_len).await;
     engine.stop(Duration::from_secs(5)).await;
 
     let bench_out = Command::new(bench)
@@ -172,6 +203,11 @@ async fn main() {
     println!(
         "| decode: client | {client_tg:.2} tok/s ({:+.2} % vs engine) |",
         diff(client_tg, engine_tg)
+    );
+    println!(
+        "| decode: engine timings, not streamed | {:.2} tok/s ({:+.2} % vs streamed) |",
+        plain.median,
+        diff(plain.median, engine_tg)
     );
     println!(
         "| decode: llama-bench tg{GEN} @ d{prompt_len} | {bench_tg:.2} ± {bench_tg_sd:.2} tok/s (engine {:+.2} %) |",
