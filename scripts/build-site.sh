@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the browser side: the app compiled to wasm with the `hydrate`
 # feature, wasm-bindgen's JS glue, the stylesheet and plotly.js (npm's
-# plotly.js-dist-min, fetched once per machine and checked), into
+# plotly.js-dist-min and plotly.js-gl2d-dist-min, fetched once per machine
+# and checked), into
 # target/site/pkg.
 # Usage: scripts/build-site.sh [--release]   (setup.sh builds --release; a
 # debug bundle builds faster while working on the pages)
@@ -26,15 +27,23 @@ mkdir -p "$pkg"
 cp style/main.css "$pkg/tunebook.css"
 
 # plotly.js, served by the app itself: pinned, checked, cached per machine.
-plotly_version=3.1.0
-plotly_sha256=468c836ebfef001ded27637aaef26d09917482b7d7a1584dc64a9194169490e2
+# The whole library, and its partial bundle of 2D traces that study and
+# trial pages start with (app/src/plot.rs, plotly_for).
+plotly_version=3.2.0
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/tunebook/plotly-$plotly_version"
-tarball="$cache/plotly.js-dist-min-$plotly_version.tgz"
-if [[ ! -f "$cache/plotly.min.js" ]]; then
-  mkdir -p "$cache"
-  (cd "$cache" && npm pack --silent "plotly.js-dist-min@$plotly_version" >/dev/null)
-  echo "$plotly_sha256  $tarball" | sha256sum --check --quiet
-  tar -xzf "$tarball" -C "$cache" --strip-components=1 package/plotly.min.js package/LICENSE
-fi
-cp "$cache/plotly.min.js" "$pkg/plotly.min.js"
+fetch_plotly() { # npm package, its sha256, the file it holds
+  local package=$1 sha256=$2 file=$3
+  local tarball="$cache/$package-$plotly_version.tgz"
+  if [[ ! -f "$cache/$file" ]]; then
+    mkdir -p "$cache"
+    (cd "$cache" && npm pack --silent "$package@$plotly_version" >/dev/null)
+    echo "$sha256  $tarball" | sha256sum --check --quiet
+    tar -xzf "$tarball" -C "$cache" --strip-components=1 "package/$file" package/LICENSE
+  fi
+  cp "$cache/$file" "$pkg/$file"
+}
+fetch_plotly plotly.js-dist-min \
+  aa6b8416ed1277c5f9931347557cdb3d62444f4340adef9498a2bc9ae878c250 plotly.min.js
+fetch_plotly plotly.js-gl2d-dist-min \
+  99a86b41e777ea3e85717ef7537e69b51b0bedf7dfdd82a9a35f8b03b0fa6698 plotly-gl2d.min.js
 echo "==> browser bundle in $pkg"

@@ -29,7 +29,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
         .unwrap_or_default();
     #[cfg(not(feature = "ssr"))]
     let path = String::new();
-    let plots = plot::draws_plots(&path);
+    let plotly = plot::plotly_for(&path);
     let preload = plot::preload_for(&path);
     view! {
         <!DOCTYPE html>
@@ -38,7 +38,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <link rel="icon" href="data:," />
-                {plots.then(|| view! { <link rel="preload" href="/pkg/plotly.min.js" r#as="script" /> })}
+                {plotly.map(|href| view! { <link rel="preload" href=href r#as="script" /> })}
                 {preload.map(|href| view! { <link rel="preload" href=href r#as="fetch" crossorigin="anonymous" /> })}
                 <HydrationScripts options />
                 <MetaTags />

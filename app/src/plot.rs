@@ -1,7 +1,7 @@
 //! Plots: figures built here as Plotly JSON, drawn in the browser by
-//! plotly.js, which the app serves itself (`/pkg/plotly.min.js`, preloaded
-//! by the head of every page that plots and run when the first figure
-//! arrives).
+//! plotly.js, which the app serves itself (two builds, see [`plotly_for`],
+//! preloaded by the head of every page that plots and run when the first
+//! figure arrives).
 
 use serde_json::{Value, json};
 
@@ -399,17 +399,29 @@ pub fn draw_from(
     }
 }
 
-/// Whether the page at `path` draws plots: its head then preloads
-/// plotly.js, so the browser has it by the time the first figure arrives.
-/// It runs only then (4.7 MB of script takes the browser's main thread for
-/// a second on a first visit): the page hydrates first.
-pub fn draws_plots(path: &str) -> bool {
+/// plotly.js's whole library, as the app serves it.
+pub const PLOTLY_WHOLE: &str = "/pkg/plotly.min.js";
+/// plotly.js's partial bundle of 2D traces (`scatter`, `scattergl`,
+/// `splom`, `parcoords`): a third the size of the whole, and as much
+/// quicker to start on a first visit. Figures of other traces (box plots,
+/// 3D) are drawn by the whole library, fetched when the first is drawn.
+pub const PLOTLY_PARTIAL: &str = "/pkg/plotly-gl2d.min.js";
+
+/// Which build of plotly.js the page at `path` draws with, if it plots:
+/// its head then preloads it, so the browser has it by the time the first
+/// figure arrives. It runs only then (it takes the browser's main thread
+/// for a while on a first visit): the page hydrates first. Study and trial
+/// pages start with 2D plots; reports may hold any.
+pub fn plotly_for(path: &str) -> Option<&'static str> {
     let path = path.split(['?', '#']).next().unwrap_or_default();
     let under = |prefix: &str| path.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty());
-    (under("/studies/") && path != "/studies/new")
-        || under("/trials/")
-        || under("/reports/")
-        || under("/share/")
+    if (under("/studies/") && path != "/studies/new") || under("/trials/") {
+        Some(PLOTLY_PARTIAL)
+    } else if under("/reports/") || under("/share/") {
+        Some(PLOTLY_WHOLE)
+    } else {
+        None
+    }
 }
 
 #[cfg(feature = "hydrate")]
@@ -417,21 +429,34 @@ mod js {
     use wasm_bindgen::prelude::*;
 
     #[wasm_bindgen(inline_js = r#"
-        let loading = null;
-        function plotly() {
-            if (!loading) {
-                loading = new Promise((resolve, reject) => {
-                    if (window.Plotly) return resolve(window.Plotly);
-                    // Fetched already where the page's head preloads it (see draws_plots).
+        // plotly.js in two builds (see scripts/build-site.sh and plotly_for):
+        // the partial bundle of 2D traces, a third the size of the whole
+        // library and as much quicker to start, and the whole for the rest
+        // (box plots, 3D) and for pages whose head preloads it.
+        const PARTIAL = "/pkg/plotly-gl2d.min.js", WHOLE = "/pkg/plotly.min.js";
+        const PARTIAL_TYPES = new Set(["scatter", "scattergl", "splom", "parcoords"]);
+        const builds = new Map();
+        let one_at_a_time = Promise.resolve();
+        function plotly(src) {
+            if (!builds.has(src)) {
+                // Each build sets window.Plotly as it runs: they run in turn.
+                const loaded = one_at_a_time.then(() => new Promise((resolve, reject) => {
+                    // Fetched already where the page's head preloads it.
                     const s = document.createElement("script");
-                    s.src = "/pkg/plotly.min.js";
+                    s.src = src;
                     s.onload = () => resolve(window.Plotly);
-                    s.onerror = () => reject(new Error("plotly.js could not be loaded"));
+                    s.onerror = () => reject(new Error(src + " could not be loaded"));
                     document.head.appendChild(s);
-                });
+                }));
+                one_at_a_time = loaded.catch(() => {});
+                builds.set(src, loaded);
             }
-            return loading;
+            return builds.get(src);
         }
+        // The build the page's head preloads, if any: its choice for the page.
+        const preferred = () =>
+            document.querySelector('link[rel="preload"][as="script"][href^="/pkg/plotly"]')?.getAttribute("href");
+        const fits_partial = (fig) => fig.data.every((t) => PARTIAL_TYPES.has(t.type || "scatter"));
         function clicks(gd, onClick) {
             if (!onClick || !gd || gd.dataset.clicks) return;
             gd.dataset.clicks = "1";
@@ -440,19 +465,24 @@ mod js {
                 if (p && p.customdata != null) onClick(Number(p.customdata));
             });
         }
-        function show(id, fig, onClick) {
-            return plotly().then((Plotly) => {
-                performance.mark("tunebook:plotly-ready:" + id);
-                const div = document.getElementById(id);
-                if (!div) return;
-                return Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false })
-                    .then((gd) => {
-                        const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
-                        gd.dataset.drawn = String(fig.data.reduce((n, t) => n + count(t), 0));
-                        performance.mark("tunebook:plot-drawn:" + id);
-                        clicks(gd, onClick);
-                    });
-            });
+        async function show(id, fig, onClick) {
+            // An element stays with the build that drew it while that build can.
+            const drawn_by = document.getElementById(id)?.tunebookPlotly;
+            const src = drawn_by === WHOLE || preferred() === WHOLE || !fits_partial(fig) ? WHOLE : PARTIAL;
+            const Plotly = await plotly(src);
+            performance.mark("tunebook:plotly-ready:" + id);
+            const div = document.getElementById(id);
+            if (!div) return;
+            if (div.tunebookPlotly && div.tunebookPlotly !== src) {
+                (await plotly(div.tunebookPlotly)).purge(div);
+                delete div.dataset.clicks;
+            }
+            div.tunebookPlotly = src;
+            const gd = await Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
+            const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
+            gd.dataset.drawn = String(fig.data.reduce((n, t) => n + count(t), 0));
+            performance.mark("tunebook:plot-drawn:" + id);
+            clicks(gd, onClick);
         }
         export function draw(id, figure, onClick) {
             // onClick: a function, or undefined for a plot without clicks.
@@ -506,11 +536,14 @@ mod tests {
 
     #[test]
     fn pages_that_plot_load_plotly_early() {
-        for path in ["/studies/3", "/trials/12", "/reports/1?v=2", "/share/abc"] {
-            assert!(draws_plots(path), "{path}");
+        for path in ["/studies/3", "/trials/12?x=1"] {
+            assert_eq!(plotly_for(path), Some(PLOTLY_PARTIAL), "{path}");
+        }
+        for path in ["/reports/1?v=2", "/share/abc"] {
+            assert_eq!(plotly_for(path), Some(PLOTLY_WHOLE), "{path}");
         }
         for path in ["/", "/studies", "/studies/", "/studies/new", "/workers", "/compare?a=1"] {
-            assert!(!draws_plots(path), "{path}");
+            assert_eq!(plotly_for(path), None, "{path}");
         }
     }
 

@@ -409,6 +409,23 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     server.stop().await;
 }
 
+/// The page's requests and marks, in ms since navigation began.
+async fn timeline(client: &Client) -> String {
+    let lines = client
+        .execute(
+            "const nav = performance.getEntriesByType('navigation')[0];
+             const res = performance.getEntriesByType('resource')
+               .map(r => `  ${r.name.replace(location.origin, '')} ${Math.round(r.startTime)}–${Math.round(r.responseEnd)} ms`);
+             const marks = performance.getEntriesByType('mark')
+               .map(m => `  ${m.name} ${Math.round(m.startTime)} ms`);
+             return [`  page ${Math.round(nav.responseEnd)} ms, DOM ready ${Math.round(nav.domContentLoadedEventEnd)} ms`, ...res, ...marks].join('\\n');",
+            vec![],
+        )
+        .await
+        .unwrap();
+    lines.as_str().unwrap_or_default().to_string()
+}
+
 #[tokio::test]
 async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_history() {
     const TRIALS: usize = 10_000;
@@ -456,19 +473,7 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
             visit + 1
         );
         usable_ms.push(drawn);
-        let timeline = client
-            .execute(
-                "const nav = performance.getEntriesByType('navigation')[0];
-                 const res = performance.getEntriesByType('resource')
-                   .map(r => `  ${r.name.replace(location.origin, '')} ${Math.round(r.startTime)}–${Math.round(r.responseEnd)} ms`);
-                 const marks = performance.getEntriesByType('mark')
-                   .map(m => `  ${m.name} ${Math.round(m.startTime)} ms`);
-                 return [`  page ${Math.round(nav.responseEnd)} ms, DOM ready ${Math.round(nav.domContentLoadedEventEnd)} ms`, ...res, ...marks].join('\\n');",
-                vec![],
-            )
-            .await
-            .unwrap();
-        println!("{}", timeline.as_str().unwrap_or_default());
+        println!("{}", timeline(&client).await);
     }
     screenshot(&client, "big-study").await;
     // A generous bound; the figure itself goes in the output above.
@@ -502,6 +507,7 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
          drawn {:.0} ms after the click",
         explore[3]
     );
+    println!("{}", timeline(&client).await);
     screenshot(&client, "big-study-explore").await;
 
     // Sorting asks the server: the fastest trial comes first.
