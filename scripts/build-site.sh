@@ -21,6 +21,7 @@ cargo build --quiet -p tunebook-app --lib --target wasm32-unknown-unknown \
   --no-default-features --features hydrate "${cargo_profile[@]}"
 pkg="$root/target/site/pkg"
 mkdir -p "$pkg"
+rm -rf "$pkg/snippets" # the app's JS modules, written anew below
 "$root/.tools/bin/wasm-bindgen" --target web --no-typescript \
   --out-dir "$pkg" --out-name tunebook \
   "target/wasm32-unknown-unknown/$profile/tunebook_app.wasm"

@@ -1,7 +1,7 @@
 //! Plots: figures built here as Plotly JSON, drawn in the browser by
 //! plotly.js, which the app serves itself (two builds, see [`plotly_for`],
 //! preloaded by the head of every page that plots and run when the first
-//! figure arrives).
+//! figure arrives). The drawing side is `plot.js`, beside this file.
 
 use serde_json::{Value, json};
 
@@ -383,7 +383,9 @@ pub fn draw(div: &str, figure: &Value, on_click: Option<&OnClick>) {
 /// (it never passes through the app). The first draw of a page began before
 /// the app started (its element names its address in `data-figure-src`):
 /// unless `fresh`, a draw of the same address as the one under way joins
-/// it. Returns what was drawn, without the figure; `None` if the server
+/// it. Until plotly.js has drawn it, the first figure of an element shows
+/// on a canvas with each point's hover text and click (plotly.js takes over
+/// a second to start on a slow machine's first visit). Returns what was drawn, without the figure; `None` if the server
 /// refused or a later draw took over.
 #[cfg(feature = "hydrate")]
 pub fn draw_from(
@@ -428,93 +430,7 @@ pub fn plotly_for(path: &str) -> Option<&'static str> {
 mod js {
     use wasm_bindgen::prelude::*;
 
-    #[wasm_bindgen(inline_js = r#"
-        // plotly.js in two builds (see scripts/build-site.sh and plotly_for):
-        // the partial bundle of 2D traces, a third the size of the whole
-        // library and as much quicker to start, and the whole for the rest
-        // (box plots, 3D) and for pages whose head preloads it.
-        const PARTIAL = "/pkg/plotly-gl2d.min.js", WHOLE = "/pkg/plotly.min.js";
-        const PARTIAL_TYPES = new Set(["scatter", "scattergl", "splom", "parcoords"]);
-        const builds = new Map();
-        let one_at_a_time = Promise.resolve();
-        function plotly(src) {
-            if (!builds.has(src)) {
-                // Each build sets window.Plotly as it runs: they run in turn.
-                const loaded = one_at_a_time.then(() => new Promise((resolve, reject) => {
-                    // Fetched already where the page's head preloads it.
-                    const s = document.createElement("script");
-                    s.src = src;
-                    s.onload = () => resolve(window.Plotly);
-                    s.onerror = () => reject(new Error(src + " could not be loaded"));
-                    document.head.appendChild(s);
-                }));
-                one_at_a_time = loaded.catch(() => {});
-                builds.set(src, loaded);
-            }
-            return builds.get(src);
-        }
-        // The build the page's head preloads, if any: its choice for the page.
-        const preferred = () =>
-            document.querySelector('link[rel="preload"][as="script"][href^="/pkg/plotly"]')?.getAttribute("href");
-        const fits_partial = (fig) => fig.data.every((t) => PARTIAL_TYPES.has(t.type || "scatter"));
-        function clicks(gd, onClick) {
-            if (!onClick || !gd || gd.dataset.clicks) return;
-            gd.dataset.clicks = "1";
-            gd.on("plotly_click", (ev) => {
-                const p = ev.points && ev.points[0];
-                if (p && p.customdata != null) onClick(Number(p.customdata));
-            });
-        }
-        async function show(id, fig, onClick) {
-            // An element stays with the build that drew it while that build can.
-            const drawn_by = document.getElementById(id)?.tunebookPlotly;
-            const src = drawn_by === WHOLE || preferred() === WHOLE || !fits_partial(fig) ? WHOLE : PARTIAL;
-            const Plotly = await plotly(src);
-            performance.mark("tunebook:plotly-ready:" + id);
-            const div = document.getElementById(id);
-            if (!div) return;
-            if (div.tunebookPlotly && div.tunebookPlotly !== src) {
-                (await plotly(div.tunebookPlotly)).purge(div);
-                delete div.dataset.clicks;
-            }
-            div.tunebookPlotly = src;
-            const gd = await Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
-            const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
-            gd.dataset.drawn = String(fig.data.reduce((n, t) => n + count(t), 0));
-            performance.mark("tunebook:plot-drawn:" + id);
-            clicks(gd, onClick);
-        }
-        export function draw(id, figure, onClick) {
-            // onClick: a function, or undefined for a plot without clicks.
-            return show(id, JSON.parse(figure), onClick);
-        }
-        // The draw under way or done for each element: its address and its promise.
-        const drawing = new Map();
-        export function draw_from(id, url, onClick, fresh) {
-            const prior = drawing.get(id);
-            if (!fresh && prior && prior.url === url) {
-                return prior.promise.then((meta) => {
-                    clicks(document.getElementById(id), onClick);
-                    return meta;
-                });
-            }
-            const promise = fetch(url, fresh ? { cache: "no-store" } : {})
-                .then((r) => (r.ok ? r.json() : r.text().then((t) => Promise.reject(new Error(t)))))
-                .then((answer) => {
-                    performance.mark("tunebook:figure-arrived:" + id);
-                    const meta = JSON.stringify({ ...answer, figure: null });
-                    // A later draw of this element took over.
-                    if (drawing.get(id).promise !== promise) return meta;
-                    return show(id, answer.figure, onClick).then(() => meta);
-                });
-            drawing.set(id, { url, promise });
-            return promise;
-        }
-        // Before the app starts: draw what the page names.
-        for (const div of document.querySelectorAll("[data-figure-src]")) {
-            draw_from(div.id, div.dataset.figureSrc, undefined, false).catch(() => {});
-        }
-    "#)]
+    #[wasm_bindgen(module = "/src/plot.js")]
     extern "C" {
         pub fn draw(
             id: &str,

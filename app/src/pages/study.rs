@@ -398,6 +398,8 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
             id="pareto-plot"
             class="plot"
             data-figure-src=move || src.get()
+            // Where a click on a point leads before the app starts.
+            data-point-href="/trials/"
             data-points=move || shown.with(|p| p.as_ref().map_or(-1, |p| p.points as i64))
             data-finished=move || finished.get()
         ></div>
