@@ -77,6 +77,8 @@ export function draw(id, figure, onClick) {
 const drawing = new Map();
 export function draw_from(id, url, onClick, fresh) {
     const prior = drawing.get(id);
+    const div = document.getElementById(id);
+    if (div && onClick) div.tunebookOnClick = onClick;
     if (!fresh && prior && prior.url === url) {
         return prior.promise.then((meta) => {
             clicks(document.getElementById(id), onClick);
@@ -91,7 +93,6 @@ export function draw_from(id, url, onClick, fresh) {
             // A later draw of this element took over.
             if (drawing.get(id).promise !== promise) return meta;
             const div = document.getElementById(id);
-            if (div && onClick) div.tunebookOnClick = onClick;
             if (div && !div.tunebookPlotly) preview(div, answer.figure);
             return show(id, answer.figure, onClick).then(() => meta);
         });

@@ -409,6 +409,96 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     server.stop().await;
 }
 
+/// Before plotly.js starts (and should it never load), the study page's
+/// Pareto plot shows its points on a canvas: hovering one names its trial
+/// and configuration, clicking it opens that trial.
+#[tokio::test]
+async fn the_pareto_plot_works_before_plotly_starts() {
+    // The site without plotly.js: the first look is all the page has.
+    let site = tempfile::tempdir().unwrap();
+    let pkg = common::repo_root().join("target/site/pkg");
+    copy_tree(&pkg, &site.path().join("pkg"), &|name| !name.starts_with("plotly"));
+    let (server, study) = common::planted_server(|s| s.site_root = site.path().to_path_buf()).await;
+    let figure: Value =
+        common::get_json(&server, &format!("/api/studies/{study}/pareto/figure")).await;
+    let points = figure["points"].as_u64().unwrap();
+    assert!(points > 0, "{figure}");
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    open(&client, &server.url(&format!("/studies/{study}")), "#pareto-plot").await;
+    let script = "return document.getElementById('pareto-plot').dataset.preview || null;";
+    let shown = eventually(Duration::from_secs(30), "the Pareto plot's first look", || {
+        let client = client.clone();
+        async move { client.execute(script, vec![]).await.ok()?.as_str().map(String::from) }
+    })
+    .await;
+    assert_eq!(shown, points.to_string(), "every point on the first look");
+
+    // Over the canvas until a point answers: its hover text, and where it is.
+    let found = client
+        .execute(
+            "const canvas = document.querySelector('#pareto-plot .plot-preview canvas');
+             const tip = document.querySelector('#pareto-plot .plot-preview-tip');
+             const rect = canvas.getBoundingClientRect();
+             for (let y = rect.top; y < rect.bottom; y += 3) {
+               for (let x = rect.left; x < rect.right; x += 3) {
+                 canvas.dispatchEvent(new MouseEvent('mousemove', { clientX: x, clientY: y, bubbles: true }));
+                 if (!tip.hidden) return [x, y, tip.textContent];
+               }
+             }
+             return null;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (x, y, text) = (&found[0], &found[1], found[2].as_str().unwrap_or_default());
+    let trial: i64 = text
+        .strip_prefix("trial ")
+        .and_then(|rest| rest.split('\n').next())
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("the hover text names a trial: {found}"));
+    assert!(text.contains("threads=") || text.contains("the baseline"), "{text}");
+    let plotted = figure["figure"]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["customdata"].as_array().unwrap().contains(&json!(trial)));
+    assert!(plotted, "trial {trial} is on the figure");
+    assert_eq!(client.execute(script, vec![]).await.unwrap(), json!(shown), "still the first look");
+
+    client
+        .execute(
+            "const canvas = document.querySelector('#pareto-plot .plot-preview canvas');
+             canvas.dispatchEvent(new MouseEvent('click', { clientX: arguments[0], clientY: arguments[1], bubbles: true }));",
+            vec![x.clone(), y.clone()],
+        )
+        .await
+        .unwrap();
+    let path = format!("/trials/{trial}");
+    eventually(Duration::from_secs(30), "the clicked point's trial page", || {
+        let client = client.clone();
+        let path = path.clone();
+        async move { (client.current_url().await.ok()?.path() == path).then_some(()) }
+    })
+    .await;
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+/// Copies the files under `from` whose names `keep` accepts to `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path, keep: &dyn Fn(&str) -> bool) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().to_string();
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name), keep);
+        } else if keep(&name) {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
 /// The page's requests and marks, in ms since navigation began.
 async fn timeline(client: &Client) -> String {
     let lines = client
