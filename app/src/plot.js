@@ -3,6 +3,7 @@
 // the partial bundle of 2D traces, a third the size of the whole library
 // and as much quicker to start, and the whole for the rest (box plots, 3D)
 // and for pages whose head preloads it.
+// The same addresses as plot.rs's PLOTLY_PARTIAL and PLOTLY_WHOLE.
 const PARTIAL = "/pkg/plotly-gl2d.min.js";
 const WHOLE = "/pkg/plotly.min.js";
 const PARTIAL_TYPES = new Set(["scatter", "scattergl", "splom", "parcoords"]);

@@ -385,8 +385,9 @@ pub fn draw(div: &str, figure: &Value, on_click: Option<&OnClick>) {
 /// unless `fresh`, a draw of the same address as the one under way joins
 /// it. Until plotly.js has drawn it, the first figure of an element shows
 /// on a canvas with each point's hover text and click (plotly.js takes over
-/// a second to start on a slow machine's first visit). Returns what was drawn, without the figure; `None` if the server
-/// refused or a later draw took over.
+/// a second to start on a slow machine's first visit). Returns what was
+/// drawn, without the figure; `None` if the server refused or a later draw
+/// took over.
 #[cfg(feature = "hydrate")]
 pub fn draw_from(
     div: &str,
