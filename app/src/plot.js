@@ -197,7 +197,7 @@ function preview(div, fig) {
         tip.hidden = !p;
         if (!p) return;
         const { t, i } = p;
-        tip.textContent = [`trial ${t.customdata?.[i]}`, t.text?.[i], `${t.x[i]}, ${t.y[i]}`]
+        tip.textContent = [`trial ${t.customdata?.[i]}`, t.text?.[i], `${number(t.x[i])}, ${number(t.y[i])}`]
             .filter((line) => line != null).join("\n");
         tip.style.left = p.x + 12 + "px";
         tip.style.top = p.y + 12 + "px";
@@ -211,6 +211,10 @@ function preview(div, fig) {
     div.dataset.preview = String(points.length);
     performance.mark("tunebook:preview-drawn:" + div.id);
 }
+
+// A value as the hover text shows it: four figures, or whole with commas.
+const number = (v) =>
+    Math.abs(v) >= 1e4 ? v.toLocaleString("en", { maximumFractionDigits: 0 }) : String(Number(v.toPrecision(4)));
 
 // An axis over every value of `lists`, drawn from pixel `from` to `to`:
 // where a value goes, round ticks and their labels (k, M, G as plotly.js).

@@ -465,6 +465,7 @@ async fn the_pareto_plot_works_before_plotly_starts() {
         .any(|t| t["customdata"].as_array().unwrap().contains(&json!(trial)));
     assert!(plotted, "trial {trial} is on the figure");
     assert_eq!(client.execute(script, vec![]).await.unwrap(), json!(shown), "still the first look");
+    screenshot(&client, "pareto-first-look").await;
 
     client
         .execute(
