@@ -107,11 +107,13 @@ impl Service {
             },
         )
         .await?;
+        // Published as queued before the runner may move it on: watchers
+        // never see it queued after launching.
+        let view = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
+        self.events.publish(crate::hub::Payload::Trial(view.clone()));
         if request.target.is_none() {
             self.runner.enqueue(id);
         }
-        let view = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
-        self.events.publish(crate::hub::Payload::Trial(view.clone()));
         Ok(view)
     }
 
