@@ -117,6 +117,23 @@ impl Service {
         Ok(view)
     }
 
+    /// Adds a worker named `name`; its token. The name is checked and must be new.
+    pub async fn new_worker(&self, name: &str) -> Result<String> {
+        let name = name.trim();
+        if name.is_empty()
+            || name == "any"
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(Error::BadRequest(format!(
+                "a worker's name is letters, digits, `-`, `_` and `.` (and not `any`): `{name}`"
+            )));
+        }
+        if crate::db::queue::workers(&self.db).await?.iter().any(|w| w.name == name) {
+            return Err(Error::Conflict(format!("there is a worker named `{name}` already")));
+        }
+        Ok(crate::db::queue::create_worker(&self.db, name).await?)
+    }
+
     /// The profiles as the browser may see them (names, not paths).
     pub fn profile_views(&self) -> Vec<ProfileView> {
         self.profiles
@@ -593,7 +610,7 @@ impl Backend for Service {
     }
 
     async fn add_worker(&self, name: String) -> Result<String, String> {
-        crate::routes::workers::add(self, &name).await.map_err(user_error("adding a worker"))
+        self.new_worker(&name).await.map_err(user_error("adding a worker"))
     }
 
     async fn revoke_worker(&self, name: String) -> Result<(), String> {

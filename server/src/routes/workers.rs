@@ -30,29 +30,12 @@ pub struct NewWorker {
     name: String,
 }
 
-/// Adds a worker named `name`; its token. The name is checked and must be new.
-pub async fn add(service: &Service, name: &str) -> Result<String> {
-    let name = name.trim();
-    if name.is_empty()
-        || name == "any"
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        return Err(Error::BadRequest(format!(
-            "a worker's name is letters, digits, `-`, `_` and `.` (and not `any`): `{name}`"
-        )));
-    }
-    if queue::workers(&service.db).await?.iter().any(|w| w.name == name) {
-        return Err(Error::Conflict(format!("there is a worker named `{name}` already")));
-    }
-    Ok(queue::create_worker(&service.db, name).await?)
-}
-
 /// Adds a worker: its token, shown this once.
 pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewWorker>,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let token = add(&state.service, &body.name).await?;
+    let token = state.service.new_worker(&body.name).await?;
     let name = body.name.trim();
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "name": name, "token": token }))))
 }
