@@ -1017,7 +1017,9 @@ impl Studies {
 }
 
 /// A worker counts as up while it was heard from this recently: an idle
-/// worker asks for work every second, a busy one reports as often.
+/// worker asks for work again as soon as its last request (answered within
+/// 20 s, `routes::workers::CLAIM_WAIT`) comes back, a busy one reports
+/// every second.
 pub(crate) const WORKER_UP_MS: i64 = 60_000;
 
 /// How often a study on workers looks again at which are up.
