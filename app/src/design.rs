@@ -54,8 +54,8 @@ pub struct Form {
     pub objectives: Vec<ObjectiveRow>,
     pub strategy: String,
     pub seed: String,
-    pub endpoint_url: String,
-    pub endpoint_model: String,
+    /// The name of an endpoint of the server's configuration.
+    pub endpoint: String,
     pub max_trials: String,
     pub max_minutes: String,
     pub patience: String,
@@ -99,8 +99,7 @@ impl Default for Form {
             ],
             strategy: "two_phase".into(),
             seed: "0".into(),
-            endpoint_url: String::new(),
-            endpoint_model: String::new(),
+            endpoint: String::new(),
             max_trials: "30".into(),
             max_minutes: String::new(),
             patience: String::new(),
@@ -307,13 +306,8 @@ impl Form {
         if let Err(e) = optional_number(&mut strategy, "seed", &self.seed) {
             errors.push(e);
         }
-        if self.strategy == "llm" && !self.endpoint_url.trim().is_empty() {
-            let mut endpoint = Map::new();
-            endpoint.insert("url".into(), json!(self.endpoint_url.trim()));
-            if !self.endpoint_model.trim().is_empty() {
-                endpoint.insert("model".into(), json!(self.endpoint_model.trim()));
-            }
-            strategy.insert("endpoint".into(), Value::Object(endpoint));
+        if self.strategy == "llm" && !self.endpoint.trim().is_empty() {
+            strategy.insert("endpoint".into(), json!(self.endpoint.trim()));
         }
         let mut budget = Map::new();
         for (key, text) in [

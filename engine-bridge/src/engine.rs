@@ -83,8 +83,9 @@ pub fn plan(
         args.extend(profile.fixed_args(&entry.path, &host, port));
     }
     args.extend(rendered.args);
-    let mut env = profile.env.clone();
-    env.extend(rendered.env);
+    // The profile's own variables win: a study never changes them.
+    let mut env = rendered.env;
+    env.extend(profile.env.clone());
     if !profile.library_path.is_empty() {
         let mut dirs: Vec<String> =
             profile.library_path.iter().map(|p| p.display().to_string()).collect();
@@ -125,6 +126,8 @@ pub struct Outcome {
 impl Outcome {
     /// Runs the plan's perplexity probe (after the engine has stopped);
     /// a failure is noted in the measurement, and nothing else is lost.
+    /// With `registry`, the tool is recorded there while it runs, like an
+    /// engine (see [`crate::registry`]).
     pub async fn add_perplexity(
         &mut self,
         plan: &ProbePlan,
@@ -132,10 +135,11 @@ impl Outcome {
         model: &str,
         settings: &Settings,
         scratch: &std::path::Path,
+        registry: Option<&std::path::Path>,
     ) {
         let Some(probe) = &plan.perplexity else { return };
         let Some(entry) = profile.model(model) else { return };
-        match probe.run(profile, &entry.path, settings, scratch).await {
+        match probe.run(profile, &entry.path, settings, scratch, registry).await {
             Ok(r) => self.measurement.perplexity = Some(r),
             Err(f) => self.measurement.probe_errors.push(format!("perplexity: {f}")),
         }

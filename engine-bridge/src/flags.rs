@@ -80,13 +80,9 @@ async fn read_help(
     program: &Path,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Option<String> {
-    let run = tokio::process::Command::new(program)
-        .arg("--help")
-        .envs(env)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(10), run).await.ok()?.ok()?;
+    let mut cmd = crate::children::command(program);
+    cmd.arg("--help").envs(env);
+    let out = crate::children::output(cmd, Duration::from_secs(10), None).await.ok()?;
     Some(format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

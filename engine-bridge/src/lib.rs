@@ -5,9 +5,11 @@
 //! - [`catalog`]: each engine's settings, their domains and flags;
 //! - [`engine`]: plan a command line, launch, wait until ready, probe, stop;
 //! - [`flags`]: each setting spelled the way the user's binary accepts it;
-//! - [`process`]: process groups, output capture, SIGTERM then SIGKILL;
+//! - [`children`]: how every program is started (own group, dies with Tunebook);
+//! - [`process`]: engine processes, output capture, SIGTERM then SIGKILL;
 //! - [`probes`]: speed, depth curve, concurrency, quality, context recall;
 //! - [`openai`]: OpenAI-compatible servers, timed on the client;
+//! - [`endpoints`]: the judge and other models Tunebook asks, configured on the server;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
 //! - [`memory`]: peak RSS of the process group, MemAvailable, GPU memory;
 //! - [`registry`]: a record of running engines, so none outlives a crash;
@@ -16,6 +18,8 @@
 //! - [`gguf`]: random-weight GGUF models for tests and demos.
 
 pub mod catalog;
+pub mod children;
+pub mod endpoints;
 pub mod engine;
 pub mod failure;
 pub mod flags;

@@ -69,16 +69,15 @@ pub fn parse_gpu_apps(csv: &str, pids: &[u32]) -> u64 {
         .sum()
 }
 
-/// What `nvidia-smi` prints with `args`; `None` where there is none or it
-/// fails.
+/// Longest `nvidia-smi` may take: a wedged driver can hang it for minutes.
+const NVIDIA_SMI_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What `nvidia-smi` prints with `args`; `None` where there is none, it
+/// fails, or it hangs past [`NVIDIA_SMI_TIMEOUT`].
 async fn nvidia_smi(args: &[&str]) -> Option<String> {
-    let out = tokio::process::Command::new("nvidia-smi")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .await
-        .ok()?;
+    let mut cmd = crate::children::command("nvidia-smi");
+    cmd.args(args);
+    let out = crate::children::output(cmd, NVIDIA_SMI_TIMEOUT, None).await.ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 

@@ -16,7 +16,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::watch;
 
 use crate::profile::Api;
@@ -140,18 +140,12 @@ pub struct EngineProcess {
 }
 
 impl EngineProcess {
-    /// Starts the process in a new process group with stdin closed.
+    /// Starts the process as [`crate::children`] starts every child: its own
+    /// process group, stdin closed, dying with Tunebook.
     pub fn spawn(spec: &LaunchSpec) -> Result<Self, SpawnError> {
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args)
-            .envs(&spec.env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
+        let mut cmd = crate::children::command(&spec.program);
+        cmd.args(&spec.args).envs(&spec.env).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = crate::children::spawn(cmd)
             .map_err(|source| SpawnError { program: spec.program.display().to_string(), source })?;
         let pid = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
         let tail = Arc::new(Mutex::new(LogTail::default()));

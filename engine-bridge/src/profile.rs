@@ -200,16 +200,19 @@ impl Profile {
         Ok(profiles)
     }
 
-    /// The parameter catalog of this profile's engine.
+    /// The parameter catalog of this profile's engine; the variables the
+    /// profile sets are pinned (a study may not change them).
     pub fn catalog(&self) -> Catalog {
-        match self.kind {
+        let mut catalog = match self.kind {
             EngineKind::LlamaServer => Catalog::llama_server(),
             EngineKind::LlamaCppPython => Catalog::llama_cpp_python(),
             EngineKind::Vllm => Catalog::vllm(),
             EngineKind::Sglang => Catalog::sglang(),
             EngineKind::Custom => Catalog::custom(&self.params),
-            EngineKind::External => Catalog::custom(&BTreeMap::new()),
-        }
+            EngineKind::External => Catalog { env: vec![], ..Catalog::custom(&BTreeMap::new()) },
+        };
+        catalog.pinned_env = self.env.keys().cloned().collect();
+        catalog
     }
 
     /// The path that answers 200 once the engine can serve.

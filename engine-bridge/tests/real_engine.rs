@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use engine_bridge::endpoints::Endpoint;
 use engine_bridge::planner::{ModelInfo, logged_kv_bytes};
 use engine_bridge::probes::quality::Judge;
 use engine_bridge::probes::{ConcurrencyProbe, ContextProbe, DepthProbe, QualityProbe};
@@ -120,10 +121,14 @@ async fn quality_answers_are_deterministic_and_scored() {
     // endpoint will do, and a grammar holds the reply to one digit.
     let judged = QualityProbe {
         judge: Some(Judge {
-            url: engine.base_url.clone(),
+            endpoint: "self".into(),
             model: None,
             rubric: "The answer names the right number.".into(),
-            api_key_env: None,
+            resolved: Some(Endpoint {
+                url: engine.base_url.clone(),
+                model: None,
+                api_key_env: None,
+            }),
         }),
         ..QualityProbe::default()
     };
@@ -140,10 +145,14 @@ async fn quality_answers_are_deterministic_and_scored() {
     let free = engine_bridge::engine::free_port().unwrap();
     let unreachable = QualityProbe {
         judge: Some(Judge {
-            url: format!("http://127.0.0.1:{free}"),
+            endpoint: "gone".into(),
             model: Some("judge".into()),
             rubric: String::new(),
-            api_key_env: None,
+            resolved: Some(Endpoint {
+                url: format!("http://127.0.0.1:{free}"),
+                model: None,
+                api_key_env: None,
+            }),
         }),
         ..QualityProbe::default()
     };
@@ -151,6 +160,17 @@ async fn quality_answers_are_deterministic_and_scored() {
     assert_eq!(ungraded.similarity_to(&first), Some(1.0));
     assert!(ungraded.judge_score.is_none());
     assert!(ungraded.cases.iter().all(|c| c.judge_error.as_deref().unwrap().contains("judge")));
+    // A judge named in a plan but not configured here: said, and nothing sent.
+    let unknown = QualityProbe {
+        judge: Some(Judge { resolved: None, ..judged.judge.clone().unwrap() }),
+        ..QualityProbe::default()
+    };
+    let ungraded = unknown.run(&engine).await.unwrap();
+    assert!(
+        ungraded.cases.iter().all(|c| c.judge_error.as_deref().unwrap().contains("not configured")),
+        "{:?}",
+        ungraded.cases[0]
+    );
     engine.stop(Duration::from_secs(5)).await;
 }
 
@@ -237,8 +257,10 @@ async fn perplexity_at_the_trial_settings() {
             ("flash_attn", "on"),
             ("threads", "2"),
         ]);
-        let r =
-            probe.run(&profile, model, &s, scratch.path()).await.expect("llama-perplexity runs");
+        let r = probe
+            .run(&profile, model, &s, scratch.path(), None)
+            .await
+            .expect("llama-perplexity runs");
         assert_eq!((r.ctx, r.chunks), (128, 2));
         assert!(r.plus_minus.unwrap() > 0.0);
         ppl.push(r.ppl);
@@ -248,6 +270,6 @@ async fn perplexity_at_the_trial_settings() {
     assert_ne!(ppl[0], ppl[1], "a 4-bit cache changes the numbers");
     // A setting llama-perplexity rejects is the engine's failure, in its words.
     let bad = settings(&[("cache_type_k", "q3_bogus")]);
-    let f = probe.run(&profile, model, &bad, scratch.path()).await.unwrap_err();
+    let f = probe.run(&profile, model, &bad, scratch.path(), None).await.unwrap_err();
     assert!(f.message.contains("q3_bogus"), "{}", f.message);
 }

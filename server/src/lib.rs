@@ -4,6 +4,7 @@
 
 #![recursion_limit = "512"]
 
+pub mod data_lock;
 pub mod db;
 pub mod error;
 pub mod hub;
@@ -16,6 +17,7 @@ pub mod recipe;
 pub mod report;
 pub mod routes;
 pub mod runner;
+pub mod same_origin;
 pub mod service;
 pub mod settings;
 pub mod studies;
@@ -79,6 +81,7 @@ pub async fn launch(
     let ctx = prepare(&settings, token.clone()).await?;
     let (events, db, profiles) = (ctx.events.clone(), ctx.db.clone(), ctx.profiles.clone());
     let logs_dir = ctx.logs_dir.clone();
+    let endpoints = ctx.endpoints.clone();
     let bandwidth = ctx.bandwidth;
     let (runner, worker) = Runner::start(ctx.clone()).await?;
     let studies = Studies::new(ctx);
@@ -89,6 +92,7 @@ pub async fn launch(
         profiles,
         runner,
         studies,
+        endpoints,
         events,
         n_predict: settings.probes.speed.as_ref().map(|s| s.n_predict),
         logs_dir,
@@ -117,7 +121,10 @@ pub async fn launch(
     let state = AppState { leptos_options, service, shutdown: token.clone(), login };
     tracing::info!("Tunebook listening on http://{addr}");
     let stop = token.clone();
-    axum::serve(listener, router(state))
+    let allowed_hosts = same_origin::AllowedHosts(Arc::new(settings.allowed_hosts.clone()));
+    let app =
+        router(state, allowed_hosts).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             stop.cancel();
@@ -133,6 +140,9 @@ pub async fn launch(
 /// Tunebook left running, and knows the memory bandwidth: what the trial
 /// runner and the study runner need, for the server and the command line.
 pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result<RunnerContext> {
+    // Before anything else: the engines recorded here may be another
+    // Tunebook's, running.
+    let lock = Arc::new(data_lock::take(&settings.data_dir)?);
     let db = Db::connect(&settings.database_url).await?;
     let profiles = Arc::new(Profile::load_dir(&settings.profiles_dir)?);
     // Engines a killed Tunebook left running hold memory and ports: stop them.
@@ -149,16 +159,18 @@ pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result
         profiles,
         events: Default::default(),
         probes: settings.probes.clone(),
+        endpoints: Arc::new(settings.endpoints.clone()),
         load_timeout: settings.load_timeout,
         logs_dir: settings.data_dir.join("logs"),
         engines_dir,
         bandwidth: Some(bandwidth),
         shutdown,
         slot: Default::default(),
+        data_lock: lock,
     })
 }
 
-fn router(state: AppState) -> Router {
+fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
     let backend: SharedBackend = state.service.clone();
     let options = state.leptos_options.clone();
     Router::new()
@@ -205,5 +217,7 @@ fn router(state: AppState) -> Router {
         .route("/logout", post(login::logout))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn_with_state(state.clone(), login::require))
+        // Outermost: nothing from another site reaches the login or a handler.
+        .layer(axum::middleware::from_fn_with_state(allowed_hosts, same_origin::guard))
         .with_state(state)
 }

@@ -3,13 +3,17 @@
 //! read-only report links and their exports, the worker API (which has its
 //! own tokens), the browser bundle, and the login page itself. Sessions are
 //! random 256-bit tokens kept (as SHA-256) in memory: a restart logs
-//! everyone out.
+//! everyone out. A session ends after [`IDLE`] unused or [`LIFETIME`] in
+//! all; an address that gives a wrong password [`MAX_FAILURES`] times
+//! waits out the rest of [`FAILURE_WINDOW`].
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use axum::Form;
-use axum::extract::{Query, Request, State};
+use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -21,10 +25,40 @@ use crate::AppState;
 /// The session cookie's name.
 pub const COOKIE: &str = "tunebook_session";
 
-/// The password, and the sessions it opened.
+/// A session unused this long has ended.
+pub const IDLE: Duration = Duration::from_secs(12 * 3600);
+/// No session lasts longer than this.
+pub const LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Wrong passwords an address may give within [`FAILURE_WINDOW`].
+pub const MAX_FAILURES: u32 = 5;
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Most addresses whose failures are remembered at once.
+const MAX_TRACKED: usize = 10_000;
+
+/// When a session was opened and last used.
+struct Session {
+    opened: Instant,
+    used: Instant,
+}
+
+/// The password, the sessions it opened, and recent wrong guesses.
 pub struct Login {
     password_sha256: [u8; 32],
-    sessions: Mutex<HashSet<[u8; 32]>>,
+    sessions: Mutex<HashMap<[u8; 32], Session>>,
+    /// Per address: wrong passwords since the window opened.
+    failures: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+}
+
+/// Why a login was not opened.
+#[derive(Debug, PartialEq)]
+enum Refusal {
+    WrongPassword,
+    /// Too many wrong passwords lately: try again after this long.
+    TooMany(Duration),
+}
+
+fn alive(s: &Session, now: Instant) -> bool {
+    now.duration_since(s.used) < IDLE && now.duration_since(s.opened) < LIFETIME
 }
 
 fn sha256(s: &str) -> [u8; 32] {
@@ -33,23 +67,54 @@ fn sha256(s: &str) -> [u8; 32] {
 
 impl Login {
     pub fn new(password: &str) -> Self {
-        Login { password_sha256: sha256(password), sessions: Mutex::default() }
+        Login {
+            password_sha256: sha256(password),
+            sessions: Mutex::default(),
+            failures: Mutex::default(),
+        }
     }
 
-    /// A new session for the right password.
-    fn open(&self, password: &str) -> Option<String> {
+    /// A new session for the right password, unless `from` has guessed
+    /// wrong too often lately.
+    fn open(&self, password: &str, from: IpAddr, now: Instant) -> Result<String, Refusal> {
+        let mut failures = self.failures.lock().expect("failures");
+        failures.retain(|_, (since, _)| now.duration_since(*since) < FAILURE_WINDOW);
+        if let Some((since, n)) = failures.get(&from)
+            && *n >= MAX_FAILURES
+        {
+            return Err(Refusal::TooMany(
+                FAILURE_WINDOW.saturating_sub(now.duration_since(*since)),
+            ));
+        }
         // Digests compared, not the password: the time taken tells nothing
         // about how much of it was right.
         if sha256(password) != self.password_sha256 {
-            return None;
+            if failures.len() < MAX_TRACKED || failures.contains_key(&from) {
+                failures.entry(from).or_insert((now, 0)).1 += 1;
+            }
+            return Err(Refusal::WrongPassword);
         }
+        failures.remove(&from);
         let token = crate::new_token();
-        self.sessions.lock().expect("sessions").insert(sha256(&token));
-        Some(token)
+        let mut sessions = self.sessions.lock().expect("sessions");
+        sessions.retain(|_, s| alive(s, now));
+        sessions.insert(sha256(&token), Session { opened: now, used: now });
+        Ok(token)
     }
 
-    fn valid(&self, token: &str) -> bool {
-        self.sessions.lock().expect("sessions").contains(&sha256(token))
+    fn valid(&self, token: &str, now: Instant) -> bool {
+        let mut sessions = self.sessions.lock().expect("sessions");
+        match sessions.get_mut(&sha256(token)) {
+            Some(s) if alive(s, now) => {
+                s.used = now;
+                true
+            }
+            Some(_) => {
+                sessions.remove(&sha256(token));
+                false
+            }
+            None => false,
+        }
     }
 
     fn close(&self, token: &str) {
@@ -86,7 +151,8 @@ fn session(headers: &HeaderMap) -> Option<String> {
 pub async fn require(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(login) = &state.login else { return next.run(request).await };
     let path = request.uri().path().to_string();
-    if open_to_all(&path) || session(request.headers()).is_some_and(|s| login.valid(&s)) {
+    let now = Instant::now();
+    if open_to_all(&path) || session(request.headers()).is_some_and(|s| login.valid(&s, now)) {
         return next.run(request).await;
     }
     if path.starts_with("/api/") {
@@ -104,12 +170,32 @@ pub struct LoginQuery {
     next: Option<String>,
 }
 
-/// Where to go after logging in: a path on this server, never elsewhere.
+/// Where to go after logging in: a plain path on this server, never
+/// elsewhere. Browsers drop tabs and newlines from addresses and read `\`
+/// as `/`, so `/\t/evil.example` would lead off-site: only printable ASCII
+/// without `\` is taken, and never `//` at the start.
 fn local(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && n.len() <= 2000
+                && n.bytes().all(|b| b.is_ascii_graphic() && b != b'\\') =>
+        {
+            n.to_string()
+        }
         _ => "/".into(),
     }
+}
+
+/// `Secure` where the browser reached Tunebook over TLS (through a proxy
+/// that says so), so the cookie never travels in clear.
+fn cookie_attributes(headers: &HeaderMap) -> &'static str {
+    let tls = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
+    if tls { "; Secure" } else { "" }
 }
 
 fn page(next: &str, message: Option<&'static str>) -> Html<String> {
@@ -137,16 +223,32 @@ pub struct Credentials {
     next: Option<String>,
 }
 
-pub async fn submit(State(state): State<AppState>, Form(c): Form<Credentials>) -> Response {
+pub async fn submit(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(c): Form<Credentials>,
+) -> Response {
     let next = local(c.next.as_deref());
     let Some(login) = &state.login else { return Redirect::to(&next).into_response() };
-    match login.open(&c.password) {
-        Some(token) => (
-            [(header::SET_COOKIE, format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax"))],
-            Redirect::to(&next),
+    match login.open(&c.password, peer.ip(), Instant::now()) {
+        Ok(token) => {
+            let cookie = format!(
+                "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{}",
+                LIFETIME.as_secs(),
+                cookie_attributes(&headers)
+            );
+            ([(header::SET_COOKIE, cookie)], Redirect::to(&next)).into_response()
+        }
+        Err(Refusal::WrongPassword) => {
+            (StatusCode::UNAUTHORIZED, page(&next, Some("That is not the password.")))
+                .into_response()
+        }
+        Err(Refusal::TooMany(wait)) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, wait.as_secs().max(1).to_string())],
+            page(&next, Some("Too many wrong passwords: wait a minute and try again.")),
         )
-            .into_response(),
-        None => (StatusCode::UNAUTHORIZED, page(&next, Some("That is not the password.")))
             .into_response(),
     }
 }
@@ -169,20 +271,63 @@ mod tests {
     #[test]
     fn only_local_paths_are_gone_back_to() {
         assert_eq!(local(Some("/studies/3?x=1")), "/studies/3?x=1");
-        for outside in ["https://evil.example/", "//evil.example/", "/\\evil.example", "studies"] {
+        for outside in [
+            "https://evil.example/",
+            "//evil.example/",
+            "/\\evil.example",
+            "studies",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/ /evil.example",
+        ] {
             assert_eq!(local(Some(outside)), "/", "{outside}");
         }
         assert_eq!(local(None), "/");
     }
 
+    const ME: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     #[test]
     fn a_session_opens_with_the_password_only_and_closes() {
         let login = Login::new("s3cret");
-        assert!(login.open("s3cre").is_none() && login.open("").is_none());
-        let token = login.open("s3cret").unwrap();
-        assert!(login.valid(&token) && !login.valid("other"));
+        let now = Instant::now();
+        assert_eq!(login.open("s3cre", ME, now), Err(Refusal::WrongPassword));
+        assert_eq!(login.open("", ME, now), Err(Refusal::WrongPassword));
+        let token = login.open("s3cret", ME, now).unwrap();
+        assert!(login.valid(&token, now) && !login.valid("other", now));
         login.close(&token);
-        assert!(!login.valid(&token));
+        assert!(!login.valid(&token, now));
+    }
+
+    #[test]
+    fn sessions_end_when_idle_or_old() {
+        let login = Login::new("pw");
+        let t0 = Instant::now();
+        let token = login.open("pw", ME, t0).unwrap();
+        assert!(!login.valid(&token, t0 + IDLE), "idle too long");
+        let token = login.open("pw", ME, t0).unwrap();
+        let mut now = t0;
+        while now < t0 + LIFETIME - IDLE {
+            now += IDLE / 2;
+            assert!(login.valid(&token, now), "kept alive by use");
+        }
+        assert!(!login.valid(&token, t0 + LIFETIME), "never past its lifetime");
+    }
+
+    #[test]
+    fn wrong_guesses_are_limited_per_address() {
+        let login = Login::new("pw");
+        let now = Instant::now();
+        for _ in 0..MAX_FAILURES {
+            assert_eq!(login.open("guess", ME, now), Err(Refusal::WrongPassword));
+        }
+        assert!(
+            matches!(login.open("pw", ME, now), Err(Refusal::TooMany(_))),
+            "even the right one"
+        );
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        assert!(login.open("pw", other, now).is_ok(), "another address is not held up");
+        assert!(login.open("pw", ME, now + FAILURE_WINDOW).is_ok(), "after the window");
     }
 
     #[test]

@@ -41,6 +41,10 @@ enum Command {
         /// The environment variable holding the writer's API key, if it needs one.
         #[arg(long, requires = "writer_url")]
         writer_api_key_env: Option<String>,
+        /// A name (besides IP addresses and `localhost`) browsers may use
+        /// to reach this server, such as the machine's DNS name; repeatable.
+        #[arg(long = "allowed-host", env = "TUNEBOOK_ALLOWED_HOSTS", value_delimiter = ',')]
+        allowed_hosts: Vec<String>,
         /// Ask for this password before every page and API route except
         /// read-only report links and the worker API (set it in the
         /// environment, not on the command line).
@@ -160,17 +164,25 @@ struct Common {
     /// Seconds an engine may take to load before the trial fails.
     #[arg(long, default_value_t = 600)]
     load_timeout: u64,
+    /// A TOML file of OpenAI-compatible endpoints (a judge, a model that
+    /// proposes configurations) that studies may name.
+    #[arg(long, env = "TUNEBOOK_ENDPOINTS")]
+    endpoints: Option<PathBuf>,
 }
 
 impl Common {
-    fn settings(self) -> Settings {
+    fn settings(self) -> anyhow::Result<Settings> {
         let mut settings = Settings::with_data_dir(self.data_dir);
+        if let Some(path) = &self.endpoints {
+            settings.endpoints =
+                engine_bridge::endpoints::load(path).map_err(anyhow::Error::msg)?;
+        }
         if let Some(url) = self.database_url {
             settings.database_url = url;
         }
         settings.profiles_dir = self.profiles;
         settings.load_timeout = Duration::from_secs(self.load_timeout);
-        settings
+        Ok(settings)
     }
 }
 
@@ -205,11 +217,18 @@ async fn main() -> anyhow::Result<()> {
             writer_url,
             writer_model,
             writer_api_key_env,
+            allowed_hosts,
             password,
         } => {
-            let mut settings = common.settings();
+            let mut settings = common.settings()?;
             settings.site_root = site_root;
             settings.password = password.filter(|p| !p.is_empty());
+            settings.allowed_hosts = allowed_hosts;
+            if !addr.ip().is_loopback() && settings.password.is_none() {
+                anyhow::bail!(
+                    "refusing to listen on {addr} without a password: anyone who can reach it could run engines here. Set TUNEBOOK_PASSWORD, or listen on 127.0.0.1"
+                );
+            }
             settings.writer = writer_url.map(|url| tunebook_study::study::Endpoint {
                 url,
                 model: writer_model,
@@ -226,7 +245,7 @@ async fn main() -> anyhow::Result<()> {
                 .context("server failed")?;
         }
         Command::Worker { server, token, common, bandwidth_gbps, class } => {
-            let mut settings = common.settings();
+            let mut settings = common.settings()?;
             settings.bandwidth = bandwidth_gbps.map(|g| g * 1e9);
             let stop = tokio_util::sync::CancellationToken::new();
             let on_signal = stop.clone();
@@ -259,12 +278,12 @@ async fn main() -> anyhow::Result<()> {
             .await?;
         }
         Command::Run { file, resume, common } => {
-            let settings = common.settings();
+            let settings = common.settings()?;
             tunebook::study_cli::run(tunebook::study_cli::RunArgs { settings, file, resume })
                 .await?;
         }
         Command::Export { study, format, out, common } => {
-            let settings = common.settings();
+            let settings = common.settings()?;
             let csv = matches!(format, Format::Csv);
             match out {
                 Some(path) => {
@@ -282,7 +301,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Import { file, profile, common } => {
-            let settings = common.settings();
+            let settings = common.settings()?;
             let ids = tunebook::study_cli::import(&settings, &file, &profile).await?;
             println!("imported {} trials", ids.len());
         }

@@ -98,7 +98,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
         }
     };
     let scratch = tempfile::tempdir()?;
-    outcome.add_perplexity(&plan, profile, &args.model, &settings, scratch.path()).await;
+    outcome.add_perplexity(&plan, profile, &args.model, &settings, scratch.path(), None).await;
     let ceiling = model.as_ref().and_then(|m| {
         let speed = &outcome.measurement.speed.as_ref()?.summary;
         speed_ceiling(m, &settings, speed, bandwidth)

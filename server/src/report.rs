@@ -21,6 +21,7 @@ use crate::db::reports::{self, ReportRow, SaveError};
 use crate::db::studies::{self, StudyRow};
 use crate::db::trials;
 use crate::error::{Error, Result};
+use crate::markdown::{code, fenced};
 use crate::service::Service;
 
 /// Most cells a report may hold, and most characters in one cell.
@@ -449,10 +450,14 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 .map(|(m, v)| format!("{} {}", m.label(), findings::value_text(*m, *v)))
                 .collect();
             let mut text = format!(
-                "### Trial {trial}\n\n`{}` on `{}` with `{}`{}.\n\n",
-                if config.is_empty() { "the engine's defaults".into() } else { config.join(" ") },
-                t.profile,
-                t.model,
+                "### Trial {trial}\n\n{} on {} with {}{}.\n\n",
+                code(&if config.is_empty() {
+                    "the engine's defaults".into()
+                } else {
+                    config.join(" ")
+                }),
+                code(&t.profile),
+                code(&t.model),
                 if measured.is_empty() {
                     String::new()
                 } else {
@@ -461,10 +466,10 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
             );
             match crate::recipe::of_trial(&src.service.db, src.row.id, t).await? {
                 Some(r) => text.push_str(&format!(
-                    "Run it (port {}; the unit's start timeout is three times the measured load time):\n\n```sh\n{}\n```\n\n```ini\n{}```\n",
+                    "Run it (port {}; the unit's start timeout is three times the measured load time):\n\n{}\n{}",
                     crate::recipe::PORT,
-                    r.shell,
-                    r.unit
+                    fenced("sh", &r.shell),
+                    fenced("ini", &r.unit)
                 )),
                 None => text.push_str("An endpoint Tunebook does not launch: nothing to run.\n"),
             }

@@ -32,6 +32,8 @@ pub struct RunnerContext {
     /// Where trial and study updates go to their watchers.
     pub events: Arc<crate::hub::Hub>,
     pub probes: ProbePlan,
+    /// The endpoints of this machine's configuration, by name.
+    pub endpoints: Arc<engine_bridge::endpoints::Endpoints>,
     pub load_timeout: Duration,
     /// Engine output is kept here, one file per trial.
     pub logs_dir: PathBuf,
@@ -44,6 +46,8 @@ pub struct RunnerContext {
     /// whether its trial came alone or from a study. Between a study's
     /// trials it may hold that study's engine, still running.
     pub slot: Arc<tokio::sync::Mutex<Option<Warm>>>,
+    /// The data folder's lock, held as long as any copy of the context.
+    pub data_lock: Arc<crate::data_lock::DataLock>,
 }
 
 /// A study's engine kept running after its trial, for a next trial that
@@ -178,6 +182,7 @@ async fn measure(
     slot: &mut Option<Warm>,
 ) -> Result<Result<(), Failure>, sqlx::Error> {
     let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
+    let probes = &probes.clone().with_endpoints(&ctx.endpoints);
     set_state(ctx, trial.id, TrialState::Launching).await?;
     let Some(profile) = ctx.profiles.iter().find(|p| p.name == trial.profile) else {
         return fail(
@@ -236,7 +241,8 @@ async fn measure(
         Err(failure) => return Ok(Err(failure)),
     };
     let scratch = ctx.logs_dir.as_path();
-    outcome.add_perplexity(probes, profile, &trial.model, &trial.settings, scratch).await;
+    let registry = Some(ctx.engines_dir.as_path());
+    outcome.add_perplexity(probes, profile, &trial.model, &trial.settings, scratch, registry).await;
     let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
         let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
         let speed = &outcome.measurement.speed.as_ref()?.summary;

@@ -30,6 +30,8 @@ pub struct Service {
     pub profiles: Arc<Vec<Profile>>,
     pub runner: Runner,
     pub studies: Arc<crate::studies::Studies>,
+    /// The endpoints studies may name (see `engine_bridge::endpoints`).
+    pub endpoints: Arc<engine_bridge::endpoints::Endpoints>,
     pub events: Arc<crate::hub::Hub>,
     /// Tokens each speed probe request generates, stored with each trial.
     pub n_predict: Option<u32>,
@@ -144,7 +146,11 @@ impl Service {
                 description: p.description.clone(),
                 models: p.models.iter().map(|m| m.name.clone()).collect(),
                 cache_types: CACHE_TYPES.iter().map(|s| s.to_string()).collect(),
-                params: p.catalog().params.iter().map(param_view).collect(),
+                params: {
+                    let catalog = p.catalog();
+                    let env = catalog.env.iter().map(env_param);
+                    catalog.params.iter().cloned().chain(env).map(|p| param_view(&p)).collect()
+                },
             })
             .collect()
     }
@@ -167,6 +173,18 @@ fn user_error(what: &'static str) -> impl Fn(Error) -> String {
     }
 }
 
+/// An environment variable a study may set, as the setting `env.NAME`.
+fn env_param(v: &engine_bridge::catalog::EnvVar) -> engine_bridge::catalog::Param {
+    engine_bridge::catalog::Param {
+        name: format!("{}{}", engine_bridge::catalog::ENV_PREFIX, v.name).into(),
+        flag: v.name.into(),
+        domain: v.domain.clone(),
+        default: "unset",
+        phase: engine_bridge::catalog::Phase::LoadTime,
+        help: v.help,
+    }
+}
+
 fn param_view(p: &engine_bridge::catalog::Param) -> ParamView {
     use engine_bridge::catalog::{Domain, Phase};
     let (kind, choices, min, max) = match &p.domain {
@@ -182,7 +200,7 @@ fn param_view(p: &engine_bridge::catalog::Param) -> ParamView {
             ("bool", vec!["false".into(), "true".into()], None, None)
         }
         Domain::Model => ("model", vec![], None, None),
-        Domain::Text => ("text", vec![], None, None),
+        Domain::Text | Domain::Devices => ("text", vec![], None, None),
     };
     ParamView {
         name: p.name.to_string(),
@@ -424,7 +442,7 @@ impl Backend for Service {
     async fn check_study(&self, text: String) -> Result<CheckView, String> {
         // One problem a line: the designer lists them.
         let def = StudyDef::from_text(&text).map_err(|e| e.0.join("\n"))?;
-        crate::studies::preview(&self.db, &self.profiles, &def)
+        crate::studies::preview(&self.db, &self.profiles, &self.endpoints, &def)
             .await
             .map_err(|e| user_error("checking the study")(e.into()))?
             .map_err(|e| e.0.join("\n"))

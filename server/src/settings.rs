@@ -29,6 +29,12 @@ pub struct Settings {
     /// How long a worker holds a trial without renewing its lease before
     /// the trial goes back to the queue.
     pub lease: Duration,
+    /// OpenAI-compatible endpoints (a judge, a proposing model) that
+    /// studies may name; studies never give a URL or a key themselves.
+    pub endpoints: engine_bridge::endpoints::Endpoints,
+    /// Names (besides IP addresses and `localhost`) that browsers may
+    /// reach this server by; requests naming any other host are refused.
+    pub allowed_hosts: Vec<String>,
     /// With a password, every page and API route but report links and the
     /// worker API wants a login.
     pub password: Option<String>,
@@ -48,6 +54,8 @@ impl Settings {
             writer: None,
             lease: Duration::from_secs(30),
             password: None,
+            endpoints: Default::default(),
+            allowed_hosts: vec![],
         }
     }
 }

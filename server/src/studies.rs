@@ -313,17 +313,10 @@ pub async fn write_up(
             None => why,
         };
         recipes.push_str(&format!(
-            "### Trial {trial} ({})
-
-```sh
-{}
-```
-
-```ini
-{}```
-
-",
-            why, r.shell, r.unit
+            "### Trial {trial} ({})\n\n{}\n{}\n",
+            why,
+            crate::markdown::fenced("sh", &r.shell),
+            crate::markdown::fenced("ini", &r.unit)
         ));
     }
     if !recipes.is_empty() {
@@ -351,6 +344,19 @@ pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> 
     })?;
     let models: Vec<String> = profile.models.iter().map(|m| m.name.clone()).collect();
     def.check(&profile.catalog(), &models)
+}
+
+/// Checks that every endpoint a study names (its `llm` strategy's, its
+/// quality judge's) is one of the server's.
+pub fn check_endpoints(
+    endpoints: &engine_bridge::endpoints::Endpoints,
+    def: &StudyDef,
+) -> Result<(), StudyError> {
+    let judge = def.probes.as_ref().and_then(|p| p.quality.as_ref()?.judge.as_ref());
+    let named = def.strategy.endpoint.iter().chain(judge.map(|j| &j.endpoint));
+    let errors: Vec<String> =
+        named.filter_map(|name| engine_bridge::endpoints::named(endpoints, name).err()).collect();
+    if errors.is_empty() { Ok(()) } else { Err(StudyError(errors)) }
 }
 
 /// What the study's trials say so far, kept between the study loop's
@@ -526,8 +532,12 @@ impl FitCheck {
 pub async fn preview(
     db: &crate::db::Db,
     profiles: &[Profile],
+    endpoints: &engine_bridge::endpoints::Endpoints,
     def: &StudyDef,
 ) -> Result<Result<CheckView, StudyError>, sqlx::Error> {
+    if let Err(e) = check_endpoints(endpoints, def) {
+        return Ok(Err(e));
+    }
     let study = match check(profiles, def) {
         Ok(s) => s,
         Err(e) => return Ok(Err(e)),
@@ -607,7 +617,9 @@ impl Studies {
         self: &Arc<Self>,
         def: &StudyDef,
     ) -> Result<(i64, JoinHandle<()>), crate::Error> {
-        check(&self.ctx.profiles, def).map_err(|e| crate::Error::BadRequest(e.to_string()))?;
+        check_endpoints(&self.ctx.endpoints, def)
+            .and_then(|()| check(&self.ctx.profiles, def).map(drop))
+            .map_err(|e| crate::Error::BadRequest(e.to_string()))?;
         let id = studies::insert(&self.ctx.db, def).await?;
         record(&self.ctx, id, "created", &format!("study `{}` created", def.name)).await?;
         Ok((id, self.spawn(id)))
@@ -690,7 +702,8 @@ impl Studies {
                 return conclude(ctx, id, StudyState::Failed, &reason).await;
             }
         };
-        let strategy = strategy::for_study(&study);
+        let endpoint = study.def.strategy.endpoint.as_ref().and_then(|n| ctx.endpoints.get(n));
+        let strategy = strategy::for_study(&study, endpoint.cloned());
         if !study.def.machines.is_empty() {
             return self.run_on_workers(id, &study, strategy.as_ref(), control).await;
         }

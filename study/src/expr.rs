@@ -112,8 +112,86 @@ pub struct Constraint {
     root: Node,
 }
 
+/// The longest expression read, in bytes.
+pub const MAX_EXPR_LEN: usize = 1000;
+/// The deepest nesting of brackets read.
+pub const MAX_NESTING: usize = 16;
+/// The most prefix operators (`not`, `!`, `-`) read one after another.
+pub const MAX_PREFIX_RUN: usize = 8;
+
+/// Refuses an expression before the parser sees it if it is longer or
+/// nested deeper than anyone writes: the parser and the evaluator recurse
+/// once per level, and a few KB of `(((…` would exhaust the stack.
+fn within_limits(text: &str) -> Result<(), ExprError> {
+    let refuse = |message: String| {
+        let shown: String = text.chars().take(60).collect();
+        Err(ExprError::Parse { text: shown, message })
+    };
+    if text.len() > MAX_EXPR_LEN {
+        return refuse(format!("{} bytes long, over the limit of {MAX_EXPR_LEN}", text.len()));
+    }
+    let (mut depth, mut deepest, mut run, mut longest_run) = (0usize, 0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        let word_at = |w: &str| {
+            let end = i + w.len();
+            let boundary = |j: usize| {
+                chars.get(j).is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '.'))
+            };
+            chars.get(i..end).is_some_and(|s| s.iter().copied().eq(w.chars()))
+                && boundary(end)
+                && (i == 0 || boundary(i - 1))
+        };
+        match c {
+            '"' | '\'' => {
+                quote = Some(c);
+                run = 0;
+            }
+            '(' | '[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+                run = 0;
+            }
+            ')' | ']' => {
+                depth = depth.saturating_sub(1);
+                run = 0;
+            }
+            '!' if chars.get(i + 1) != Some(&'=') => run += 1,
+            '-' => run += 1,
+            'n' if word_at("not") => {
+                run += 1;
+                i += 2;
+            }
+            c if c.is_whitespace() => {}
+            _ => run = 0,
+        }
+        longest_run = longest_run.max(run);
+        i += 1;
+    }
+    if deepest > MAX_NESTING {
+        return refuse(format!("brackets nested {deepest} deep, over the limit of {MAX_NESTING}"));
+    }
+    if longest_run > MAX_PREFIX_RUN {
+        return refuse(format!(
+            "{longest_run} prefix operators in a row, over the limit of {MAX_PREFIX_RUN}"
+        ));
+    }
+    Ok(())
+}
+
 impl Constraint {
     pub fn parse(text: &str) -> Result<Self, ExprError> {
+        within_limits(text)?;
         let mut pairs = Grammar::parse(Rule::constraint, text).map_err(|e| ExprError::Parse {
             text: text.to_string(),
             message: e.renamed_rules(describe).variant.message().to_string(),
@@ -319,6 +397,7 @@ enum BoundNode {
 
 impl BoundExpr {
     pub fn parse(text: &str) -> Result<Self, ExprError> {
+        within_limits(text)?;
         let mut pairs = Grammar::parse(Rule::bound, text).map_err(|e| ExprError::Parse {
             text: text.to_string(),
             message: e.renamed_rules(describe).variant.message().to_string(),
@@ -437,6 +516,30 @@ mod tests {
         let neg = Constraint::parse("threads - 8 >= -2").unwrap();
         assert!(neg.holds(&config(&[("threads", "6")])).unwrap());
         assert!(!neg.holds(&config(&[("threads", "5")])).unwrap());
+    }
+
+    #[test]
+    fn deep_or_long_expressions_are_refused_before_parsing() {
+        let deep = format!("{}threads{} > 1", "(".repeat(1000), ")".repeat(1000));
+        let e = Constraint::parse(&deep).unwrap_err().to_string();
+        assert!(e.contains("over the limit of 1000"), "{e}");
+        let deep = format!("{}threads{} > 1", "(".repeat(40), ")".repeat(40));
+        let e = Constraint::parse(&deep).unwrap_err().to_string();
+        assert!(e.contains("nested 40 deep"), "{e}");
+        let e = Constraint::parse(&format!("{}true", "not ".repeat(20))).unwrap_err();
+        assert!(e.to_string().contains("20 prefix operators"), "{e}");
+        let e = BoundExpr::parse(&format!("{}1{}", "(".repeat(30), ")".repeat(30))).unwrap_err();
+        assert!(e.to_string().contains("nested 30 deep"), "{e}");
+        // At the limits, it parses and evaluates (no stack trouble).
+        let ok = format!(
+            "{}{}threads{} > 1",
+            "(".repeat(MAX_NESTING),
+            "not not ".repeat(MAX_PREFIX_RUN / 2),
+            ")".repeat(MAX_NESTING)
+        );
+        let c = Constraint::parse(&ok.replace("threads", "- - threads")).unwrap();
+        assert!(c.holds(&config(&[("threads", "2")])).is_err(), "not of a number is an error");
+        assert!(Constraint::parse("a != -1 and b != 1 and \"(((((((((((((((((((\" != a").is_ok());
     }
 
     #[test]

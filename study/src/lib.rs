@@ -1,11 +1,12 @@
 //! Studies: what a user varies ([`space`]), the rules between settings and
 //! the bounds on metrics ([`expr`]), what "better" means ([`study`]),
-//! Pareto fronts ([`pareto`]), and the strategies that pick the next
+//! Pareto fronts ([`pareto`]), the bounds on a study's sizes ([`limits`]), and the strategies that pick the next
 //! configuration ([`strategy`]). Nothing here launches an engine; the
 //! server's study runner does.
 
 pub mod expr;
 pub mod findings;
+pub mod limits;
 pub mod pareto;
 pub mod space;
 pub mod strategy;

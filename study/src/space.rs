@@ -7,6 +7,7 @@ use rand::Rng;
 use serde_json::Value as Json;
 
 use crate::expr::Constraint;
+use crate::limits::MAX_AXIS_VALUES;
 
 /// The values one setting takes in a study.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +40,12 @@ impl Domain {
                 if items.is_empty() {
                     return Err("the list of values is empty".into());
                 }
+                if items.len() as u64 > MAX_AXIS_VALUES {
+                    return Err(format!(
+                        "{} values, over the limit of {MAX_AXIS_VALUES} a setting",
+                        items.len()
+                    ));
+                }
                 let values: Vec<String> =
                     items.iter().map(scalar_text).collect::<Result<_, _>>()?;
                 let mut seen = std::collections::BTreeSet::new();
@@ -64,6 +71,9 @@ impl Domain {
                 else {
                     return Err("a range needs `min` and `max`".into());
                 };
+                if !(min.is_finite() && max.is_finite()) {
+                    return Err("`min` and `max` must be finite numbers".into());
+                }
                 let log = match map.get("log") {
                     None => false,
                     Some(v) => v.as_bool().ok_or("`log` must be true or false")?,
@@ -74,7 +84,7 @@ impl Domain {
                 if log && min <= 0.0 {
                     return Err("a log-scale range needs min above 0".into());
                 }
-                let is_int = |k: &str| map.get(k).is_none_or(|v| v.is_i64() || v.is_u64());
+                let is_int = |k: &str| map.get(k).is_none_or(Json::is_i64);
                 if is_int("min") && is_int("max") && is_int("step") && !map.contains_key("points") {
                     let step = map.get("step").and_then(Json::as_i64).unwrap_or(1);
                     if step <= 0 {
@@ -83,24 +93,84 @@ impl Domain {
                     if log && map.contains_key("step") {
                         return Err("give `step` or `log`, not both".into());
                     }
-                    return Ok(Domain::Int { min: min as i64, max: max as i64, step, log });
+                    let (min, max) = (map["min"].as_i64(), map["max"].as_i64());
+                    let domain =
+                        Domain::Int { min: min.expect("i64"), max: max.expect("i64"), step, log };
+                    if domain.len() > MAX_AXIS_VALUES {
+                        return Err(format!(
+                            "{} values from {} to {} (step {step}), over the limit of {MAX_AXIS_VALUES} a setting: give a larger `step`, or `log = true`",
+                            domain.len(),
+                            min.expect("i64"),
+                            max.expect("i64"),
+                        ));
+                    }
+                    return Ok(domain);
                 }
                 if map.contains_key("step") {
                     return Err("`step` needs whole numbers; for decimals give `points`".into());
                 }
                 let points = match map.get("points") {
                     None => 5,
-                    Some(v) => v
-                        .as_u64()
-                        .filter(|p| *p >= 1)
-                        .ok_or("`points` must be a whole number ≥ 1")?
-                        as usize,
+                    Some(v) => v.as_u64().filter(|p| (1..=MAX_AXIS_VALUES).contains(p)).ok_or(
+                        format!("`points` must be a whole number from 1 to {MAX_AXIS_VALUES}"),
+                    )? as usize,
                 };
                 Ok(Domain::Float { min, max, points, log })
             }
             other => Err(format!(
                 "`{other}` is not a domain: give a list of values, \"bool\", or a range {{ min, max }}"
             )),
+        }
+    }
+
+    /// How many values the grid visits, worked out without listing them.
+    pub fn len(&self) -> u64 {
+        match self {
+            Domain::Values(v) => v.len() as u64,
+            Domain::Int { min, max, step, log: false } => {
+                ((i128::from(*max) - i128::from(*min)) / i128::from(*step) + 1)
+                    .clamp(0, i128::from(u64::MAX)) as u64
+            }
+            Domain::Int { min, max, log: true, .. } => {
+                // min, 2·min, 4·min, … up to max, and max itself.
+                if *min <= 0 || min > max {
+                    return 1;
+                }
+                let (mut n, mut last, mut next) = (0, *min, Some(*min));
+                while let Some(v) = next.filter(|v| v <= max) {
+                    (n, last, next) = (n + 1, v, v.checked_mul(2));
+                }
+                n + u64::from(last != *max)
+            }
+            Domain::Float { min, max, points, .. } => {
+                if *points == 1 || min == max {
+                    1
+                } else {
+                    *points as u64
+                }
+            }
+        }
+    }
+
+    /// Whether the grid visits no value (never, for a checked domain).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first and last values the grid visits, worked out without
+    /// listing the grid.
+    pub fn ends(&self) -> (String, String) {
+        match self {
+            Domain::Values(v) => (v[0].clone(), v[v.len() - 1].clone()),
+            Domain::Int { min, max, step, log: false } => {
+                let (lo, hi, step) = (i128::from(*min), i128::from(*max), i128::from(*step));
+                (min.to_string(), (lo + (hi - lo) / step * step).to_string())
+            }
+            Domain::Int { min, max, .. } => (min.to_string(), max.to_string()),
+            Domain::Float { min, max, points, .. } => {
+                let last = if *points == 1 { *min } else { *max };
+                (fmt_float(*min), fmt_float(last))
+            }
         }
     }
 
@@ -248,7 +318,7 @@ impl Space {
 
     /// The number of grid points, before constraints (saturating).
     pub fn grid_size(&self) -> u128 {
-        self.params.iter().fold(1u128, |n, p| n.saturating_mul(p.domain.grid().len() as u128))
+        self.params.iter().fold(1u128, |n, p| n.saturating_mul(u128::from(p.domain.len())))
     }
 
     /// Whether a configuration satisfies every constraint; a constraint
@@ -333,6 +403,41 @@ impl Space {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn sizes_and_ends_are_worked_out_without_listing() {
+        let cases = [
+            json!({"min": 1, "max": 7, "step": 3}),
+            json!({"min": 1, "max": 8, "step": 3}),
+            json!({"min": 2048, "max": 10000, "log": true}),
+            json!({"min": 2048, "max": 8192, "log": true}),
+            json!({"min": 3, "max": 3, "log": true}),
+            json!({"min": 0.5, "max": 1.0, "points": 3}),
+            json!({"min": 0.5, "max": 0.5}),
+            json!(["a", "b"]),
+        ];
+        for v in cases {
+            let d = Domain::from_json(&v).unwrap();
+            let grid = d.grid();
+            assert_eq!(d.len(), grid.len() as u64, "{v}");
+            assert_eq!(d.ends(), (grid[0].clone(), grid[grid.len() - 1].clone()), "{v}");
+        }
+    }
+
+    #[test]
+    fn huge_domains_are_refused_before_they_are_built() {
+        let e = |v| Domain::from_json(&v).unwrap_err();
+        let started = std::time::Instant::now();
+        assert!(e(json!({"min": 1, "max": 16777216})).contains("over the limit of 10000"));
+        assert!(e(json!({"min": 0, "max": 1_000_000_000_000i64})).contains("over the limit"));
+        assert!(e(json!({"min": 0.0, "max": 1.0, "points": 100_000_000})).contains("points"));
+        assert!(e(json!({"min": i64::MIN, "max": i64::MAX})).contains("over the limit"));
+        assert!(e(json!(vec![1; 10_001])).contains("over the limit"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        // A wide range on a log scale is a few dozen values.
+        let d = Domain::from_json(&json!({"min": 1, "max": i64::MAX, "log": true})).unwrap();
+        assert_eq!(d.len(), 64);
+    }
 
     #[test]
     fn domains_as_written() {

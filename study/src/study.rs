@@ -182,25 +182,16 @@ pub enum StrategyKind {
     Llm,
 }
 
-/// An OpenAI-compatible endpoint for the language-model strategy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Endpoint {
-    pub url: String,
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The name of an environment variable holding the API key.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-}
+pub use engine_bridge::endpoints::Endpoint;
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StrategyDef {
     pub kind: StrategyKind,
     pub seed: u64,
-    /// For `llm`; without it the strategy falls back at once.
-    pub endpoint: Option<Endpoint>,
+    /// For `llm`: the name of an endpoint of the server's configuration
+    /// (`--endpoints`); without it the strategy falls back at once.
+    pub endpoint: Option<String>,
 }
 
 /// A study as written in a file or sent by the browser.
@@ -321,6 +312,11 @@ impl StudyDef {
     /// Checks everything against the engine's catalog and the profile's
     /// models; every problem is reported, and nothing is half-accepted.
     pub fn check(&self, catalog: &Catalog, models: &[String]) -> Result<Study, StudyError> {
+        // Sizes first: nothing is built from a study past a bound.
+        let over = crate::limits::check(self);
+        if !over.is_empty() {
+            return Err(StudyError(over));
+        }
         let mut errors = Vec::new();
         if self.name.trim().is_empty() {
             errors.push("the study needs a name".to_string());
@@ -347,11 +343,12 @@ impl StudyDef {
             match Domain::from_json(raw) {
                 Err(e) => errors.push(format!("setting `{name}`: {e}")),
                 Ok(domain) => {
-                    let grid = domain.grid();
-                    // The ends (and every listed value) must be values the engine takes.
+                    // The ends (and every listed value) must be values the
+                    // engine takes; the ends are worked out, not listed.
+                    let ends = domain.ends();
                     let probes: Vec<&String> = match &domain {
                         Domain::Values(v) => v.iter().collect(),
-                        _ => vec![&grid[0], &grid[grid.len() - 1]],
+                        _ => vec![&ends.0, &ends.1],
                     };
                     if probes.into_iter().all(|v| check_value(name, v, &mut errors)) {
                         params.push(Param { name: name.clone(), domain });
@@ -471,7 +468,7 @@ fn satisfiable(space: &Space) -> Result<(), String> {
     if space.constraints.is_empty() {
         return Ok(());
     }
-    const LIMIT: u128 = 200_000;
+    const LIMIT: u128 = 20_000;
     if space.grid_size() <= LIMIT {
         if space.grid().any(|c| space.allows(&c)) {
             return Ok(());

@@ -301,8 +301,7 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                         </select>
                     </label>
                     <Show when=move || form.with(|f| f.strategy == "llm")>
-                        <label>"Endpoint URL (OpenAI-compatible)" {text_input(form, "endpoint-url", |f| &f.endpoint_url, |f, v| f.endpoint_url = v)}</label>
-                        <label>"Endpoint model (blank: its first)" {text_input(form, "endpoint-model", |f| &f.endpoint_model, |f, v| f.endpoint_model = v)}</label>
+                        <label>"Endpoint (a name the server's --endpoints file gives)" {text_input(form, "endpoint", |f| &f.endpoint, |f, v| f.endpoint = v)}</label>
                     </Show>
                     <label>"Seed" {text_input(form, "seed", |f| &f.seed, |f, v| f.seed = v)}</label>
                     <label>"Maximum trials" {text_input(form, "max-trials", |f| &f.max_trials, |f, v| f.max_trials = v)}</label>
@@ -431,7 +430,6 @@ fn setting_select(
                 let is = p.name == selected;
                 view! { <option value=p.name.clone() selected=is>{p.name.clone()}</option> }
             }).collect_view()}
-            <option value="env." disabled=true>"env.NAME for an environment variable: type it as a fixed setting"</option>
         </select>
     }
 }

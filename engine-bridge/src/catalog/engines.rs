@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::{CACHE_TYPES, Catalog, Domain, Param, Phase, int, param, request_param};
+use super::{CACHE_TYPES, Catalog, Domain, EnvVar, Param, Phase, int, param, request_param};
 
 /// ggml type numbers for cache type names, as llama-cpp-python takes them.
 pub const GGML_TYPE_NUMBERS: &[(&str, &str)] = &[
@@ -19,6 +19,76 @@ pub const GGML_TYPE_NUMBERS: &[(&str, &str)] = &[
     ("iq4_nl", "20"),
     ("bf16", "30"),
 ];
+
+/// A variable that is on when set to `1`.
+const SWITCH: Domain = Domain::Choice { choices: &["0", "1"], open: false };
+
+const fn var(name: &'static str, domain: Domain, help: &'static str) -> EnvVar {
+    EnvVar { name, domain, help }
+}
+
+/// Which GPUs a CUDA program sees, and in what order.
+const CUDA_ENV: &[EnvVar] = &[
+    var("CUDA_VISIBLE_DEVICES", Domain::Devices, "GPUs the engine may use, by index or UUID."),
+    var(
+        "CUDA_DEVICE_ORDER",
+        Domain::Choice { choices: &["FASTEST_FIRST", "PCI_BUS_ID"], open: false },
+        "How CUDA numbers the GPUs.",
+    ),
+];
+
+/// llama.cpp's own run-time switches (ggml), and the other backends'
+/// device lists and OpenMP threads.
+const GGML_ENV: &[EnvVar] = &[
+    var("GGML_CUDA_ENABLE_UNIFIED_MEMORY", SWITCH, "Let CUDA spill into system memory."),
+    var("GGML_CUDA_DISABLE_GRAPHS", SWITCH, "Turn CUDA graphs off."),
+    var("GGML_CUDA_DISABLE_FUSION", SWITCH, "Turn kernel fusion off."),
+    var("GGML_VK_VISIBLE_DEVICES", Domain::Devices, "Vulkan devices the engine may use."),
+    var("GGML_VK_DISABLE_COOPMAT", SWITCH, "Vulkan: no cooperative-matrix kernels."),
+    var("HIP_VISIBLE_DEVICES", Domain::Devices, "AMD GPUs the engine may use."),
+    var("ROCR_VISIBLE_DEVICES", Domain::Devices, "AMD GPUs the runtime exposes."),
+    var("OMP_NUM_THREADS", Domain::Int { min: 1, max: 1024 }, "OpenMP threads."),
+    var(
+        "OMP_PROC_BIND",
+        Domain::Choice { choices: &["true", "false", "close", "spread", "primary"], open: false },
+        "OpenMP thread pinning.",
+    ),
+];
+
+/// Switches of the Python engines' GPU stacks.
+const TORCH_ENV: &[EnvVar] = &[
+    var("NCCL_P2P_DISABLE", SWITCH, "No peer-to-peer GPU transfers."),
+    var("NCCL_IB_DISABLE", SWITCH, "No InfiniBand."),
+    var(
+        "PYTORCH_CUDA_ALLOC_CONF",
+        Domain::Choice {
+            choices: &["expandable_segments:True", "expandable_segments:False"],
+            open: false,
+        },
+        "PyTorch's CUDA allocator.",
+    ),
+];
+
+const VLLM_ENV: &[EnvVar] = &[
+    var(
+        "VLLM_ATTENTION_BACKEND",
+        Domain::Choice {
+            choices: &["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "XFORMERS"],
+            open: true,
+        },
+        "Attention kernels.",
+    ),
+    var("VLLM_FLASH_ATTN_VERSION", Domain::Choice { choices: &["2", "3"], open: false }, ""),
+    var("VLLM_USE_FLASHINFER_SAMPLER", SWITCH, "Sample with FlashInfer's kernels."),
+    var("VLLM_ENABLE_V1_MULTIPROCESSING", SWITCH, "Run the engine core in its own process."),
+];
+
+const SGLANG_ENV: &[EnvVar] =
+    &[var("SGL_ENABLE_JIT_DEEPGEMM", SWITCH, "DeepGEMM kernels compiled at start.")];
+
+fn env(lists: &[&[EnvVar]]) -> Vec<EnvVar> {
+    lists.iter().flat_map(|l| l.iter().cloned()).collect()
+}
 
 impl Catalog {
     /// llama.cpp's `llama-server`.
@@ -97,7 +167,8 @@ impl Catalog {
                     "Sampling: keep the k likeliest tokens (0: all); costs a sort per token.",
                 ),
             ],
-            env_prefixes: &["CUDA_", "GGML_", "HIP_", "ROCR_", "OMP_", "LLAMA_"],
+            env: env(&[CUDA_ENV, GGML_ENV]),
+            pinned_env: vec![],
         }
     }
 
@@ -140,7 +211,8 @@ impl Catalog {
                 param("mmap", "--use_mmap", BoolValue, "true", "Map the model file."),
                 param("mlock", "--use_mlock", BoolValue, "false", "Lock the model in RAM."),
             ],
-            env_prefixes: &["CUDA_", "GGML_", "LLAMA_", "OMP_"],
+            env: env(&[CUDA_ENV, GGML_ENV]),
+            pinned_env: vec![],
         }
     }
 
@@ -225,7 +297,8 @@ impl Catalog {
                     "Speculative decoding, as JSON.",
                 ),
             ],
-            env_prefixes: &["CUDA_", "VLLM_", "NCCL_", "PYTORCH_"],
+            env: env(&[CUDA_ENV, TORCH_ENV, VLLM_ENV]),
+            pinned_env: vec![],
         }
     }
 
@@ -302,7 +375,8 @@ impl Catalog {
                     "Speculative decoding.",
                 ),
             ],
-            env_prefixes: &["CUDA_", "SGLANG_", "NCCL_", "PYTORCH_"],
+            env: env(&[CUDA_ENV, TORCH_ENV, SGLANG_ENV]),
+            pinned_env: vec![],
         }
     }
 
@@ -322,7 +396,8 @@ impl Catalog {
                     help: "Declared by the profile.",
                 })
                 .collect(),
-            env_prefixes: &["CUDA_"],
+            env: env(&[CUDA_ENV]),
+            pinned_env: vec![],
         }
     }
 }

@@ -41,6 +41,9 @@ pub enum Domain {
     Mapped { map: &'static [(&'static str, &'static str)] },
     /// Free text on one argument (JSON, say); never a flag.
     Text,
+    /// A comma-separated list of device ids or UUIDs (`0,1`,
+    /// `GPU-8f2c…`): letters, digits and `-` only.
+    Devices,
 }
 
 /// Whether changing the parameter needs the engine restarted.
@@ -85,10 +88,34 @@ pub enum SettingError {
     NotANumber { name: String, value: String },
     #[error("setting `{name}`: {value} is outside {min}..={max}")]
     FloatOutOfRange { name: String, value: f64, min: f64, max: f64 },
+    #[error("environment variable `{name}` may not be set for {engine}: allowed are {allowed}")]
+    EnvNotAllowed { engine: &'static str, name: String, allowed: String },
+    #[error("environment variable `{name}` is set by the engine profile and may not be changed")]
+    EnvPinned { name: String },
+    #[error("setting `{name}`: control characters (newlines, tabs, …) are not allowed")]
+    ControlCharacter { name: String },
+    #[error("setting `{name}`: backticks are not allowed")]
+    Backtick { name: String },
+    #[error("setting `{name}`: the value is {len} bytes long, over the limit of {MAX_VALUE_LEN}")]
+    TooLong { name: String, len: usize },
     #[error(
-        "environment variable `{name}` may not be set: allowed are names starting with {prefixes}"
+        "setting `{name}`: `{value}` is not a list of device ids (letters, digits, `-`, by commas)"
     )]
-    EnvNotAllowed { name: String, prefixes: String },
+    NotDevices { name: String, value: String },
+}
+
+/// The longest value any setting may have, in bytes.
+pub const MAX_VALUE_LEN: usize = 4096;
+
+/// An environment variable a study may set (`env.NAME`), with the values
+/// it takes. Only variables listed this way, by exact name, ever reach an
+/// engine from a study: whole families (`LLAMA_ARG_*` turns on any flag,
+/// `GGML_BACKEND_PATH` loads a library) are never allowed.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvVar {
+    pub name: &'static str,
+    pub domain: Domain,
+    pub help: &'static str,
 }
 
 /// The parameters of one engine kind.
@@ -96,9 +123,12 @@ pub enum SettingError {
 pub struct Catalog {
     pub engine: &'static str,
     pub params: Vec<Param>,
-    /// Environment variables a setting `env.NAME` may set: names starting
-    /// with one of these.
-    pub env_prefixes: &'static [&'static str],
+    /// The environment variables a setting `env.NAME` may set.
+    pub env: Vec<EnvVar>,
+    /// Variables the engine profile sets: a study may not change them
+    /// (the GPUs a profile is given, say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pinned_env: Vec<String>,
 }
 
 /// Settings turned into what the engine is given.
@@ -169,29 +199,34 @@ impl Catalog {
             .collect()
     }
 
+    /// The environment variable a setting `env.NAME` may set, checked
+    /// against the profile's own.
+    fn env_var(&self, name: &str) -> Result<&EnvVar, SettingError> {
+        if self.pinned_env.iter().any(|p| p == name) {
+            return Err(SettingError::EnvPinned { name: name.into() });
+        }
+        self.env.iter().find(|v| v.name == name).ok_or_else(|| {
+            let allowed: Vec<&str> = self.env.iter().map(|v| v.name).collect();
+            SettingError::EnvNotAllowed {
+                engine: self.engine,
+                name: name.escape_debug().to_string(),
+                allowed: if allowed.is_empty() { "none".into() } else { allowed.join(", ") },
+            }
+        })
+    }
+
     /// Checks every setting and renders them: flags in catalog order,
     /// `env.NAME` settings as environment variables, request-time settings
     /// as request fields.
     pub fn render(&self, settings: &Settings) -> Result<Rendered, SettingError> {
         let mut out = Rendered::default();
         for (name, value) in settings {
+            check_text(name, value)?;
             if let Some(var) = name.strip_prefix(ENV_PREFIX) {
-                let allowed = self.env_prefixes.iter().any(|p| var.starts_with(p))
-                    && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !allowed {
-                    return Err(SettingError::EnvNotAllowed {
-                        name: var.into(),
-                        prefixes: self.env_prefixes.join(", "),
-                    });
-                }
-                if value.contains('\0') {
-                    return Err(SettingError::NotAChoice {
-                        name: name.clone(),
-                        value: value.escape_debug().to_string(),
-                        choices: "text without NUL".into(),
-                    });
-                }
-                out.env.insert(var.to_string(), value.clone());
+                let env = self.env_var(var)?;
+                let param = param(env.name, "", env.domain.clone(), "", env.help);
+                let rendered = param.render(value.trim())?;
+                out.env.insert(var.to_string(), rendered.last().cloned().unwrap_or_default());
             } else if self.get(name).is_none() {
                 return Err(SettingError::Unknown { engine: self.engine, name: name.clone() });
             }
@@ -208,6 +243,24 @@ impl Catalog {
         }
         Ok(out)
     }
+}
+
+/// Refuses control characters (a newline would start a new line in every
+/// command line, unit file and report that shows the value), backticks
+/// and values past [`MAX_VALUE_LEN`], whatever the setting.
+fn check_text(name: &str, value: &str) -> Result<(), SettingError> {
+    let shown = || name.escape_debug().to_string();
+    if name.len() > 200 || value.len() > MAX_VALUE_LEN {
+        return Err(SettingError::TooLong { name: shown(), len: value.len().max(name.len()) });
+    }
+    if name.chars().chain(value.chars()).any(char::is_control) {
+        return Err(SettingError::ControlCharacter { name: shown() });
+    }
+    // Reports show values as code: a backtick would end it.
+    if name.contains('`') || value.contains('`') {
+        return Err(SettingError::Backtick { name: shown() });
+    }
+    Ok(())
 }
 
 impl Param {
@@ -312,6 +365,18 @@ impl Param {
                 "false" | "off" | "0" => Ok(vec![]),
                 _ => Err(SettingError::NotABool { name, value: value.into() }),
             },
+            Domain::Devices => {
+                let id = |d: &str| {
+                    !d.is_empty()
+                        && d.len() <= 64
+                        && d.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                };
+                if value.split(',').count() <= 64 && value.split(',').all(id) {
+                    Ok(vec![flag(), value.into()])
+                } else {
+                    Err(SettingError::NotDevices { name, value: value.into() })
+                }
+            }
         }
     }
 }
@@ -377,21 +442,66 @@ mod tests {
     }
 
     #[test]
-    fn environment_variables_within_the_allowed_families() {
+    fn only_listed_environment_variables_with_checked_values() {
         let cat = Catalog::llama_server();
         let r = cat
             .render(&settings(&[
                 ("env.CUDA_VISIBLE_DEVICES", "0,1"),
-                ("env.GGML_SCHED_MAX_COPIES", "1"),
+                ("env.GGML_CUDA_DISABLE_GRAPHS", "1"),
             ]))
             .unwrap();
         assert_eq!(r.env.get("CUDA_VISIBLE_DEVICES").map(String::as_str), Some("0,1"));
         assert_eq!(r.env.len(), 2);
         assert!(r.args.is_empty());
-        for bad in ["env.LD_PRELOAD", "env.PATH", "env.GGML_X=Y"] {
-            let err = cat.render(&settings(&[(bad, "x")])).unwrap_err();
+        for bad in [
+            "env.LLAMA_ARG_TOOLS",
+            "env.LLAMA_ARG_LOG_FILE",
+            "env.GGML_BACKEND_PATH",
+            "env.CUDA_INJECTION64_PATH",
+            "env.LD_PRELOAD",
+            "env.PATH",
+            "env.GGML_X=Y",
+        ] {
+            let err = cat.render(&settings(&[(bad, "1")])).unwrap_err();
             assert!(matches!(err, SettingError::EnvNotAllowed { .. }), "{bad}: {err}");
         }
+        for (name, bad) in [
+            ("env.CUDA_VISIBLE_DEVICES", "0;rm"),
+            ("env.GGML_CUDA_DISABLE_GRAPHS", "yes"),
+            ("env.OMP_NUM_THREADS", "100000"),
+        ] {
+            assert!(cat.render(&settings(&[(name, bad)])).is_err(), "{name}={bad}");
+        }
+        for cat in [Catalog::llama_cpp_python(), Catalog::vllm(), Catalog::sglang()] {
+            for v in &cat.env {
+                let bad = ["LLAMA_ARG_", "LD_", "PATH", "PLUGIN", "INJECTION", "LIBRARY"];
+                assert!(!bad.iter().any(|b| v.name.contains(b)), "{}: {}", cat.engine, v.name);
+            }
+        }
+    }
+
+    #[test]
+    fn variables_the_profile_pins_stay_as_the_profile_says() {
+        let mut cat = Catalog::llama_server();
+        cat.pinned_env = vec!["CUDA_VISIBLE_DEVICES".into()];
+        let err = cat.render(&settings(&[("env.CUDA_VISIBLE_DEVICES", "1")])).unwrap_err();
+        assert!(matches!(err, SettingError::EnvPinned { .. }), "{err}");
+    }
+
+    #[test]
+    fn control_characters_and_huge_values_are_refused_everywhere() {
+        let cat = Catalog::vllm();
+        for (name, value) in [
+            ("speculative_config", "{\"a\": 1}\nExecStartPre=/bin/sh"),
+            ("kv_cache_dtype", "fp8\r"),
+            ("env.CUDA_VISIBLE_DEVICES", "0\n1"),
+        ] {
+            let err = cat.render(&settings(&[(name, value)])).unwrap_err();
+            assert!(matches!(err, SettingError::ControlCharacter { .. }), "{name}: {err}");
+        }
+        let long = "x".repeat(MAX_VALUE_LEN + 1);
+        let err = cat.render(&settings(&[("speculative_config", &long)])).unwrap_err();
+        assert!(matches!(err, SettingError::TooLong { .. }), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod concurrency;
 pub mod context;
 pub mod depth;
+pub mod limits;
 pub mod perplexity;
 pub mod quality;
 pub mod speed;

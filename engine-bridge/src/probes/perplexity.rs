@@ -11,6 +11,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Settings;
+use crate::children::RunError;
 use crate::failure::{Failure, FailureKind, classify_exit};
 use std::os::unix::process::ExitStatusExt;
 
@@ -87,6 +88,7 @@ impl PerplexityProbe {
         model: &Path,
         settings: &Settings,
         scratch: &Path,
+        registry: Option<&Path>,
     ) -> Result<PerplexityResult, Failure> {
         let fail =
             |message: String| Failure { kind: FailureKind::ProbeFailed, message, log_tail: vec![] };
@@ -123,9 +125,10 @@ impl PerplexityProbe {
         ];
         args.extend(rendered.args);
         let mut spec = LaunchSpec::new(binary, args);
-        spec.env = profile.env.clone();
-        spec.env.extend(rendered.env);
-        let spec = crate::flags::adapt(spec).await?;
+        spec.env = rendered.env;
+        spec.env.extend(profile.env.clone());
+        let mut spec = crate::flags::adapt(spec).await?;
+        spec.registry_dir = registry.map(Path::to_path_buf);
         let started = Instant::now();
         let mut attempt = 0;
         loop {
@@ -162,15 +165,10 @@ impl PerplexityProbe {
         &self,
         spec: &LaunchSpec,
     ) -> Result<(std::process::ExitStatus, String), Failure> {
-        let run = tokio::process::Command::new(&spec.program)
-            .args(&spec.args)
-            .envs(&spec.env)
-            .stdin(std::process::Stdio::null())
-            .process_group(0)
-            .kill_on_drop(true)
-            .output();
-        match tokio::time::timeout(self.timeout, run).await {
-            Ok(Ok(out)) => {
+        let mut cmd = crate::children::command(&spec.program);
+        cmd.args(&spec.args).envs(&spec.env);
+        match crate::children::output(cmd, self.timeout, spec.registry_dir.as_deref()).await {
+            Ok(out) => {
                 let text = format!(
                     "{}\n{}",
                     String::from_utf8_lossy(&out.stdout),
@@ -178,12 +176,12 @@ impl PerplexityProbe {
                 );
                 Ok((out.status, text))
             }
-            Ok(Err(e)) => Err(Failure {
+            Err(RunError::Start(e)) => Err(Failure {
                 kind: FailureKind::ProbeFailed,
                 message: format!("cannot run {}: {e}", spec.program.display()),
                 log_tail: vec![],
             }),
-            Err(_) => Err(Failure {
+            Err(RunError::TimedOut) => Err(Failure {
                 kind: FailureKind::ProbeTimeout,
                 message: format!("llama-perplexity took longer than {:?}", self.timeout),
                 log_tail: vec![],

@@ -8,6 +8,8 @@ use std::time::Duration;
 use regex::RegexBuilder;
 use serde::{Deserialize, Serialize};
 
+use super::ProbePlan;
+use crate::endpoints::{Endpoint, Endpoints};
 use crate::engine::RunningEngine;
 use crate::failure::Failure;
 use crate::llama_server::{CompletionRequest, Prompt};
@@ -144,22 +146,34 @@ impl Default for QualityProbe {
     }
 }
 
-/// A judge model behind any OpenAI-compatible endpoint.
+/// A judge model behind an OpenAI-compatible endpoint of the server's
+/// configuration (see [`crate::endpoints`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Judge {
-    /// `http://host:port` of the endpoint.
-    pub url: String,
-    /// The model id to ask; the first one the endpoint lists when absent.
+    /// The name of a configured endpoint.
+    pub endpoint: String,
+    /// The model id to ask; the endpoint's own choice when absent.
     #[serde(default)]
     pub model: Option<String>,
     /// What a good answer is.
     #[serde(default = "default_rubric")]
     pub rubric: String,
-    /// The name of an environment variable of Tunebook's own holding an API
-    /// key (the key itself is never written in a plan).
-    #[serde(default)]
-    pub api_key_env: Option<String>,
+    /// The endpoint itself, looked up in the configuration of the machine
+    /// that runs the probe (never read from a plan).
+    #[serde(skip)]
+    pub resolved: Option<Endpoint>,
+}
+
+impl ProbePlan {
+    /// The plan with its judge's endpoint looked up in `endpoints`; a judge
+    /// whose endpoint is not there says so when it is asked.
+    pub fn with_endpoints(mut self, endpoints: &Endpoints) -> Self {
+        if let Some(judge) = self.quality.as_mut().and_then(|q| q.judge.as_mut()) {
+            judge.resolved = endpoints.get(&judge.endpoint).cloned();
+        }
+        self
+    }
 }
 
 fn default_rubric() -> String {
@@ -175,8 +189,11 @@ impl Judge {
         answer: &str,
         timeout: Duration,
     ) -> Result<f64, String> {
-        let url = self.url.trim_end_matches('/');
-        let model = match &self.model {
+        let endpoint = self.resolved.as_ref().ok_or_else(|| {
+            format!("endpoint `{}` is not configured on this machine", self.endpoint)
+        })?;
+        let url = endpoint.url.trim_end_matches('/');
+        let model = match self.model.as_ref().or(endpoint.model.as_ref()) {
             Some(m) => m.clone(),
             None => crate::openai::first_model(client, url)
                 .await
@@ -200,9 +217,7 @@ impl Judge {
             "grammar": "root ::= [0-9]",
         });
         let mut request = client.post(format!("{url}/v1/chat/completions")).timeout(timeout);
-        if let Some(var) = &self.api_key_env {
-            let key =
-                std::env::var(var).map_err(|_| format!("environment variable {var} is not set"))?;
+        if let Some(key) = endpoint.api_key()? {
             request = request.bearer_auth(key);
         }
         let reply: serde_json::Value = request

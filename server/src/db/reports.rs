@@ -92,6 +92,34 @@ pub async fn save(
     notebook: &Notebook,
     note: &str,
 ) -> Result<i64, SaveError> {
+    match try_save(db, id, base, title, notebook, note).await {
+        // Two saves from the same base raced: one wrote first, and the
+        // other's write was refused by the database (the primary key on
+        // PostgreSQL, the write lock on SQLite). Read again: a newer
+        // version means this one is stale, as if it had come second.
+        Err(SaveError::Db(e)) => {
+            let latest: (Option<i64>,) =
+                sqlx::query_as("SELECT MAX(version) FROM report_versions WHERE report_id = $1")
+                    .bind(id)
+                    .fetch_one(&db.pool)
+                    .await?;
+            match latest.0 {
+                Some(latest) if latest != base => Err(SaveError::Stale { base, latest }),
+                _ => Err(SaveError::Db(e)),
+            }
+        }
+        other => other,
+    }
+}
+
+async fn try_save(
+    db: &Db,
+    id: i64,
+    base: i64,
+    title: &str,
+    notebook: &Notebook,
+    note: &str,
+) -> Result<i64, SaveError> {
     let mut tx = db.pool.begin().await?;
     let (latest,): (Option<i64>,) =
         sqlx::query_as("SELECT MAX(version) FROM report_versions WHERE report_id = $1")

@@ -27,7 +27,7 @@ pub async fn check(
     Json(def): Json<StudyDef>,
 ) -> Result<Json<CheckView>> {
     let service = &state.service;
-    preview(&service.db, &service.profiles, &def)
+    preview(&service.db, &service.profiles, &service.endpoints, &def)
         .await?
         .map(Json)
         .map_err(|e| Error::BadRequest(e.to_string()))

@@ -173,8 +173,8 @@ pub async fn chat(
     }
     let mut request =
         client.post(format!("{url}/v1/chat/completions")).timeout(TIMEOUT).json(&body);
-    if let Some(var) = &endpoint.api_key_env {
-        request = request.bearer_auth(std::env::var(var).map_err(|_| format!("{var} is not set"))?);
+    if let Some(key) = endpoint.api_key()? {
+        request = request.bearer_auth(key);
     }
     let reply: Value = request
         .send()

@@ -17,7 +17,7 @@ pub use motpe::Motpe;
 pub use random::Random;
 pub use two_phase::TwoPhase;
 
-use crate::study::{Observation, StrategyKind, Study};
+use crate::study::{Endpoint, Observation, StrategyKind, Study};
 
 /// The next configuration, and why it was picked.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,15 +33,16 @@ pub trait Strategy: Send + Sync {
     async fn propose(&self, study: &Study, history: &[Observation]) -> Option<Proposal>;
 }
 
-/// The strategy a study asks for.
-pub fn for_study(study: &Study) -> Box<dyn Strategy> {
+/// The strategy a study asks for; `endpoint` is the configured endpoint
+/// the study's `strategy.endpoint` names, if any (for `llm`).
+pub fn for_study(study: &Study, endpoint: Option<Endpoint>) -> Box<dyn Strategy> {
     let seed = study.def.strategy.seed;
     match study.def.strategy.kind {
         StrategyKind::Grid => Box::new(Grid),
         StrategyKind::Random => Box::new(Random { seed }),
         StrategyKind::TwoPhase => Box::new(TwoPhase { seed }),
         StrategyKind::Motpe => Box::new(Motpe { seed, startup: None }),
-        StrategyKind::Llm => Box::new(Llm { endpoint: study.def.strategy.endpoint.clone(), seed }),
+        StrategyKind::Llm => Box::new(Llm { endpoint, seed }),
     }
 }
 
@@ -122,7 +123,7 @@ metric = "peak_rss_bytes"
 
     /// Runs a strategy for `n` trials on the synthetic objective.
     pub async fn run(study: &Study, n: usize) -> Vec<Observation> {
-        let strategy = for_study(study);
+        let strategy = for_study(study, None);
         // As the runner does: the baseline first.
         let base = metrics(&full(study, &study.baseline));
         let mut history = vec![study.observe(study.baseline.clone(), Some(&base), Some(&base))];
