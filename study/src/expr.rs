@@ -534,7 +534,7 @@ mod tests {
         let ok = format!(
             "{}{}threads{} > 1",
             "(".repeat(MAX_NESTING),
-            "not not ".repeat(MAX_PREFIX_RUN / 2),
+            "not ".repeat(MAX_PREFIX_RUN - 2),
             ")".repeat(MAX_NESTING)
         );
         let c = Constraint::parse(&ok.replace("threads", "- - threads")).unwrap();
