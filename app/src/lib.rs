@@ -11,6 +11,10 @@ mod pages;
 pub mod plot;
 pub mod types;
 
+/// The server function that creates a study: a door from the browser that
+/// the server's tests try from other origins.
+pub use pages::designer::CreateStudy;
+
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};

@@ -221,11 +221,11 @@ async fn renamed_flags_draft_model_and_environment_reach_the_engine() {
         ("no_mmap", "true"),
         ("draft_model", "tiny-llama"),
         ("draft_max", "4"),
-        ("env.GGML_SCHED_MAX_COPIES", "1"),
+        ("env.GGML_CUDA_DISABLE_GRAPHS", "1"),
     ]);
     let port = free_port().unwrap();
     let planned = plan(&profile, "tiny-llama", &s, port).unwrap();
-    assert_eq!(planned.env.get("GGML_SCHED_MAX_COPIES").map(String::as_str), Some("1"));
+    assert_eq!(planned.env.get("GGML_CUDA_DISABLE_GRAPHS").map(String::as_str), Some("1"));
     let flags = engine_bridge::flags::flags_of(&planned).await;
     assert!(flags.is_known(), "the demo llama-server lists its flags");
     let spec = engine_bridge::flags::adapt(planned).await.unwrap();

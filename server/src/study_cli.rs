@@ -414,6 +414,7 @@ fn llama_bench(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Strategy;
 
     #[test]
     fn malformed_imports_say_where() {
@@ -425,4 +426,50 @@ mod tests {
         assert!(e.contains("no `state` column"), "{e}");
         assert_eq!(parse_import("\n", false, "p").unwrap_err(), "no records");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+
+        /// Imports are files from anyone: whatever they hold, reading one
+        /// ends in trials or an error, never a panic.
+        #[test]
+        fn imports_never_panic(
+            text in proptest::prop_oneof![
+                ".{0,300}",
+                proptest::collection::vec(proptest::sample::select(IMPORT_PIECES), 0..80)
+                    .prop_map(|p| p.concat()),
+            ],
+            is_csv in proptest::bool::ANY,
+        ) {
+            let _ = parse_import(&text, is_csv, "p");
+        }
+    }
+
+    /// Pieces of real exports and llama-bench output.
+    const IMPORT_PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"",
+        "\n",
+        "avg_ts",
+        "n_gen",
+        "n_prompt",
+        "model_type",
+        "\"settings\"",
+        "\"state\"",
+        "\"done\"",
+        "1e309",
+        "-1",
+        "null",
+        "id,state,settings\n",
+        "\"{\"\"threads\"\": 2}\"",
+        "samples",
+        "type_k",
+        "q8_0",
+        "\u{0}",
+    ];
 }

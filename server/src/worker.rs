@@ -261,11 +261,24 @@ impl LogReader {
         self.offset += n;
     }
 
-    /// Everything not yet sent, unfinished last line included.
+    /// What was not yet sent, unfinished last line included: its last
+    /// [`LOG_CHUNK`] bytes at most, so the result always fits the server's
+    /// limit (the whole log stays on this machine).
     async fn rest(&mut self) -> String {
-        let bytes = self.read(u64::MAX).await;
+        let size = tokio::fs::metadata(&self.path).await.map_or(self.offset, |m| m.len());
+        let unsent = size.saturating_sub(self.offset);
+        let skipped = unsent.saturating_sub(LOG_CHUNK);
+        self.offset += skipped;
+        let bytes = self.read(LOG_CHUNK).await;
         self.offset += bytes.len() as u64;
-        String::from_utf8_lossy(&bytes).into_owned()
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if skipped > 0 {
+            format!(
+                "[… {skipped} bytes of output left out; the whole log is on the worker …]\n{text}"
+            )
+        } else {
+            text
+        }
     }
 
     async fn read(&self, limit: u64) -> Vec<u8> {

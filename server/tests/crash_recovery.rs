@@ -1,5 +1,5 @@
-//! `kill -9` Tunebook in the middle of a trial, start it again: the engine it
-//! left running is stopped, and the cut-off trial is marked interrupted.
+//! `kill -9` Tunebook in the middle of a trial: the engine dies with it; start
+//! it again, and the cut-off trial is marked interrupted.
 
 mod common;
 
@@ -96,7 +96,11 @@ async fn a_killed_server_leaves_no_engine_and_no_lost_trial() {
 
     first.kill().await.unwrap(); // SIGKILL: no chance to clean up.
     first.wait().await.unwrap();
-    assert!(start_ticks(pid).is_some(), "without recovery the engine {pid} would still be running");
+    // The kernel ends the engine with Tunebook (its parent-death signal).
+    eventually(limit, "the engine to die with Tunebook", || async move {
+        start_ticks(pid).is_none().then_some(())
+    })
+    .await;
 
     let mut second = serve(data.path(), profiles.path(), port);
     let t = eventually(limit, "the trial to be settled", || async {

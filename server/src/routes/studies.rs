@@ -21,11 +21,19 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<StudyRow>>> 
     Ok(Json(studies::list(&state.service.db).await?))
 }
 
+/// A study from a request body: 400 naming what is wrong (a field it does
+/// not know, such as a URL where an endpoint's name belongs).
+fn study_of(body: serde_json::Value) -> Result<StudyDef> {
+    serde_json::from_value(body)
+        .map_err(|e| Error::BadRequest(format!("the study cannot be read: {e}")))
+}
+
 /// Checks a study without storing it: what the designer shows as you type.
 pub async fn check(
     State(state): State<AppState>,
-    Json(def): Json<StudyDef>,
+    Json(body): Json<serde_json::Value>,
 ) -> Result<Json<CheckView>> {
+    let def = study_of(body)?;
     let service = &state.service;
     preview(&service.db, &service.profiles, &service.endpoints, &def)
         .await?
@@ -35,8 +43,9 @@ pub async fn check(
 
 pub async fn create(
     State(state): State<AppState>,
-    Json(def): Json<StudyDef>,
+    Json(body): Json<serde_json::Value>,
 ) -> Result<(StatusCode, Json<StudyRow>)> {
+    let def = study_of(body)?;
     let (id, _) = state.service.studies.create(&def).await?;
     let row = studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     Ok((StatusCode::CREATED, Json(row)))

@@ -169,13 +169,29 @@ pub struct Beat {
 
 /// Adds a worker's report of an engine's output to the trial's log here,
 /// which `/api/trials/{id}/log` follows as it does a local engine's.
+/// Most output one report from a worker adds (its end is kept).
+const MAX_LOG_REPORT: usize = 512 * 1024;
+/// Most output kept of one worker's trial.
+const MAX_LOG_FILE: u64 = 64 * 1024 * 1024;
+
 async fn append_log(service: &Service, trial: i64, text: &str) {
     use tokio::io::AsyncWriteExt;
     if text.is_empty() {
         return;
     }
+    let text = match text.len().checked_sub(MAX_LOG_REPORT) {
+        Some(cut) if cut > 0 => {
+            let at = text.ceil_char_boundary(cut);
+            format!("[… {at} bytes of this report left out …]\n{}", &text[at..])
+        }
+        _ => text.to_string(),
+    };
     let path = service.logs_dir.join(format!("trial-{trial}.log"));
     let written = async {
+        let kept = tokio::fs::metadata(&path).await.map_or(0, |m| m.len());
+        if kept > MAX_LOG_FILE {
+            return Ok(());
+        }
         tokio::fs::create_dir_all(&service.logs_dir).await?;
         let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await?;
         file.write_all(text.as_bytes()).await
@@ -208,6 +224,46 @@ pub async fn heartbeat(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Most samples a result may carry.
+const MAX_SAMPLES: usize = 10_000;
+/// Longest text a result's column may hold.
+const MAX_TEXT: usize = 1024 * 1024;
+
+/// Why a worker's result cannot be what a trial measured, if it cannot:
+/// numbers that are not finite or below zero, a failure of a kind that
+/// does not exist (pages use it as a class name), oversized text.
+fn implausible(result: &TrialResult) -> Option<String> {
+    if result.samples.len() > MAX_SAMPLES {
+        return Some(format!("{} samples, over the limit of {MAX_SAMPLES}", result.samples.len()));
+    }
+    let values = result.columns.iter().chain(result.samples.iter().flatten());
+    for (name, value) in values {
+        match value {
+            // Memory can come back during a trial: only that drop may be negative.
+            Value::Number(n)
+                if !n.as_f64().is_some_and(|v| {
+                    v.is_finite() && (v >= 0.0 || name == "mem_available_drop_bytes")
+                }) =>
+            {
+                return Some(format!("`{}` = {n} is not a measurement", name.escape_debug()));
+            }
+            Value::String(s) if s.len() > MAX_TEXT => {
+                return Some(format!("`{}` is over {MAX_TEXT} bytes", name.escape_debug()));
+            }
+            Value::Array(_) | Value::Object(_) => {
+                return Some(format!("`{}` is not a single value", name.escape_debug()));
+            }
+            _ => {}
+        }
+    }
+    if let Some(kind) = result.columns.get("failure_kind").filter(|k| !k.is_null())
+        && serde_json::from_value::<engine_bridge::FailureKind>(kind.clone()).is_err()
+    {
+        return Some(format!("`failure_kind` = {kind} is not a kind of failure"));
+    }
+    None
+}
+
 /// Stores what the worker measured; 409 when the lease was lost.
 pub async fn result(
     State(state): State<AppState>,
@@ -217,6 +273,7 @@ pub async fn result(
 ) -> Result<StatusCode> {
     let (id, name) = worker(&state, &headers).await?;
     let service = &state.service;
+    implausible(&body).map_or(Ok(()), |why| Err(Error::BadRequest(why)))?;
     if !queue::finish(&service.db, trial, id, &body).await? {
         return Err(Error::Conflict(format!(
             "trial {trial} is no longer this worker's, or the result is not final: not stored"
@@ -252,5 +309,29 @@ pub async fn sweep(service: Arc<Service>, stop: CancellationToken) {
             }
             Err(e) => tracing::error!(error = %e, "could not expire worker leases"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(columns: serde_json::Value) -> TrialResult {
+        serde_json::from_value(serde_json::json!({ "columns": columns, "samples": [] })).unwrap()
+    }
+
+    #[test]
+    fn forged_results_are_refused() {
+        let ok = result(serde_json::json!({ "state": "done", "decode_tps": 12.5 }));
+        assert_eq!(implausible(&ok), None);
+        for bad in [
+            serde_json::json!({ "state": "failed", "failure_kind": "x\" onmouseover=\"alert(1)" }),
+            serde_json::json!({ "state": "done", "decode_tps": -1.0 }),
+            serde_json::json!({ "state": "done", "props": { "a": 1 } }),
+        ] {
+            assert!(implausible(&result(bad.clone())).is_some(), "{bad}");
+        }
+        let oom = result(serde_json::json!({ "state": "failed", "failure_kind": "out_of_memory" }));
+        assert_eq!(implausible(&oom), None);
     }
 }

@@ -1,0 +1,214 @@
+//! Closed doors, tried over HTTP against a real server as an attacker
+//! would: each request here worked before Tunebook refused it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, eventually, http};
+use leptos::server_fn::ServerFn;
+use serde_json::{Value, json};
+use tunebook_app::types::{TrialState, TrialView};
+
+/// A form post, as a browser sends one.
+fn form(r: reqwest::RequestBuilder, fields: &[(&str, &str)]) -> reqwest::RequestBuilder {
+    r.header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(fields).unwrap())
+}
+
+/// The status and the error message of a request.
+async fn answer(r: reqwest::RequestBuilder) -> (u16, String) {
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.text().await.unwrap())
+}
+
+fn study(space: Value) -> Value {
+    json!({
+        "name": "door", "profile": "demo", "model": "tiny-llama",
+        "space": space, "objectives": [{ "metric": "decode_tps" }],
+    })
+}
+
+#[tokio::test]
+async fn settings_that_would_run_code_or_break_lines_are_refused() {
+    let server = TestServer::start().await;
+    let trial = |settings: Value| {
+        http()
+            .post(server.url("/api/trials"))
+            .json(&json!({ "profile": "demo", "model": "tiny-llama", "settings": settings }))
+    };
+    for (name, value, says) in [
+        ("env.LLAMA_ARG_TOOLS", "exec_shell_command", "may not be set"),
+        ("env.LLAMA_ARG_LOG_FILE", "/tmp/x", "may not be set"),
+        ("env.GGML_BACKEND_PATH", "/tmp/evil.so", "may not be set"),
+        ("env.CUDA_INJECTION64_PATH", "/tmp/evil.so", "may not be set"),
+        ("env.LD_PRELOAD", "/tmp/evil.so", "may not be set"),
+        ("env.CUDA_VISIBLE_DEVICES", "0\nExecStartPre=/bin/sh", "control characters"),
+        ("cache_type_k", "q8_0`", "backticks"),
+    ] {
+        let (status, body) = answer(trial(json!({ name: value }))).await;
+        assert_eq!(status, 400, "{name}: {body}");
+        assert!(body.contains(says), "{name}: {body}");
+    }
+    let list: Vec<TrialView> = common::get_json(&server, "/api/trials").await;
+    assert!(list.is_empty(), "nothing was stored: {list:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn other_sites_cannot_change_anything_nor_rebind_a_name() {
+    let server = TestServer::start().await;
+    let own = format!("http://{}", server.addr);
+    let text = serde_json::to_string(&study(json!({ "threads": [1, 2] }))).unwrap();
+    let form = |origin: Option<&str>| {
+        let r = form(http().post(server.url(tunebook_app::CreateStudy::PATH)), &[("text", &text)]);
+        match origin {
+            Some(o) => r.header("origin", o),
+            None => r,
+        }
+    };
+    // A form another site posts through the user's browser: refused.
+    for origin in ["http://evil.example", "http://127.0.0.1:1", "null"] {
+        let (status, body) = answer(form(Some(origin))).await;
+        assert_eq!(status, 403, "{origin}: {body}");
+    }
+    let (status, _) = answer(
+        http()
+            .post(server.url("/api/studies"))
+            .header("origin", "http://evil.example")
+            .json(&study(json!({ "threads": [1, 2] }))),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let studies: Vec<Value> = common::get_json(&server, "/api/studies").await;
+    assert!(studies.is_empty(), "nothing was created");
+    // DNS rebinding: the page's own name is not one this server answers to.
+    let (status, body) =
+        answer(http().get(server.url("/api/studies")).header("host", "evil.example")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("--allowed-host"), "{body}");
+    // The server's own page may.
+    let (status, body) = answer(form(Some(&own))).await;
+    assert_eq!(status, 200, "{body}");
+    let studies: Vec<Value> = common::get_json(&server, "/api/studies").await;
+    assert_eq!(studies.len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_study_names_no_url_key_or_file() {
+    let server = TestServer::start().await;
+    let post = |def: Value| http().post(server.url("/api/studies")).json(&def);
+    let mut def = study(json!({ "threads": [1, 2] }));
+    def["strategy"] = json!({ "kind": "llm", "endpoint": {
+        "url": "http://evil.example", "api_key_env": "TUNEBOOK_PASSWORD" } });
+    let (status, body) = answer(post(def.clone())).await;
+    assert_eq!(status, 400, "{body}");
+    def["strategy"] = json!({ "kind": "llm", "endpoint": "judge" });
+    let (status, body) = answer(post(def.clone())).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("endpoint `judge` is not configured"), "{body}");
+    def["strategy"] = json!({ "kind": "grid" });
+    def["probes"] = json!({ "perplexity": { "text": "/etc/shadow" } });
+    let (status, body) = answer(post(def)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("cannot name a file"), "{body}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn small_requests_cannot_ask_for_the_server_s_stack_memory_or_time() {
+    let server = TestServer::start().await;
+    let check = |def: Value| http().post(server.url("/api/studies/check")).json(&def);
+    let mut deep = study(json!({ "threads": [1, 2] }));
+    deep["constraints"] = json!([format!("{}threads{} > 1", "(".repeat(1000), ")".repeat(1000))]);
+    let (status, body) = answer(check(deep)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("over the limit of 1000"), "{body}");
+    for (space, says) in [
+        (json!({ "ctx_size": { "min": 0, "max": 1_000_000_000_000i64 } }), "over the limit"),
+        (json!({ "ctx_size": { "min": 1, "max": 16777216 } }), "over the limit of 10000"),
+        (json!({ "top_k": { "min": 0.0, "max": 1.0, "points": 1_000_000_000 } }), "points"),
+    ] {
+        let (status, body) = answer(check(study(space.clone()))).await;
+        assert_eq!(status, 400, "{space}: {body}");
+        assert!(body.contains(says), "{space}: {body}");
+    }
+    let mut greedy = study(json!({ "threads": [1, 2] }));
+    greedy["probes"] = json!({ "speed": { "repeats": 100000000, "prompt_tokens": 100000000 } });
+    let (status, body) = answer(check(greedy)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("probes.speed.repeats: 100000000, over the limit of 100"), "{body}");
+    // Still alive, and still checking.
+    let (status, body) = answer(check(study(json!({ "threads": [1, 2] })))).await;
+    assert_eq!(status, 200, "{body}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_tunebook_on_the_same_data_folder_leaves_the_first_alone() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(profiles.path(), "stuck", &["--fake", "never-ready"]);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+    let trial: TrialView = http()
+        .post(server.url("/api/trials"))
+        .json(&json!({ "profile": "stuck", "model": "m", "settings": {} }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let limit = Duration::from_secs(30);
+    let loading = || async {
+        let t: TrialView = common::get_json(&server, &format!("/api/trials/{}", trial.id)).await;
+        (t.state == TrialState::Loading).then_some(t)
+    };
+    eventually(limit, "the trial to be loading", loading).await;
+    let engines = server.data.path().join("engines");
+    let records = || std::fs::read_dir(&engines).map(|d| d.flatten().count()).unwrap_or(0);
+    assert_eq!(records(), 1, "the engine is recorded");
+
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .args(["run", "--resume", "999"])
+        .arg(format!("--data-dir={}", server.data.path().display()))
+        .arg(format!("--profiles={}", profiles.path().display()))
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("another Tunebook"), "{said}");
+    // The first one's trial runs on, its engine untouched.
+    assert_eq!(records(), 1, "the engine record is still there");
+    let t: TrialView = common::get_json(&server, &format!("/api/trials/{}", trial.id)).await;
+    assert_eq!(t.state, TrialState::Loading, "{t:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn wrong_passwords_are_limited() {
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.password = Some("right".into());
+    let server = TestServer::start_with(settings, data).await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let attempt = |pw: &'static str| {
+        form(client.post(server.url("/login")), &[("password", pw), ("next", "/\t/evil.example")])
+    };
+    for _ in 0..tunebook::login::MAX_FAILURES {
+        assert_eq!(attempt("guess").send().await.unwrap().status(), 401);
+    }
+    let r = attempt("right").send().await.unwrap();
+    assert_eq!(r.status(), 429, "even the right password waits now");
+    assert!(r.headers().contains_key("retry-after"));
+    server.stop().await;
+}
