@@ -91,20 +91,26 @@ fn mutated_study() -> impl Strategy<Value = String> {
         (1usize..200).prop_map(|n| format!("{}0{}", "[".repeat(n), "]".repeat(n))),
     ];
     (0..STUDY.len(), values).prop_map(|(at, value)| {
-        // Replace the number or string that starts at or after `at`.
+        // Replace the first value (a number, or a string that is not a
+        // key) that starts at or after `at`.
         let bytes = STUDY.as_bytes();
-        let start = (at..STUDY.len()).find(|&i| bytes[i].is_ascii_digit() || bytes[i] == b'"');
-        match start {
-            None => STUDY.to_string(),
-            Some(i) => {
-                let end = if bytes[i] == b'"' {
-                    STUDY[i + 1..].find('"').map_or(STUDY.len(), |e| i + e + 2)
-                } else {
-                    (i..STUDY.len()).find(|&j| !bytes[j].is_ascii_digit()).unwrap_or(STUDY.len())
-                };
-                format!("{}{}{}", &STUDY[..i], value, &STUDY[end..])
+        let mut i = at;
+        while i < STUDY.len() {
+            let end = if bytes[i] == b'"' {
+                STUDY[i + 1..].find('"').map_or(STUDY.len(), |e| i + e + 2)
+            } else if bytes[i].is_ascii_digit() {
+                (i..STUDY.len()).find(|&j| !bytes[j].is_ascii_digit()).unwrap_or(STUDY.len())
+            } else {
+                i += 1;
+                continue;
+            };
+            if STUDY[end..].trim_start().starts_with(':') {
+                i = end;
+                continue;
             }
+            return format!("{}{}{}", &STUDY[..i], value, &STUDY[end..]);
         }
+        STUDY.to_string()
     })
 }
 
@@ -119,4 +125,27 @@ proptest! {
         }
         prop_assert!(started.elapsed() < Duration::from_secs(5), "took {:?}: {text}", started.elapsed());
     }
+}
+
+/// A measurement, not a check: how many mutated studies get past reading
+/// to the check itself (`cargo test -p tunebook-study --test fuzz --
+/// --ignored --nocapture`).
+#[test]
+#[ignore]
+fn how_many_mutations_reach_the_check() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::default();
+    let (mut read, mut checked, mut refused) = (0, 0, 0);
+    for _ in 0..1500 {
+        let text = mutated_study().new_tree(&mut runner).unwrap().current();
+        if let Ok(def) = StudyDef::from_text(&text) {
+            read += 1;
+            match def.check(&Catalog::llama_server(), &["m".to_string()]) {
+                Ok(_) => checked += 1,
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    eprintln!("1500 mutations: {read} read, {checked} accepted, {refused} refused");
 }
