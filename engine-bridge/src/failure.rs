@@ -31,6 +31,19 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    pub const ALL: [FailureKind; 10] = [
+        FailureKind::Rejected,
+        FailureKind::OutOfMemory,
+        FailureKind::Crashed,
+        FailureKind::LoadFailed,
+        FailureKind::LoadTimeout,
+        FailureKind::ProbeTimeout,
+        FailureKind::ProbeFailed,
+        FailureKind::PortConflict,
+        FailureKind::Spawn,
+        FailureKind::Interrupted,
+    ];
+
     /// A short label for tables.
     pub fn label(self) -> &'static str {
         match self {

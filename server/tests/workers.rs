@@ -16,6 +16,7 @@ use common::{TestServer, eventually, http};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tunebook::db::Db;
+use tunebook_app::types::{TrialState, TrialView};
 
 /// A worker process; its process group is killed when dropped.
 struct WorkerProcess {
@@ -448,7 +449,7 @@ async fn a_study_on_two_classes_of_machine_runs_in_parallel_and_keeps_them_apart
     assert_eq!(r.status(), StatusCode::CREATED);
     let after = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
     let t = common::wait_final(&server, after).await;
-    assert_eq!(t.state, tunebook_app::types::TrialState::Done, "{t:?}");
+    assert_eq!(t.state, TrialState::Done, "{t:?}");
     assert_eq!(t.worker.as_deref(), Some("b1"));
 
     drop(workers);
@@ -494,4 +495,43 @@ async fn a_trial_for_workers_needs_no_engine_on_the_server() {
     let t: Value = r.json().await.unwrap();
     assert_eq!(t["state"], "queued");
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_trial_with_megabytes_of_engine_output_finishes_with_its_end_kept() {
+    let (url, db_name) = fresh_postgres().await;
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(profiles.path(), "chatty", &["--fake-log-kb", "3072"]);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.database_url = url.clone();
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+    let tokens = add_workers(&server, &["noisy"]).await;
+    let worker = WorkerProcess::start_as(&server, &tokens["noisy"], profiles.path(), &[]);
+    let study = json!({
+        "name": "3 MB of output", "profile": "chatty", "model": "m", "machines": ["noisy"],
+        "space": { "threads": [1, 2] }, "baseline": { "threads": 1 },
+        "objectives": [{ "metric": "decode_tps" }], "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 1 },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let r = http().post(server.url("/api/studies")).json(&study).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let id = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let trial = eventually(Duration::from_secs(120), "the worker's trial to end", || async {
+        let list: Vec<TrialView> =
+            common::get_json(&server, &format!("/api/studies/{id}/trials")).await;
+        list.into_iter().next().filter(|t| t.state.is_final())
+    })
+    .await;
+    assert_eq!(trial.state, TrialState::Done, "{trial:?}");
+    let log =
+        std::fs::read_to_string(server.data.path().join(format!("logs/trial-{}.log", trial.id)))
+            .unwrap();
+    assert!(log.contains("end of the noise"), "the end of the output is kept");
+    assert!(log.len() < 3 << 20, "not all 3 MB were sent: {} bytes", log.len());
+    drop(worker);
+    server.stop().await;
+    drop_postgres(&db_name).await;
 }

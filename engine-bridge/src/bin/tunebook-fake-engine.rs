@@ -4,7 +4,8 @@
 //!
 //! It takes llama-server's `--host`/`--port` and ignores other flags, plus
 //! `--fake MODE`, `--fake-ms N` and `--fake-oom-ctx N` (out of memory when
-//! `-c` is above N, for studies with a memory boundary). Modes:
+//! `-c` is above N, for studies with a memory boundary), `--fake-log-kb N`
+//! (N KiB of output while loading, ending with `end of the noise`). Modes:
 //! `ok` (healthy, answers completions), `crash-on-load`, `oom`, `reject`,
 //! `port-taken`, `slow-load` (503 for N ms), `never-ready`, `hang-probe`,
 //! `crash-in-probe`, `ignore-sigterm`, `spawn-child` (a grandchild in the
@@ -25,6 +26,7 @@ struct Args {
     /// `-c`: with `--fake-oom-ctx N`, a context above N runs out of memory.
     ctx: Option<u64>,
     oom_ctx: Option<u64>,
+    log_kb: u64,
 }
 
 fn parse_args() -> Args {
@@ -38,6 +40,7 @@ fn parse_args() -> Args {
         ms: value("--fake-ms").and_then(|p| p.parse().ok()).unwrap_or(1000),
         ctx: value("-c").and_then(|p| p.parse().ok()),
         oom_ctx: value("--fake-oom-ctx").and_then(|p| p.parse().ok()),
+        log_kb: value("--fake-log-kb").and_then(|p| p.parse().ok()).unwrap_or(0),
     }
 }
 
@@ -52,11 +55,19 @@ async fn main() {
         println!("--fake MODE            how to misbehave");
         println!("--fake-oom-ctx N       run out of memory when -c is above N");
         println!("--fake-ms N            delay for slow modes");
+        println!("--fake-log-kb N        print N KiB while loading");
         return;
     }
     let args = parse_args();
     eprintln!("fake engine: mode {} on {}:{}", args.mode, args.host, args.port);
     eprintln!("load_tensors: loading model");
+    for i in 0..args.log_kb * 16 {
+        // 64 bytes a line.
+        eprintln!("load_tensors: noise line {i:>12} ..............................");
+    }
+    if args.log_kb > 0 {
+        eprintln!("end of the noise");
+    }
     let too_big = matches!((args.ctx, args.oom_ctx), (Some(c), Some(limit)) if c > limit);
     match if too_big { "oom" } else { args.mode.as_str() } {
         "crash-on-load" => {
