@@ -98,18 +98,27 @@ pub async fn save(
         // PostgreSQL, the write lock on SQLite). Read again: a newer
         // version means this one is stale, as if it had come second.
         Err(SaveError::Db(e)) => {
-            let latest: (Option<i64>,) =
-                sqlx::query_as("SELECT MAX(version) FROM report_versions WHERE report_id = $1")
-                    .bind(id)
-                    .fetch_one(&db.pool)
-                    .await?;
-            match latest.0 {
+            let mut conn = db.pool.acquire().await?;
+            match newest_version(&mut conn, id).await? {
                 Some(latest) if latest != base => Err(SaveError::Stale { base, latest }),
                 _ => Err(SaveError::Db(e)),
             }
         }
         other => other,
     }
+}
+
+/// The newest version of report `id`; `None` when there is no such report.
+async fn newest_version(
+    conn: &mut sqlx::AnyConnection,
+    id: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    let (latest,): (Option<i64>,) =
+        sqlx::query_as("SELECT MAX(version) FROM report_versions WHERE report_id = $1")
+            .bind(id)
+            .fetch_one(conn)
+            .await?;
+    Ok(latest)
 }
 
 async fn try_save(
@@ -121,12 +130,7 @@ async fn try_save(
     note: &str,
 ) -> Result<i64, SaveError> {
     let mut tx = db.pool.begin().await?;
-    let (latest,): (Option<i64>,) =
-        sqlx::query_as("SELECT MAX(version) FROM report_versions WHERE report_id = $1")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?;
-    let Some(latest) = latest else { return Err(SaveError::NotFound) };
+    let Some(latest) = newest_version(&mut tx, id).await? else { return Err(SaveError::NotFound) };
     if latest != base {
         return Err(SaveError::Stale { base, latest });
     }
