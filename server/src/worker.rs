@@ -110,10 +110,10 @@ pub async fn work(
     }
     let me: serde_json::Value = registered.json().await?;
     tracing::info!(name = %me["name"], server, "worker registered; waiting for trials");
-    let names: Vec<String> = ctx.profiles.iter().map(|p| p.name.clone()).collect();
+    // The server hands out trials of the profiles registered above.
     while !stop.is_cancelled() {
         let asked = std::time::Instant::now();
-        let ask = conn.post("/api/worker/claim").json(&json!({ "profiles": names })).send();
+        let ask = conn.post("/api/worker/claim").send();
         let answer = tokio::select! {
             _ = stop.cancelled() => break,
             answer = ask => answer,

@@ -212,3 +212,75 @@ async fn wrong_passwords_are_limited() {
     assert!(r.headers().contains_key("retry-after"));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_worker_runs_only_what_it_registered_and_sends_plain_names() {
+    let server = TestServer::start().await;
+    let at = &server;
+    let token = |name: &'static str| async move {
+        let r = http().post(at.url("/api/workers")).json(&json!({ "name": name })).send();
+        let r: Value = r.await.unwrap().json().await.unwrap();
+        r["token"].as_str().unwrap().to_string()
+    };
+    let (liar, honest) = (token("liar").await, token("honest").await);
+    let register = |token: &str, body: Value| {
+        http().post(server.url("/api/worker/register")).bearer_auth(token).json(&body)
+    };
+    let profile =
+        |name: &str| json!({ "name": name, "engine": "llama-server", "models": ["tiny-llama"] });
+    let hardware = json!({ "cpu": "a CPU", "threads": 2, "ram_bytes": 1u64 << 30, "gpus": [] });
+
+    // What pages show of a worker is one bounded line of plain text.
+    let line = json!({ "hardware": hardware, "class": "fast\n<b>x</b>", "profiles": [] });
+    let (status, body) = answer(register(&liar, line)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("the class") && body.contains("control character"), "{body}");
+    let many: Vec<Value> = (0..65).map(|n| profile(&format!("p{n}"))).collect();
+    let (status, body) =
+        answer(register(&liar, json!({ "hardware": hardware, "profiles": many }))).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("65 profiles, over the limit of 64"), "{body}");
+    let huge = json!({ "cpu": "x".repeat(20_000) });
+    let (status, body) = answer(register(&liar, json!({ "hardware": huge, "profiles": [] }))).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("hardware"), "{body}");
+    let workers: Vec<Value> = common::get_json(&server, "/api/workers").await;
+    assert!(workers.iter().all(|w| w["hardware"].is_null()), "nothing stored: {workers:?}");
+
+    // The liar registers another profile, then asks for the demo's trial.
+    let (status, body) = answer(register(
+        &liar,
+        json!({ "hardware": hardware, "profiles": [profile("elsewhere")] }),
+    ))
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let queued: TrialView = http()
+        .post(server.url("/api/trials"))
+        .json(&json!({ "profile": "demo", "model": "tiny-llama", "settings": {}, "target": "any" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let claim = |token: &str| {
+        http()
+            .post(server.url("/api/worker/claim"))
+            .bearer_auth(token)
+            .json(&json!({ "profiles": ["demo"] }))
+    };
+    let (status, body) = answer(claim(&liar)).await;
+    assert_eq!((status, body.as_str()), (200, "null"), "no trial of a profile it did not register");
+    let t: TrialView = common::get_json(&server, &format!("/api/trials/{}", queued.id)).await;
+    assert_eq!(t.state, TrialState::Queued);
+    // A worker that registered the profile takes it.
+    let (status, body) =
+        answer(register(&honest, json!({ "hardware": hardware, "profiles": [profile("demo")] })))
+            .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = answer(claim(&honest)).await;
+    assert_eq!(status, 200, "{body}");
+    let claimed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(claimed["trial"]["id"], json!(queued.id), "{claimed}");
+    server.stop().await;
+}

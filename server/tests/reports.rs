@@ -280,3 +280,33 @@ async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
     assert!(v2["versions"][0]["note"].as_str().unwrap().starts_with("prose by "));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn edits_saved_at_once_from_one_version_keep_one_and_refuse_the_rest() {
+    let (server, study) = common::planted_server(|_| {}).await;
+    let r = http().post(server.url(&format!("/api/studies/{study}/reports"))).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let v1: Value = r.json().await.unwrap();
+    let id = v1["id"].as_i64().unwrap();
+
+    // Eight editors save their own title, all made from version 1, at once.
+    const EDITORS: usize = 8;
+    let saves = (0..EDITORS).map(|n| {
+        let body = json!({ "base": 1, "title": format!("editor {n}"), "notebook": v1["notebook"] });
+        let server = &server;
+        async move { put(server, id, body).await.status() }
+    });
+    let statuses = futures::future::join_all(saves).await;
+    let kept = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    let refused = statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count();
+    assert_eq!((kept, refused), (1, EDITORS - 1), "{statuses:?}");
+
+    // One new version, holding one editor's title whole.
+    let now: Value = common::get_json(&server, &format!("/api/reports/{id}")).await;
+    assert_eq!(now["latest"], 2, "{now}");
+    let title = now["title"].as_str().unwrap();
+    assert!(title.starts_with("editor "), "{title}");
+    let versions = now["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    server.stop().await;
+}

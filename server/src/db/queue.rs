@@ -106,6 +106,25 @@ pub fn class_of(hardware: &Value) -> String {
     parts.join(", ")
 }
 
+/// A profile a worker registered: its name, engine and models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerProfile {
+    pub name: String,
+    pub engine: String,
+    #[serde(default)]
+    pub models: Vec<String>,
+}
+
+/// The profiles worker `id` registered (none before it registers).
+pub async fn registered_profiles(db: &Db, id: i64) -> Result<Vec<WorkerProfile>, sqlx::Error> {
+    let stored: Option<Option<String>> =
+        sqlx::query_scalar("SELECT profiles FROM workers WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&db.pool)
+            .await?;
+    Ok(stored.flatten().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default())
+}
+
 /// Records what a worker runs on, its class of machine (given, or
 /// [`class_of`] its hardware) and what it can run.
 pub async fn register(
@@ -113,7 +132,7 @@ pub async fn register(
     id: i64,
     hardware: &Value,
     class: Option<&str>,
-    profiles: &Value,
+    profiles: &[WorkerProfile],
 ) -> Result<(), sqlx::Error> {
     let class = class.map_or_else(|| class_of(hardware), str::to_string);
     sqlx::query(
@@ -121,7 +140,7 @@ pub async fn register(
          WHERE id = $5",
     )
     .bind(hardware.to_string())
-    .bind(profiles.to_string())
+    .bind(serde_json::to_string(profiles).expect("profiles serialize"))
     .bind(now_ms())
     .bind(class)
     .bind(id)

@@ -72,7 +72,76 @@ pub struct Registration {
     /// The class of machine, where the worker was given one (`--class`).
     #[serde(default)]
     class: Option<String>,
-    profiles: Value,
+    profiles: Vec<queue::WorkerProfile>,
+}
+
+/// Most profiles a worker may register.
+const MAX_PROFILES: usize = 64;
+/// Most models one registered profile may list.
+const MAX_MODELS: usize = 256;
+/// Longest name (profile, engine, model, class) a worker may send.
+const MAX_NAME: usize = 200;
+/// Largest hardware description a worker may send, as JSON.
+const MAX_HARDWARE: usize = 16 * 1024;
+
+/// A name a worker sends that pages show: bounded, one line of plain text.
+fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.len() > MAX_NAME {
+        return Err(Error::BadRequest(format!("{what} is over {MAX_NAME} bytes")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::BadRequest(format!("{what} {:?} has a control character", name)));
+    }
+    Ok(())
+}
+
+impl Registration {
+    /// What is wrong with this registration, checked before it is stored.
+    fn check(&self) -> Result<()> {
+        if let Some(class) = &self.class {
+            check_name("the class", class)?;
+        }
+        if self.profiles.len() > MAX_PROFILES {
+            return Err(Error::BadRequest(format!(
+                "{} profiles, over the limit of {MAX_PROFILES}",
+                self.profiles.len()
+            )));
+        }
+        for p in &self.profiles {
+            check_name("a profile's name", &p.name)?;
+            check_name("a profile's engine", &p.engine)?;
+            if p.models.len() > MAX_MODELS {
+                return Err(Error::BadRequest(format!(
+                    "profile {:?} lists {} models, over the limit of {MAX_MODELS}",
+                    p.name,
+                    p.models.len()
+                )));
+            }
+            for m in &p.models {
+                check_name("a model's name", m)?;
+            }
+        }
+        if !self.hardware.is_object() || self.hardware.to_string().len() > MAX_HARDWARE {
+            return Err(Error::BadRequest(format!(
+                "the hardware is not an object of at most {MAX_HARDWARE} bytes"
+            )));
+        }
+        // Its texts name the class of machine on pages.
+        for text in strings(&self.hardware) {
+            check_name("a hardware name", text)?;
+        }
+        Ok(())
+    }
+}
+
+/// Every string in a JSON value.
+fn strings(value: &Value) -> Vec<&str> {
+    match value {
+        Value::String(s) => vec![s],
+        Value::Array(items) => items.iter().flat_map(strings).collect(),
+        Value::Object(map) => map.values().flat_map(strings).collect(),
+        _ => vec![],
+    }
 }
 
 pub async fn register(
@@ -81,16 +150,11 @@ pub async fn register(
     Json(body): Json<Registration>,
 ) -> Result<Json<Value>> {
     let (id, name) = worker(&state, &headers).await?;
+    body.check()?;
     let class = body.class.as_deref().map(str::trim).filter(|c| !c.is_empty());
     queue::register(&state.service.db, id, &body.hardware, class, &body.profiles).await?;
     tracing::info!(worker = %name, "worker registered");
     Ok(Json(serde_json::json!({ "id": id, "name": name })))
-}
-
-#[derive(Deserialize)]
-pub struct ClaimRequest {
-    /// The profiles this worker can run.
-    profiles: Vec<String>,
 }
 
 /// A trial to run, what to measure, and how often to renew the lease.
@@ -106,21 +170,31 @@ pub struct Claimed {
 /// told of new work at once, without asking again and again.
 const CLAIM_WAIT: Duration = Duration::from_secs(20);
 
+/// The profiles worker `id` registered that this server knows for the same
+/// engine: a worker takes only trials of those, whatever it asks for.
+async fn runnable(service: &Service, id: i64) -> Result<Vec<String>> {
+    let registered = queue::registered_profiles(&service.db, id).await?;
+    let known = |p: &queue::WorkerProfile| {
+        service.profiles.iter().any(|s| s.name == p.name && s.kind.name() == p.engine)
+    };
+    Ok(registered.into_iter().filter(known).map(|p| p.name).collect())
+}
+
 /// Hands the worker the oldest trial it may run, waiting up to
 /// [`CLAIM_WAIT`] for one; `null` when none came.
 pub async fn claim(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Json(body): Json<ClaimRequest>,
 ) -> Result<Json<Option<Claimed>>> {
     let (id, name) = worker(&state, &headers).await?;
     let service = &state.service;
+    let profiles = runnable(service, id).await?;
     let lease_ms = service.lease.as_millis() as i64;
     // Listening before looking: a trial queued in between is not missed.
     let mut feed = service.events.subscribe();
     let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
     let trial = loop {
-        if let Some(trial) = queue::claim(&service.db, id, &name, &body.profiles, lease_ms).await? {
+        if let Some(trial) = queue::claim(&service.db, id, &name, &profiles, lease_ms).await? {
             break trial;
         }
         let queued = async {
