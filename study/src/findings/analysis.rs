@@ -1,0 +1,373 @@
+//! One metric's model: a regression over every varied setting fitted to
+//! whatever trials the study ran (a full grid or the uneven sample of an
+//! adaptive search alike), on a log scale for speeds, memory and
+//! perplexity. Two-setting interactions enter where the data supports
+//! them (forward selection, each step Bonferroni-guarded over the pairs
+//! left); each setting is then tested by a Type-II F-test (its effect given
+//! every term that does not involve it), each interaction against the rest
+//! of the model. A setting the design cannot separate from others is
+//! marked aliased, with the settings that moved with it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_bridge::Settings;
+
+use super::design::{Design, Factor, Term, value_of};
+use super::ols::{Fit, Gram, f_test, t_p};
+use super::{ALPHA, TrialFacts};
+use crate::study::{Goal, Metric};
+
+/// An anomaly is at least this many times off its prediction…
+pub const ANOMALY_RATIO: f64 = 1.5;
+/// …and its residual beyond this family-wise chance.
+const ANOMALY_ALPHA: f64 = 0.01;
+/// A trial weighing this much in its own prediction has nothing else to
+/// be judged against.
+const MAX_LEVERAGE: f64 = 0.8;
+
+/// At most this many interactions enter one metric's model.
+const MAX_INTERACTIONS: usize = 4;
+/// An interaction takes at most this many columns.
+const MAX_PAIR_WIDTH: usize = 16;
+/// A model keeps at least this many degrees of freedom for the noise.
+const MIN_NOISE_DF: usize = 3;
+
+/// What a test of one term found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tested {
+    /// The p-value (before correction for the other tests) and its degrees
+    /// of freedom.
+    Tested { p: f64, df: usize },
+    /// The design moved it only together with these settings.
+    Aliased { with: Vec<String> },
+    /// Too few trials to leave any noise to judge by.
+    TooFew,
+}
+
+/// One metric's fitted model and its tests.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub metric: Metric,
+    pub goal: Goal,
+    /// Fitted to logarithms (effects are ratios); else to values
+    /// (effects are differences).
+    pub log: bool,
+    pub design: Design,
+    /// The terms of the final model, mains first.
+    pub terms: Vec<Term>,
+    pub fit: Fit,
+    /// The noise variance on the model's scale (at least the floor).
+    pub sigma2: Option<f64>,
+    /// The mean the responses were centered on.
+    pub center: f64,
+    /// Per factor: its Type-II test.
+    pub mains: Vec<Tested>,
+    /// The interactions in the model and their tests.
+    pub pairs: Vec<(usize, usize, f64)>,
+    pub trials: Vec<Measured>,
+}
+
+/// A trial measured on the metric.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub id: i64,
+    pub settings: Settings,
+    /// The value on the model's scale, centered.
+    pub y: f64,
+    pub row: Vec<f64>,
+    /// Set aside as an anomaly: not part of the fit.
+    pub excluded: bool,
+}
+
+/// The cross-products of the trials not set aside.
+fn gram_of(trials: &[Measured]) -> Gram {
+    let kept: Vec<&Measured> = trials.iter().filter(|t| !t.excluded).collect();
+    let rows: Vec<Vec<f64>> = kept.iter().map(|t| t.row.clone()).collect();
+    let ys: Vec<f64> = kept.iter().map(|t| t.y).collect();
+    Gram::new(&rows, &ys)
+}
+
+/// Whether `metric` is modeled on a log scale: everything but rates.
+pub fn log_scale(metric: Metric) -> bool {
+    !matches!(metric, Metric::QualityScore | Metric::ContextPassRate)
+}
+
+/// The least noise believed on a metric's scale: 0.01 % on a log scale,
+/// a tenth of a point on a rate. Spreads smaller than that are
+/// rounding, and effects that small are no one's concern.
+fn noise_floor(log: bool) -> f64 {
+    if log { 1e-4f64.powi(2) } else { 1e-6 }
+}
+
+impl Analysis {
+    /// The model of `metric` over the done trials, with `varied` settings
+    /// coded against `baseline`; `None` when nothing was measured or
+    /// nothing varied.
+    pub fn fit(
+        done: &[&TrialFacts],
+        varied: &[String],
+        baseline: &Settings,
+        metric: Metric,
+        goal: Goal,
+    ) -> Option<Analysis> {
+        let log = log_scale(metric);
+        let measured: Vec<(&TrialFacts, f64)> = done
+            .iter()
+            .filter_map(|t| {
+                let v = *t.metrics.get(&metric)?;
+                let y = if log { v.ln() } else { v };
+                y.is_finite().then_some((*t, y))
+            })
+            .collect();
+        if measured.len() < 3 {
+            return None;
+        }
+        let factors: Vec<Factor> = varied
+            .iter()
+            .filter_map(|s| {
+                let values: Vec<String> =
+                    measured.iter().map(|(t, _)| value_of(&t.settings, s)).collect();
+                Factor::new(s, &values, baseline.get(s).map(String::as_str))
+            })
+            .collect();
+        if factors.is_empty() {
+            return None;
+        }
+        let design = Design::new(factors, MAX_PAIR_WIDTH);
+        let center = measured.iter().map(|(_, y)| y).sum::<f64>() / measured.len() as f64;
+        let trials: Vec<Measured> = measured
+            .iter()
+            .map(|(t, y)| Measured {
+                id: t.id,
+                settings: t.settings.clone(),
+                y: y - center,
+                row: design.row(&t.settings),
+                excluded: false,
+            })
+            .collect();
+        let floor = noise_floor(log);
+        let mains: Vec<Term> = (0..design.factors.len()).map(Term::Main).collect();
+        let mut analysis = Analysis {
+            metric,
+            goal,
+            log,
+            terms: mains.clone(),
+            fit: Fit::new(&gram_of(&trials), &design.columns(&mains)),
+            design,
+            sigma2: None,
+            center,
+            mains: vec![],
+            pairs: vec![],
+            trials,
+        };
+        // Gross outliers would pass for interactions: they are set aside
+        // while the model is chosen, and come back unless it still finds
+        // them far off.
+        analysis.set_aside_outliers();
+        let gram = gram_of(&analysis.trials);
+        let pairs = select_pairs(&analysis.design, &gram, &mains, floor);
+        analysis.terms.extend(pairs.iter().map(|(t, _)| *t));
+        analysis.refit(floor);
+        if analysis.take_back() {
+            analysis.refit(floor);
+        }
+        let candidates = analysis.design.terms.iter().filter(|(t, _)| matches!(t, Term::Pair(..)));
+        analysis.test(floor, candidates.count().max(1));
+        Some(analysis)
+    }
+
+    /// Fits the model's terms to the trials not set aside.
+    fn refit(&mut self, floor: f64) {
+        self.fit = Fit::new(&gram_of(&self.trials), &self.design.columns(&self.terms));
+        self.sigma2 = self.fit.sigma2(floor);
+    }
+
+    /// The Type-II test of each factor and the test of each interaction
+    /// (Bonferroni over the `candidates` it was chosen among).
+    fn test(&mut self, floor: f64, candidates: usize) {
+        let gram = gram_of(&self.trials);
+        let (design, terms) = (&self.design, &self.terms);
+        let fit_of = |terms: &[Term]| Fit::new(&gram, &design.columns(terms));
+        self.mains = (0..design.factors.len())
+            .map(|i| {
+                let without: Vec<Term> = terms.iter().copied().filter(|t| !t.involves(i)).collect();
+                let mut with = without.clone();
+                with.push(Term::Main(i));
+                let (reduced, full) = (fit_of(&without), fit_of(&with));
+                if full.rank == reduced.rank {
+                    return Tested::Aliased { with: partners(design, i, &self.trials) };
+                }
+                match f_test(&reduced, &full, floor) {
+                    Some((p, df)) => Tested::Tested { p, df },
+                    None => Tested::TooFew,
+                }
+            })
+            .collect();
+        self.pairs = terms
+            .iter()
+            .filter_map(|t| {
+                let Term::Pair(a, b) = *t else { return None };
+                let rest: Vec<Term> = terms.iter().copied().filter(|x| x != t).collect();
+                let (p, _) = f_test(&fit_of(&rest), &self.fit, floor)?;
+                Some((a, b, (p * candidates as f64).min(1.0)))
+            })
+            .collect();
+    }
+
+    /// Sets aside the trials of the main-effects model whose leave-one-out
+    /// residuals are anomalies (see [`Analysis::outlying`]), at most one in
+    /// twenty.
+    fn set_aside_outliers(&mut self) {
+        let mut flagged: Vec<(usize, f64)> = (0..self.trials.len())
+            .filter_map(|k| Some((k, self.outlying(k)?)))
+            .collect();
+        flagged.sort_by(|a, b| a.1.total_cmp(&b.1));
+        flagged.truncate((self.trials.len() / 20).max(1));
+        for (k, _) in flagged {
+            self.trials[k].excluded = true;
+        }
+        if self.trials.iter().any(|t| t.excluded) {
+            self.fit = Fit::new(&gram_of(&self.trials), &self.design.columns(&self.terms));
+        }
+    }
+
+    /// Takes back the trials set aside that the chosen model no longer
+    /// finds far off; whether any came back.
+    fn take_back(&mut self) -> bool {
+        let back: Vec<usize> = (0..self.trials.len())
+            .filter(|&k| self.trials[k].excluded && self.outlying(k).is_none())
+            .collect();
+        for &k in &back {
+            self.trials[k].excluded = false;
+        }
+        !back.is_empty()
+    }
+
+    /// Whether trial `k` is an anomaly against the current fit: its
+    /// prediction without it at least [`ANOMALY_RATIO`] off (a tenth for
+    /// rates), and its studentized residual beyond [`ANOMALY_ALPHA`],
+    /// Bonferroni over the trials. The p-value when it is.
+    pub fn outlying(&self, k: usize) -> Option<f64> {
+        let t = &self.trials[k];
+        let h = self.fit.leverage(&t.row);
+        let e = t.y - self.fit.predict(&t.row);
+        let df = self.fit.df();
+        if df < 3 {
+            return None;
+        }
+        let floor = noise_floor(self.log);
+        let (deleted, studentized, df) = if t.excluded {
+            // Not in the fit: a prediction interval.
+            let s2 = (self.fit.rss / df as f64).max(floor);
+            (e, e / (s2 * (1.0 + h)).sqrt(), df)
+        } else {
+            if h >= MAX_LEVERAGE {
+                return None;
+            }
+            let s2 = ((self.fit.rss - e * e / (1.0 - h)) / (df - 1) as f64).max(floor);
+            (e / (1.0 - h), e / (s2 * (1.0 - h)).sqrt(), df - 1)
+        };
+        let min_gap = if self.log { ANOMALY_RATIO.ln() } else { 0.1 };
+        let p = t_p(studentized, df) * self.trials.len() as f64;
+        (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA).then_some(p)
+    }
+
+    /// What the model predicts for trial `k` without it, on its scale.
+    pub fn predicted_without(&self, k: usize) -> f64 {
+        let t = &self.trials[k];
+        let e = t.y - self.fit.predict(&t.row);
+        if t.excluded {
+            t.y - e
+        } else {
+            t.y - e / (1.0 - self.fit.leverage(&t.row))
+        }
+    }
+
+    /// The estimate and standard error of a contrast row; `None` when the
+    /// design does not determine it or there is no noise to judge by.
+    pub fn contrast(&self, c: &[f64]) -> Option<(f64, f64)> {
+        self.fit.contrast(c, self.sigma2?)
+    }
+
+    /// Whether `factor` acts together with another on this metric.
+    pub fn interacts(&self, factor: usize) -> Vec<usize> {
+        self.pairs
+            .iter()
+            .filter_map(|&(a, b, _)| {
+                if a == factor {
+                    Some(b)
+                } else if b == factor {
+                    Some(a)
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// A value on the model's scale as the metric's own.
+    pub fn natural(&self, y: f64) -> f64 {
+        if self.log { (y + self.center).exp() } else { y + self.center }
+    }
+}
+
+/// Interactions chosen by forward selection: the pair that explains most
+/// beyond the model so far enters while its p-value, times the number of
+/// pairs still in the running, stays under [`ALPHA`].
+fn select_pairs(
+    design: &Design,
+    gram: &Gram,
+    mains: &[Term],
+    floor: f64,
+) -> Vec<(Term, f64)> {
+    let mut chosen: Vec<(Term, f64)> = Vec::new();
+    let mut candidates: Vec<Term> =
+        design.terms.iter().map(|(t, _)| *t).filter(|t| matches!(t, Term::Pair(..))).collect();
+    while chosen.len() < MAX_INTERACTIONS && !candidates.is_empty() {
+        let mut terms = mains.to_vec();
+        terms.extend(chosen.iter().map(|(t, _)| *t));
+        let current = Fit::new(gram, &design.columns(&terms));
+        let best = candidates
+            .iter()
+            .filter_map(|c| {
+                let mut with = terms.clone();
+                with.push(*c);
+                let full = Fit::new(gram, &design.columns(&with));
+                if full.df() < MIN_NOISE_DF {
+                    return None;
+                }
+                let (p, _) = f_test(&current, &full, floor)?;
+                Some((*c, p))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        match best {
+            Some((term, p)) if p * candidates.len() as f64 <= ALPHA => {
+                chosen.push((term, p));
+                candidates.retain(|c| *c != term);
+            }
+            _ => break,
+        }
+    }
+    chosen
+}
+
+/// The settings whose values the trials moved in lockstep with factor
+/// `i`'s (one determines the other), so that their effects cannot be told
+/// apart.
+fn partners(design: &Design, i: usize, trials: &[Measured]) -> Vec<String> {
+    let own = &design.factors[i].setting;
+    let determines = |a: &str, b: &str| {
+        let mut map: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for t in trials {
+            map.entry(value_of(&t.settings, a)).or_default().insert(value_of(&t.settings, b));
+        }
+        map.values().all(|v| v.len() == 1)
+    };
+    design
+        .factors
+        .iter()
+        .filter(|f| &f.setting != own)
+        .filter(|f| determines(own, &f.setting) || determines(&f.setting, own))
+        .map(|f| f.setting.clone())
+        .collect()
+}

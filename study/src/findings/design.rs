@@ -1,0 +1,285 @@
+//! How settings enter the findings' models: each varied setting is a
+//! factor coded against its baseline value, so that every coefficient is a
+//! contrast with the baseline and a row of all-baseline settings is all
+//! zeros. A setting with a few values gets a column per other value; a
+//! number with many (what random and model-based searches sample) gets a
+//! cubic in its value (its logarithm when it spans a factor of 8 or more),
+//! which bends to an optimum in the middle of the range. Two factors act
+//! together through the products of their columns (a number's straight
+//! part only).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_bridge::Settings;
+
+/// A numeric setting with more distinct values than this is a curve.
+const MAX_LEVELS: usize = 6;
+
+/// At most this many values a curve is stated at.
+const CURVE_POINTS: usize = 9;
+
+/// How one setting is coded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Coding {
+    /// One column per value other than the base (treatment coding).
+    Levels { values: Vec<String>, base: String },
+    /// A polynomial of `degree` in the (log-)value minus the base's,
+    /// scaled by `scale`; `values`: the distinct values tried.
+    Curve { log: bool, base: f64, scale: f64, degree: usize, values: Vec<f64> },
+}
+
+/// A varied setting as the models see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Factor {
+    pub setting: String,
+    pub coding: Coding,
+}
+
+/// The value a trial gave `setting` (`""`: left to the engine).
+pub fn value_of(settings: &Settings, setting: &str) -> String {
+    settings.get(setting).cloned().unwrap_or_default()
+}
+
+impl Factor {
+    /// The factor for `setting` over the values the trials gave it, coded
+    /// against `base` (the baseline's value); `None` when it took one value.
+    pub fn new(setting: &str, values: &[String], base: Option<&str>) -> Option<Factor> {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for v in values {
+            *counts.entry(v.as_str()).or_default() += 1;
+        }
+        if counts.len() < 2 {
+            return None;
+        }
+        let numbers: Option<Vec<f64>> = counts.keys().map(|v| v.parse::<f64>().ok()).collect();
+        let numbers = numbers.filter(|n| n.len() > MAX_LEVELS && n.iter().all(|x| x.is_finite()));
+        let coding = match numbers {
+            Some(mut xs) => {
+                xs.sort_by(f64::total_cmp);
+                let (lo, hi) = (xs[0], xs[xs.len() - 1]);
+                let log = lo > 0.0 && hi / lo >= 8.0;
+                let t = |x: f64| if log { x.ln() } else { x };
+                let base = base.and_then(|b| b.parse::<f64>().ok()).unwrap_or(xs[xs.len() / 2]);
+                let scale = ((t(hi) - t(lo)) / 2.0).max(f64::MIN_POSITIVE);
+                let degree = (xs.len() - 1).min(3);
+                Coding::Curve { log, base, scale, degree, values: xs }
+            }
+            None => {
+                // The most common value (the first of equals) stands in for a
+                // baseline the trials never ran.
+                let top = counts.values().copied().max().unwrap_or(0);
+                let most = counts.iter().find(|(_, n)| **n == top).map_or("", |(v, _)| *v);
+                let base = base.filter(|b| counts.contains_key(b)).unwrap_or(most).to_string();
+                Coding::Levels { values: counts.keys().map(|v| v.to_string()).collect(), base }
+            }
+        };
+        Some(Factor { setting: setting.to_string(), coding })
+    }
+
+    /// Columns it takes in a model.
+    pub fn width(&self) -> usize {
+        match &self.coding {
+            Coding::Levels { values, .. } => values.len() - 1,
+            Coding::Curve { degree, .. } => *degree,
+        }
+    }
+
+    /// Columns it takes in an interaction.
+    pub fn linear_width(&self) -> usize {
+        match &self.coding {
+            Coding::Levels { .. } => self.width(),
+            Coding::Curve { .. } => 1,
+        }
+    }
+
+    /// Its columns for `value` (zeros for the base).
+    pub fn encode(&self, value: &str) -> Vec<f64> {
+        match &self.coding {
+            Coding::Levels { values, base } => values
+                .iter()
+                .filter(|v| *v != base)
+                .map(|v| if v == value { 1.0 } else { 0.0 })
+                .collect(),
+            Coding::Curve { log, base, scale, degree, .. } => {
+                let t = |x: f64| if *log { x.ln() } else { x };
+                let x: f64 = value.parse().unwrap_or(*base);
+                let z = (t(x) - t(*base)) / scale;
+                (1..=*degree as i32).map(|k| z.powi(k)).collect()
+            }
+        }
+    }
+
+    /// Its interaction columns for `value`.
+    pub fn encode_linear(&self, value: &str) -> Vec<f64> {
+        let mut columns = self.encode(value);
+        columns.truncate(self.linear_width());
+        columns
+    }
+
+    /// The base value, as a setting's text.
+    pub fn base(&self) -> String {
+        match &self.coding {
+            Coding::Levels { base, .. } => base.clone(),
+            Coding::Curve { base, .. } => crate::space::fmt_float(*base),
+        }
+    }
+
+    /// The values an effect is stated at: every value tried, or for a
+    /// curve up to [`CURVE_POINTS`] of them spread over its range.
+    pub fn points(&self) -> Vec<String> {
+        match &self.coding {
+            Coding::Levels { values, .. } => values.clone(),
+            Coding::Curve { values, .. } => {
+                let n = values.len();
+                let picks: BTreeSet<usize> = (0..CURVE_POINTS.min(n))
+                    .map(|k| k * (n - 1) / (CURVE_POINTS.min(n) - 1).max(1))
+                    .collect();
+                picks.into_iter().map(|i| crate::space::fmt_float(values[i])).collect()
+            }
+        }
+    }
+
+    /// Whether it is a number stated along a range.
+    pub fn is_curve(&self) -> bool {
+        matches!(self.coding, Coding::Curve { .. })
+    }
+}
+
+/// A term of a model: one factor, or two acting together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Term {
+    Main(usize),
+    Pair(usize, usize),
+}
+
+impl Term {
+    pub fn involves(self, factor: usize) -> bool {
+        match self {
+            Term::Main(a) => a == factor,
+            Term::Pair(a, b) => a == factor || b == factor,
+        }
+    }
+}
+
+/// Every column a study's models may use: the intercept, each factor's
+/// main columns, and each pair's interaction columns; which columns each
+/// term owns.
+#[derive(Debug, Clone)]
+pub struct Design {
+    pub factors: Vec<Factor>,
+    pub terms: Vec<(Term, std::ops::Range<usize>)>,
+    pub width: usize,
+}
+
+impl Design {
+    /// The design of `factors` with every pair of them as a candidate
+    /// interaction, up to `max_pair_width` columns a pair.
+    pub fn new(factors: Vec<Factor>, max_pair_width: usize) -> Design {
+        let mut terms = Vec::new();
+        let mut at = 1;
+        for (i, f) in factors.iter().enumerate() {
+            terms.push((Term::Main(i), at..at + f.width()));
+            at += f.width();
+        }
+        for i in 0..factors.len() {
+            for j in i + 1..factors.len() {
+                let w = factors[i].linear_width() * factors[j].linear_width();
+                if w <= max_pair_width {
+                    terms.push((Term::Pair(i, j), at..at + w));
+                    at += w;
+                }
+            }
+        }
+        Design { factors, terms, width: at }
+    }
+
+    /// The design row of a configuration.
+    pub fn row(&self, settings: &Settings) -> Vec<f64> {
+        let mut row = vec![0.0; self.width];
+        row[0] = 1.0;
+        let value = |i: usize| value_of(settings, &self.factors[i].setting);
+        for (term, range) in &self.terms {
+            let columns = match *term {
+                Term::Main(i) => self.factors[i].encode(&value(i)),
+                Term::Pair(i, j) => {
+                    let a = self.factors[i].encode_linear(&value(i));
+                    let b = self.factors[j].encode_linear(&value(j));
+                    a.iter().flat_map(|x| b.iter().map(move |y| x * y)).collect()
+                }
+            };
+            row[range.clone()].copy_from_slice(&columns);
+        }
+        row
+    }
+
+    /// The columns of the intercept and `terms`.
+    pub fn columns(&self, terms: &[Term]) -> Vec<usize> {
+        let mut out = vec![0];
+        for (term, range) in &self.terms {
+            if terms.contains(term) {
+                out.extend(range.clone());
+            }
+        }
+        out
+    }
+
+    /// The baseline configuration: every factor at its base.
+    pub fn base_settings(&self) -> Settings {
+        self.factors.iter().map(|f| (f.setting.clone(), f.base())).collect()
+    }
+
+    /// `values` (setting to value) over the baseline, as a contrast row:
+    /// that configuration's row minus the baseline's.
+    pub fn contrast(&self, values: &[(usize, &str)]) -> Vec<f64> {
+        let base = self.base_settings();
+        let mut changed = base.clone();
+        for (i, v) in values {
+            changed.insert(self.factors[*i].setting.clone(), v.to_string());
+        }
+        let (a, b) = (self.row(&changed), self.row(&base));
+        a.iter().zip(&b).map(|(x, y)| x - y).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn words_are_levels_against_the_baseline_and_many_numbers_a_curve() {
+        let cache = Factor::new("k", &strings(&["f16", "q8_0", "q4_0", "f16"]), Some("q8_0"));
+        let cache = cache.unwrap();
+        assert_eq!(cache.width(), 2);
+        assert_eq!(cache.encode("q8_0"), [0.0, 0.0]);
+        assert_eq!(cache.encode("f16"), [1.0, 0.0]);
+        let threads: Vec<String> = (1..=16).map(|t| t.to_string()).collect();
+        let threads = Factor::new("threads", &threads, Some("4")).unwrap();
+        assert!(threads.is_curve());
+        assert_eq!(threads.width(), 3);
+        assert_eq!(threads.encode("4"), [0.0, 0.0, 0.0]);
+        assert_eq!(threads.points().len(), 9);
+        let Coding::Curve { log, .. } = threads.coding else { unreachable!() };
+        assert!(log, "1 to 16 spans a factor of 16");
+        assert_eq!(Factor::new("mlock", &strings(&["true", "true"]), None), None);
+    }
+
+    #[test]
+    fn a_pair_s_columns_vanish_when_either_is_at_its_base() {
+        let k = Factor::new("k", &strings(&["f16", "q8_0"]), Some("f16")).unwrap();
+        let v = Factor::new("v", &strings(&["f16", "q8_0"]), Some("f16")).unwrap();
+        let design = Design::new(vec![k, v], 16);
+        assert_eq!(design.width, 4);
+        let row = |k: &str, v: &str| {
+            design.row(&[("k".to_string(), k.to_string()), ("v".to_string(), v.to_string())].into())
+        };
+        assert_eq!(row("f16", "f16"), [1.0, 0.0, 0.0, 0.0]);
+        assert_eq!(row("q8_0", "f16"), [1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(row("q8_0", "q8_0"), [1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(design.contrast(&[(0, "q8_0"), (1, "q8_0")]), [0.0, 1.0, 1.0, 1.0]);
+        assert_eq!(design.columns(&[Term::Main(1)]), [0, 2]);
+    }
+}

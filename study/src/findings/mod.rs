@@ -1,0 +1,499 @@
+//! Findings: what a study's trials say, worked out deterministically from
+//! them. Every finding cites its trials and numbers, and claims nothing the
+//! data does not support, whatever design the strategy produced:
+//!
+//! - the best trial for each objective, and a balanced pick on the Pareto
+//!   front when there are several objectives;
+//! - per metric, a regression over every varied setting ([`analysis`]):
+//!   an effect where a setting's test survives Holm's correction over the
+//!   whole study, stated against the baseline with intervals; two
+//!   settings that act together as a finding of their own; "no effect"
+//!   only where an equivalence test puts it inside a stated margin; "not
+//!   determined" otherwise, with why ([`verdicts`]);
+//! - free wins: a value that gains speed or memory beyond noise while
+//!   every quality measure is shown equivalent;
+//! - anomalies: trials far off what the other trials predict for them;
+//! - failures by cause, with the smallest rule over the settings that
+//!   separates them from the trials that ran ([`rules`]);
+//! - the decode ceiling, and drift of the baseline between its runs.
+
+mod analysis;
+mod design;
+mod ols;
+mod rules;
+mod text;
+mod verdicts;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_bridge::Settings;
+use serde::{Deserialize, Serialize};
+
+pub use rules::{Condition, Op, Rule};
+pub use text::{SECTIONS, Pick, markdown, num, section_markdown, value_text};
+
+use crate::study::{Goal, Metric};
+use analysis::Analysis;
+
+/// Family-wise chance of claiming an effect where there is none; also the
+/// size of each one-sided test of equivalence.
+pub const ALPHA: f64 = 0.05;
+
+/// Decode at or above this share of the bandwidth ceiling is "at the wall".
+pub const WALL_PCT: f64 = 80.0;
+
+/// Metrics that measure quality: a free win must leave each one measured
+/// equivalent.
+pub const QUALITY: [Metric; 3] =
+    [Metric::QualityScore, Metric::ContextPassRate, Metric::Perplexity];
+
+/// Metrics a free win may gain on: speed and memory.
+pub const GAINS: [Metric; 6] = [
+    Metric::DecodeTps,
+    Metric::PrefillTps,
+    Metric::TtftMs,
+    Metric::PeakRssBytes,
+    Metric::PeakGpuBytes,
+    Metric::MemAvailableDropBytes,
+];
+
+/// How close counts as "the same": the equivalence margins a "no effect"
+/// or a free win must be shown within.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Margins {
+    /// Speeds and times, in percent either way.
+    pub speed_pct: f64,
+    /// Memory, in percent either way.
+    pub memory_pct: f64,
+    /// Rates (quality score, context pass rate), as a share: 0.02 is two
+    /// points in a hundred.
+    pub quality_rate: f64,
+    /// Perplexity, in percent either way.
+    pub perplexity_pct: f64,
+}
+
+impl Default for Margins {
+    fn default() -> Self {
+        Margins { speed_pct: 3.0, memory_pct: 3.0, quality_rate: 0.02, perplexity_pct: 1.0 }
+    }
+}
+
+impl Margins {
+    /// What is wrong with these margins, if anything.
+    pub fn error(&self) -> Option<String> {
+        let pcts = [
+            ("speed_pct", self.speed_pct),
+            ("memory_pct", self.memory_pct),
+            ("perplexity_pct", self.perplexity_pct),
+        ];
+        for (name, v) in pcts {
+            if !(v > 0.0 && v <= 50.0) {
+                return Some(format!("margins.{name}: {v} is not between 0 and 50 percent"));
+            }
+        }
+        if !(self.quality_rate > 0.0 && self.quality_rate <= 0.5) {
+            return Some(format!(
+                "margins.quality_rate: {} is not a share between 0 and 0.5",
+                self.quality_rate
+            ));
+        }
+        None
+    }
+}
+
+/// One trial as the findings see it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrialFacts {
+    pub id: i64,
+    pub settings: Settings,
+    /// Ran to the end and was measured.
+    pub done: bool,
+    /// Why it failed (a failure kind such as `out_of_memory`), and the
+    /// engine's message.
+    pub failure: Option<(String, String)>,
+    pub metrics: BTreeMap<Metric, f64>,
+    /// The decode speed memory bandwidth allows this configuration.
+    pub ceiling_tps: Option<f64>,
+    /// `baseline`, `rerun` (of the baseline) or `search`.
+    pub role: Option<String>,
+    /// How far the baseline had drifted when this trial ran, where it had.
+    pub drift_pct: Option<f64>,
+}
+
+/// An estimate against the baseline and its interval, in the metric's
+/// own terms: a ratio (speeds, memory, perplexity) or a difference (rates).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub est: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// One value of a setting on one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    /// `""`: left to the engine.
+    pub value: String,
+    /// The median of the trials run with it (as they were, not adjusted).
+    pub median: f64,
+    pub trials: Vec<i64>,
+    /// Against the baseline's value, the other settings held at the
+    /// baseline; `None` for the baseline's value itself.
+    pub vs_base: Option<Interval>,
+}
+
+/// How much a free win gains on one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gain {
+    pub metric: Metric,
+    /// The model's value with the winning value, and with the baseline's.
+    pub with: f64,
+    pub without: f64,
+    /// How much better, in percent (points for rates).
+    pub pct: f64,
+    /// The ratio (or difference) and its 95 % interval.
+    pub interval: Interval,
+}
+
+/// Why a setting's effect on a metric is not determined.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum Undetermined {
+    /// The trials changed it only together with these settings.
+    Aliased { with: Vec<String> },
+    /// Neither an effect nor its absence is shown yet; about this many
+    /// more trials like these would decide it.
+    MoreTrials { about: Option<usize> },
+    /// Too few trials to judge at all.
+    TooFew,
+}
+
+/// One combination of two settings that act together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    pub values: (String, String),
+    /// Against the baseline, the other settings held there.
+    pub vs_base: Interval,
+    /// What the two settings' separate effects would have made of it.
+    pub additive: f64,
+}
+
+/// Something the data shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Finding {
+    /// The best trial on an objective.
+    Best { metric: Metric, goal: Goal, trial: i64, value: f64, settings: Settings },
+    /// The Pareto-front trial closest to the best of every objective at once
+    /// (each objective scaled over the front).
+    Balanced { trial: i64, values: Vec<(Metric, f64)>, settings: Settings, front: Vec<i64> },
+    /// A setting moves a metric beyond the noise: its values from best to
+    /// worst against the baseline's; `peak`: a number whose best value lies
+    /// between others, beating both ends; `given`: settings it acts with,
+    /// held at the baseline for these numbers.
+    Effect {
+        setting: String,
+        metric: Metric,
+        goal: Goal,
+        base: String,
+        /// Intervals are ratios (else differences).
+        log: bool,
+        levels: Vec<Level>,
+        /// The best value over the worst, in percent (points for rates).
+        size_pct: f64,
+        /// Holm-adjusted.
+        p_value: f64,
+        peak: bool,
+        given: Vec<String>,
+    },
+    /// A setting whose every value is shown within the margin of the
+    /// baseline's on a metric (90 % intervals, two one-sided tests).
+    NoEffect {
+        setting: String,
+        metric: Metric,
+        log: bool,
+        /// Percent for ratios, a share for rates.
+        margin: f64,
+        levels: Vec<Level>,
+        p_value: f64,
+    },
+    /// What the data cannot tell yet, and why.
+    NotDetermined { setting: String, metric: Metric, reason: Undetermined },
+    /// Two settings whose effects on a metric depend on each other.
+    Interaction {
+        settings: (String, String),
+        bases: (String, String),
+        metric: Metric,
+        goal: Goal,
+        log: bool,
+        cells: Vec<Cell>,
+        p_value: f64,
+    },
+    /// A value of a setting that gains speed or saves memory over the
+    /// baseline's while every quality measure is shown equivalent.
+    FreeWin {
+        setting: String,
+        value: String,
+        over: String,
+        gains: Vec<Gain>,
+        /// Each quality measure against the baseline's, 90 % interval.
+        quality: Vec<(Metric, Interval)>,
+        trials: Vec<i64>,
+    },
+    /// A trial far from what the other trials predict for its settings.
+    Anomaly { trial: i64, metric: Metric, value: f64, expected: f64, settings: Settings },
+    /// Trials that failed the same way, and the rule that separates them
+    /// from the trials that ran, where one does.
+    Failures { cause: String, trials: Vec<i64>, message: String, rule: Option<Rule> },
+    /// How close the fastest decode came to what memory bandwidth allows;
+    /// `movers`: the settings that changed decode beyond noise.
+    Ceiling { trial: i64, decode: f64, ceiling: f64, pct: f64, movers: Vec<String> },
+    /// The baseline run again during the study: how far its first objective
+    /// moved, and the trials flagged for it.
+    Drift { metric: Metric, baseline: Vec<(i64, f64)>, worst_pct: f64, flagged: Vec<i64> },
+}
+
+/// Every finding of a study's trials with the default margins.
+pub fn findings(
+    trials: &[TrialFacts],
+    varied: &[String],
+    objectives: &[(Metric, Goal)],
+) -> Vec<Finding> {
+    findings_with(trials, varied, objectives, &Margins::default())
+}
+
+/// Every finding of a study's trials: `varied` are the settings the study
+/// varies, `objectives` what it optimizes, `margins` what counts as the same.
+pub fn findings_with(
+    trials: &[TrialFacts],
+    varied: &[String],
+    objectives: &[(Metric, Goal)],
+    margins: &Margins,
+) -> Vec<Finding> {
+    let done: Vec<&TrialFacts> = trials.iter().filter(|t| t.done).collect();
+    let mut out = Vec::new();
+    for &(metric, goal) in objectives {
+        let best = done
+            .iter()
+            .filter_map(|t| Some((*t, *t.metrics.get(&metric)?)))
+            .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
+        if let Some((t, value)) = best {
+            out.push(Finding::Best {
+                metric,
+                goal,
+                trial: t.id,
+                value,
+                settings: t.settings.clone(),
+            });
+        }
+    }
+    out.extend(balanced(&done, objectives));
+    let baseline = trials
+        .iter()
+        .find(|t| t.role.as_deref() == Some("baseline"))
+        .map(|t| t.settings.clone())
+        .unwrap_or_default();
+    let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
+        .into_iter()
+        .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, m, g))
+        .collect();
+    let adjusted = verdicts::adjust(&analyses);
+    let mut interactions = Vec::new();
+    for (k, a) in analyses.iter().enumerate() {
+        for i in 0..a.design.factors.len() {
+            out.extend(verdicts::setting_findings(a, i, adjusted.mains[k][i], margins));
+        }
+        for (&(x, y, _), &p) in a.pairs.iter().zip(&adjusted.pairs[k]) {
+            if p <= ALPHA {
+                interactions.extend(verdicts::interaction(a, x, y, p));
+            }
+        }
+    }
+    out.extend(interactions);
+    out.extend(verdicts::free_wins(&analyses, &adjusted, margins));
+    for a in analyses.iter().filter(|a| objectives.iter().any(|(m, _)| *m == a.metric)) {
+        out.extend(verdicts::anomalies(a));
+    }
+    out.extend(failures(trials, varied));
+    out.extend(ceiling(&done, &out));
+    if let Some(&(metric, _)) = objectives.first() {
+        out.extend(drift(trials, metric));
+    }
+    out
+}
+
+/// The metrics to test settings against: the objectives, then every speed,
+/// memory and quality measure most done trials have.
+fn tested_metrics(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Vec<(Metric, Goal)> {
+    let mut out = objectives.to_vec();
+    for m in GAINS.into_iter().chain(QUALITY) {
+        let measured = done.iter().filter(|t| t.metrics.contains_key(&m)).count();
+        if measured * 2 > done.len() && !out.iter().any(|(o, _)| *o == m) {
+            out.push((m, m.natural_goal()));
+        }
+    }
+    out
+}
+
+fn balanced(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Option<Finding> {
+    if objectives.len() < 2 {
+        return None;
+    }
+    let points: Vec<(&TrialFacts, Vec<f64>)> = done
+        .iter()
+        .filter_map(|t| {
+            let v: Option<Vec<f64>> =
+                objectives.iter().map(|(m, _)| t.metrics.get(m).copied()).collect();
+            Some((*t, v?))
+        })
+        .collect();
+    let values: Vec<Vec<f64>> = points.iter().map(|(_, v)| v.clone()).collect();
+    let goals: Vec<Goal> = objectives.iter().map(|(_, g)| *g).collect();
+    let front = crate::pareto::front(&values, &goals);
+    if front.len() < 2 {
+        return None;
+    }
+    // Each objective scaled over the front: 1 is the front's best, 0 its worst.
+    let scaled = |i: usize, k: usize| {
+        let oriented = |j: usize| goals[k].oriented(values[j][k]);
+        let (lo, hi) = front
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &j| (lo.min(oriented(j)), hi.max(oriented(j))));
+        if hi > lo { (oriented(i) - lo) / (hi - lo) } else { 1.0 }
+    };
+    let distance = |i: usize| (0..goals.len()).map(|k| (1.0 - scaled(i, k)).powi(2)).sum::<f64>();
+    let pick = *front.iter().min_by(|&&a, &&b| distance(a).total_cmp(&distance(b)))?;
+    let (t, v) = &points[pick];
+    Some(Finding::Balanced {
+        trial: t.id,
+        values: objectives.iter().map(|(m, _)| *m).zip(v.iter().copied()).collect(),
+        settings: t.settings.clone(),
+        front: front.iter().map(|&i| points[i].0.id).collect(),
+    })
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+}
+
+/// Failures by cause, each with the rule that separates it, where one does.
+fn failures(trials: &[TrialFacts], varied: &[String]) -> Vec<Finding> {
+    let mut by: BTreeMap<&str, Vec<&TrialFacts>> = BTreeMap::new();
+    for t in trials {
+        if let Some((cause, _)) = &t.failure {
+            by.entry(cause.as_str()).or_default().push(t);
+        }
+    }
+    let ran: Vec<&TrialFacts> = trials.iter().filter(|t| t.done).collect();
+    by.into_iter()
+        .map(|(cause, failed)| Finding::Failures {
+            cause: cause.to_string(),
+            trials: failed.iter().map(|t| t.id).collect(),
+            message: failed[0].failure.as_ref().map(|f| f.1.clone()).unwrap_or_default(),
+            rule: rules::rule(&failed, &ran, varied),
+        })
+        .collect()
+}
+
+/// The fastest decode against its bandwidth ceiling; the settings found
+/// to move decode.
+fn ceiling(done: &[&TrialFacts], found: &[Finding]) -> Option<Finding> {
+    let (t, decode, ceiling) = done
+        .iter()
+        .filter_map(|t| Some((*t, *t.metrics.get(&Metric::DecodeTps)?, t.ceiling_tps?)))
+        .filter(|(_, _, c)| *c > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let movers: BTreeSet<String> = found
+        .iter()
+        .filter_map(|f| match f {
+            Finding::Effect { setting, metric: Metric::DecodeTps, .. } => Some(setting.clone()),
+            Finding::Interaction { settings: (a, b), metric: Metric::DecodeTps, .. } => {
+                Some(format!("{a} × {b}"))
+            }
+            _ => None,
+        })
+        .collect();
+    Some(Finding::Ceiling {
+        trial: t.id,
+        decode,
+        ceiling,
+        pct: decode / ceiling * 100.0,
+        movers: movers.into_iter().collect(),
+    })
+}
+
+/// The baseline's first objective over its runs, where it ran more than once.
+fn drift(trials: &[TrialFacts], metric: Metric) -> Option<Finding> {
+    let baseline: Vec<(i64, f64)> = trials
+        .iter()
+        .filter(|t| t.done && matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+        .filter_map(|t| Some((t.id, *t.metrics.get(&metric)?)))
+        .collect();
+    let &(_, first) = baseline.first()?;
+    if baseline.len() < 2 {
+        return None;
+    }
+    let worst_pct = baseline
+        .iter()
+        .map(|(_, v)| (v - first) / first.abs().max(f64::MIN_POSITIVE) * 100.0)
+        .max_by(|a, b| a.abs().total_cmp(&b.abs()))
+        .unwrap_or_default();
+    let flagged = trials.iter().filter(|t| t.drift_pct.is_some()).map(|t| t.id).collect();
+    Some(Finding::Drift { metric, baseline, worst_pct, flagged })
+}
+
+impl Finding {
+    /// The trials it rests on.
+    pub fn trials(&self) -> Vec<i64> {
+        match self {
+            Finding::Best { trial, .. } | Finding::Anomaly { trial, .. } => vec![*trial],
+            Finding::Balanced { front, .. } => front.clone(),
+            Finding::Effect { levels, .. } | Finding::NoEffect { levels, .. } => {
+                levels.iter().flat_map(|l| l.trials.iter().copied()).collect()
+            }
+            Finding::Failures { trials, .. } | Finding::FreeWin { trials, .. } => trials.clone(),
+            Finding::Ceiling { trial, .. } => vec![*trial],
+            Finding::NotDetermined { .. } | Finding::Interaction { .. } => vec![],
+            Finding::Drift { baseline, flagged, .. } => {
+                let mut ids: BTreeSet<i64> = baseline.iter().map(|(id, _)| *id).collect();
+                ids.extend(flagged);
+                ids.into_iter().collect()
+            }
+        }
+    }
+
+    /// A name for the finding that stays the same when the study's data
+    /// changes its numbers: which best, which setting on which metric.
+    pub fn key(&self) -> String {
+        match self {
+            Finding::Best { metric, .. } => format!("best:{}", metric.name()),
+            Finding::Balanced { .. } => "balanced".into(),
+            Finding::Effect { setting, metric, .. } => {
+                format!("effect:{setting}:{}", metric.name())
+            }
+            Finding::NoEffect { setting, metric, .. } => {
+                format!("no_effect:{setting}:{}", metric.name())
+            }
+            Finding::NotDetermined { setting, metric, .. } => {
+                format!("not_determined:{setting}:{}", metric.name())
+            }
+            Finding::Interaction { settings: (a, b), metric, .. } => {
+                format!("interaction:{a}:{b}:{}", metric.name())
+            }
+            Finding::FreeWin { setting, .. } => format!("free_win:{setting}"),
+            Finding::Anomaly { trial, metric, .. } => format!("anomaly:{trial}:{}", metric.name()),
+            Finding::Failures { cause, .. } => format!("failures:{cause}"),
+            Finding::Ceiling { .. } => "ceiling".into(),
+            Finding::Drift { .. } => "drift".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,222 @@
+//! Ordinary least squares through the cross-products of a design: XᵀX,
+//! Xᵀy and yᵀy are summed once over the trials, and every model made of a
+//! subset of the columns (main effects, with or without an interaction) is
+//! fitted from them by nalgebra's symmetric eigendecomposition, so trying
+//! many models costs nothing per trial. Columns the design cannot separate
+//! (aliased) leave the rank below the column count; the pseudo-inverse
+//! handles them, and a contrast that depends on them is reported as not
+//! estimable rather than given a number.
+
+use nalgebra::{DMatrix, DVector, SymmetricEigen};
+use statrs::distribution::{ContinuousCDF, FisherSnedecor, StudentsT};
+
+/// Eigenvalues of XᵀX below this share of the largest count as zero.
+const RANK_TOL: f64 = 1e-10;
+
+/// The cross-products of a design matrix and a response (centered, so
+/// that the sums stay small and exact).
+#[derive(Debug, Clone)]
+pub struct Gram {
+    xtx: DMatrix<f64>,
+    xty: DVector<f64>,
+    yty: f64,
+    n: usize,
+}
+
+impl Gram {
+    /// Sums over `rows` (every one of the same length) and `y`.
+    pub fn new(rows: &[Vec<f64>], y: &[f64]) -> Gram {
+        let p = rows.first().map_or(0, Vec::len);
+        let mut xtx = DMatrix::zeros(p, p);
+        let mut xty = DVector::zeros(p);
+        let mut yty = 0.0;
+        for (row, &y) in rows.iter().zip(y) {
+            let x = DVector::from_column_slice(row);
+            xtx.ger(1.0, &x, &x, 1.0);
+            xty.axpy(y, &x, 1.0);
+            yty += y * y;
+        }
+        Gram { xtx, xty, yty, n: rows.len() }
+    }
+}
+
+/// A linear model of some of a [`Gram`]'s columns, fitted.
+#[derive(Debug, Clone)]
+pub struct Fit {
+    /// The columns, as indices into the full design.
+    pub columns: Vec<usize>,
+    pub beta: DVector<f64>,
+    /// The pseudo-inverse of XᵀX: the coefficients' covariance over σ².
+    pub xtx_pinv: DMatrix<f64>,
+    /// Projects a coefficient vector onto what the data determines.
+    projection: DMatrix<f64>,
+    pub rss: f64,
+    pub rank: usize,
+    pub n: usize,
+}
+
+impl Fit {
+    /// Least squares on `columns` of `gram`.
+    pub fn new(gram: &Gram, columns: &[usize]) -> Fit {
+        let p = columns.len();
+        let xtx = DMatrix::from_fn(p, p, |i, j| gram.xtx[(columns[i], columns[j])]);
+        let xty = DVector::from_fn(p, |i, _| gram.xty[columns[i]]);
+        let eigen = SymmetricEigen::new(xtx.clone());
+        let top = eigen.eigenvalues.iter().copied().fold(0.0, f64::max);
+        let tol = (top * RANK_TOL).max(f64::MIN_POSITIVE);
+        let kept: Vec<bool> = eigen.eigenvalues.iter().map(|l| *l > tol).collect();
+        let rank = kept.iter().filter(|k| **k).count();
+        let inv = DVector::from_fn(p, |i, _| if kept[i] { 1.0 / eigen.eigenvalues[i] } else { 0.0 });
+        let q = &eigen.eigenvectors;
+        let xtx_pinv = q * DMatrix::from_diagonal(&inv) * q.transpose();
+        let beta = &xtx_pinv * &xty;
+        let projection = &xtx_pinv * &xtx;
+        let rss = (gram.yty - beta.dot(&xty)).max(0.0);
+        Fit { columns: columns.to_vec(), beta, xtx_pinv, projection, rss, rank, n: gram.n }
+    }
+
+    /// Degrees of freedom left for the noise.
+    pub fn df(&self) -> usize {
+        self.n.saturating_sub(self.rank)
+    }
+
+    /// The noise variance, at least `floor`; `None` without a degree of
+    /// freedom to estimate it from.
+    pub fn sigma2(&self, floor: f64) -> Option<f64> {
+        (self.df() > 0).then(|| (self.rss / self.df() as f64).max(floor))
+    }
+
+    /// `c` (over the full design's columns) restricted to this model's.
+    fn restrict(&self, c: &[f64]) -> DVector<f64> {
+        DVector::from_fn(self.columns.len(), |i, _| c[self.columns[i]])
+    }
+
+    /// Whether `c`ᵀβ is something the data determines (c lies in X's row space).
+    pub fn is_estimable(&self, c: &[f64]) -> bool {
+        let c = self.restrict(c);
+        let projected = self.projection.transpose() * &c;
+        (projected - &c).amax() <= 1e-6 * c.amax().max(1.0)
+    }
+
+    /// The model's prediction for a design row.
+    pub fn predict(&self, row: &[f64]) -> f64 {
+        self.restrict(row).dot(&self.beta)
+    }
+
+    /// A row's leverage: its own weight in its prediction.
+    pub fn leverage(&self, row: &[f64]) -> f64 {
+        let x = self.restrict(row);
+        (x.transpose() * &self.xtx_pinv * &x)[(0, 0)]
+    }
+
+    /// `c`ᵀβ and its standard error, noise variance `sigma2`; `None` when
+    /// the design does not determine it.
+    pub fn contrast(&self, c: &[f64], sigma2: f64) -> Option<(f64, f64)> {
+        if !self.is_estimable(c) {
+            return None;
+        }
+        let c = self.restrict(c);
+        let var = (c.transpose() * &self.xtx_pinv * &c)[(0, 0)].max(0.0) * sigma2;
+        Some((c.dot(&self.beta), var.sqrt()))
+    }
+}
+
+/// The F-test of a reduced model against a fuller one fitted to the same
+/// data: the p-value and the degrees of freedom the test has (the rank the
+/// fuller model adds). `None` when the fuller one adds nothing the data can
+/// separate, or leaves no noise to judge by. `floor`: the least noise
+/// variance believed (spreads smaller than that are rounding).
+pub fn f_test(reduced: &Fit, full: &Fit, floor: f64) -> Option<(f64, usize)> {
+    let df1 = full.rank.checked_sub(reduced.rank).filter(|d| *d > 0)?;
+    let sigma2 = full.sigma2(floor)?;
+    let gain = (reduced.rss - full.rss).max(0.0);
+    let f = gain / df1 as f64 / sigma2;
+    let p = FisherSnedecor::new(df1 as f64, full.df() as f64).ok()?.sf(f);
+    Some((p, df1))
+}
+
+/// Student's t quantile for a two-sided interval of `level` (0.95, 0.90).
+pub fn t_quantile(level: f64, df: usize) -> f64 {
+    StudentsT::new(0.0, 1.0, df.max(1) as f64)
+        .map(|t| t.inverse_cdf(0.5 + level / 2.0))
+        .unwrap_or(f64::INFINITY)
+}
+
+/// The two-sided p-value of a t statistic.
+pub fn t_p(t: f64, df: usize) -> f64 {
+    StudentsT::new(0.0, 1.0, df.max(1) as f64).map_or(1.0, |d| (2.0 * d.sf(t.abs())).min(1.0))
+}
+
+/// Holm's step-down adjustment: each p-value raised so that claiming every
+/// adjusted p ≤ α keeps the chance of any false claim at α.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.sort_by(|a, b| p[*a].total_cmp(&p[*b]));
+    let m = p.len();
+    let mut out = vec![1.0; m];
+    let mut running = 0.0f64;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(n: usize, p: usize, f: impl Fn(usize, usize) -> f64) -> Vec<Vec<f64>> {
+        (0..n).map(|i| (0..p).map(|j| f(i, j)).collect()).collect()
+    }
+
+    #[test]
+    fn a_line_is_fitted_with_textbook_numbers() {
+        // y = 1 + 2x with residuals ±0.1: slope 1.96, its standard error
+        // sqrt(σ² / Σ(x - x̄)²) with Σ(x - x̄)² = 5.
+        let xs = [0.0, 1.0, 2.0, 3.0];
+        let y = [1.1, 2.9, 5.1, 6.9];
+        let x = rows(4, 2, |i, j| if j == 0 { 1.0 } else { xs[i] });
+        let fit = Fit::new(&Gram::new(&x, &y), &[0, 1]);
+        assert!((fit.beta[1] - 1.96).abs() < 1e-9, "{}", fit.beta);
+        assert_eq!((fit.rank, fit.df()), (2, 2));
+        let sigma2 = fit.sigma2(0.0).unwrap();
+        assert!((fit.rss - 0.032).abs() < 1e-9, "{}", fit.rss);
+        let (est, se) = fit.contrast(&[0.0, 1.0], sigma2).unwrap();
+        assert!((est - 1.96).abs() < 1e-9);
+        assert!((se - (sigma2 / 5.0).sqrt()).abs() < 1e-9);
+        let total: f64 = x.iter().map(|r| fit.leverage(r)).sum();
+        assert!((total - 2.0).abs() < 1e-9, "leverages sum to the rank");
+    }
+
+    #[test]
+    fn aliased_columns_are_not_estimable() {
+        // Columns 1 and 2 always equal: their sum is determined, each is not.
+        let x = rows(4, 3, |i, j| if j == 0 || i % 2 == 1 { 1.0 } else { 0.0 });
+        let fit = Fit::new(&Gram::new(&x, &[1.0, 3.0, 1.1, 2.9]), &[0, 1, 2]);
+        assert_eq!(fit.rank, 2);
+        assert!(!fit.is_estimable(&[0.0, 1.0, 0.0]));
+        assert!(fit.is_estimable(&[0.0, 1.0, 1.0]));
+    }
+
+    #[test]
+    fn holm_matches_a_worked_example() {
+        let adjusted = holm(&[0.01, 0.04, 0.03, 0.005]);
+        let expected = [0.03, 0.06, 0.06, 0.02];
+        for (a, e) in adjusted.iter().zip(expected) {
+            assert!((a - e).abs() < 1e-12, "{adjusted:?}");
+        }
+    }
+
+    #[test]
+    fn the_f_test_matches_one_way_analysis_of_variance() {
+        // Three groups of three: F = 27 on (2, 6) degrees of freedom, where
+        // the tail is (1 + 2F/6)^-3 = 0.001 exactly.
+        let y = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+        let x = rows(9, 3, |i, j| if j == 0 || i / 3 == j { 1.0 } else { 0.0 });
+        let gram = Gram::new(&x, &y);
+        let (p, df) = f_test(&Fit::new(&gram, &[0]), &Fit::new(&gram, &[0, 1, 2]), 0.0).unwrap();
+        assert_eq!(df, 2);
+        assert!((p - 0.001).abs() < 1e-9, "{p}");
+    }
+}

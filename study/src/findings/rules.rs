@@ -1,0 +1,217 @@
+//! Where failures happen: the smallest conjunction of conditions on the
+//! settings (`= value`, `≠ value`, `≥ number`, `≤ number`) inside which
+//! trials failed for one cause and no trial ran, covering as many of those
+//! failures as any such rule can. Up to three conditions are searched
+//! exhaustively over bit sets of the trials, so a failure that needs
+//! flash attention off *and* an f16 K cache *and* a large context is
+//! stated as that, with its support.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::TrialFacts;
+use super::design::value_of;
+
+/// Most conditions a rule may have.
+const MAX_CONDITIONS: usize = 3;
+/// A rule must hold at least this many failures (fewer is anecdote).
+const MIN_SUPPORT: usize = 2;
+
+/// One condition on a setting.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Is,
+    IsNot,
+    AtLeast,
+    AtMost,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Condition {
+    pub setting: String,
+    pub op: Op,
+    /// `""`: left to the engine.
+    pub value: String,
+}
+
+/// Where one cause of failure lies: inside `conditions` every trial
+/// failed so (`failed` of the cause's `of` failures), and every trial
+/// that ran (`ran`) lies outside.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rule {
+    pub conditions: Vec<Condition>,
+    pub failed: usize,
+    pub of: usize,
+    pub ran: usize,
+}
+
+/// A set of trials, one bit each.
+#[derive(Clone, PartialEq)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize, f: impl Fn(usize) -> bool) -> Bits {
+        let mut words = vec![0u64; n.div_ceil(64)];
+        for i in (0..n).filter(|i| f(*i)) {
+            words[i / 64] |= 1 << (i % 64);
+        }
+        Bits(words)
+    }
+    fn and(&self, other: &Bits) -> Bits {
+        Bits(self.0.iter().zip(&other.0).map(|(a, b)| a & b).collect())
+    }
+    fn count_in(&self, mask: &Bits) -> usize {
+        self.0.iter().zip(&mask.0).map(|(a, b)| (a & b).count_ones() as usize).sum()
+    }
+}
+
+/// The rule for the `failed` trials against those that `ran`, where one
+/// holds at least [`MIN_SUPPORT`] failures.
+pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> Option<Rule> {
+    if ran.is_empty() || failed.len() < MIN_SUPPORT {
+        return None;
+    }
+    let all: Vec<&TrialFacts> = failed.iter().chain(ran).copied().collect();
+    let n = all.len();
+    let is_failed = Bits::new(n, |i| i < failed.len());
+    let is_ran = Bits::new(n, |i| i >= failed.len());
+    let candidates = conditions(&all, varied);
+    let sets: Vec<Bits> =
+        candidates.iter().map(|c| Bits::new(n, |i| holds(c, &all[i].settings))).collect();
+    // Conditions that keep at least one failure and drop at least one run.
+    let useful: Vec<usize> = (0..candidates.len())
+        .filter(|&k| sets[k].count_in(&is_failed) >= MIN_SUPPORT && sets[k].count_in(&is_ran) < ran.len())
+        .collect();
+    let mut best: Option<(usize, Vec<usize>)> = None;
+    let mut consider = |picked: Vec<usize>, inside: &Bits| {
+        if inside.count_in(&is_ran) > 0 {
+            return;
+        }
+        let covered = inside.count_in(&is_failed);
+        if covered < MIN_SUPPORT {
+            return;
+        }
+        let better = match &best {
+            None => true,
+            Some((c, p)) => covered > *c || (covered == *c && picked.len() < p.len()),
+        };
+        if better {
+            best = Some((covered, picked));
+        }
+    };
+    for (x, &a) in useful.iter().enumerate() {
+        consider(vec![a], &sets[a]);
+        if MAX_CONDITIONS < 2 {
+            continue;
+        }
+        for (y, &b) in useful.iter().enumerate().skip(x + 1) {
+            let ab = sets[a].and(&sets[b]);
+            if ab.count_in(&is_failed) < MIN_SUPPORT {
+                continue;
+            }
+            consider(vec![a, b], &ab);
+            for &c in useful.iter().skip(y + 1) {
+                consider(vec![a, b, c], &ab.and(&sets[c]));
+            }
+        }
+    }
+    let (covered, picked) = best?;
+    let mut conditions: Vec<Condition> = picked.into_iter().map(|k| candidates[k].clone()).collect();
+    conditions.sort();
+    Some(Rule { conditions, failed: covered, of: failed.len(), ran: ran.len() })
+}
+
+/// Every condition the trials' values suggest.
+fn conditions(trials: &[&TrialFacts], varied: &[String]) -> Vec<Condition> {
+    let mut out = Vec::new();
+    for setting in varied {
+        let values: BTreeSet<String> = trials.iter().map(|t| value_of(&t.settings, setting)).collect();
+        if values.len() < 2 {
+            continue;
+        }
+        let numeric = values.iter().all(|v| v.parse::<f64>().is_ok());
+        let ops: &[Op] = if numeric {
+            &[Op::AtLeast, Op::AtMost]
+        } else if values.len() > 2 {
+            &[Op::Is, Op::IsNot]
+        } else {
+            &[Op::Is]
+        };
+        for v in &values {
+            for op in ops {
+                out.push(Condition { setting: setting.clone(), op: op.clone(), value: v.clone() });
+            }
+        }
+    }
+    out
+}
+
+/// Whether a configuration meets a condition.
+pub fn holds(c: &Condition, settings: &engine_bridge::Settings) -> bool {
+    let v = value_of(settings, &c.setting);
+    let number = |s: &str| s.parse::<f64>().ok();
+    match c.op {
+        Op::Is => v == c.value,
+        Op::IsNot => v != c.value,
+        Op::AtLeast => matches!((number(&v), number(&c.value)), (Some(a), Some(b)) if a >= b),
+        Op::AtMost => matches!((number(&v), number(&c.value)), (Some(a), Some(b)) if a <= b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(id: i64, settings: &[(&str, &str)]) -> TrialFacts {
+        TrialFacts {
+            id,
+            settings: settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failure_that_needs_three_settings_is_stated_with_all_three() {
+        let mut failed = Vec::new();
+        let mut ran = Vec::new();
+        let mut id = 0;
+        for fa in ["on", "off"] {
+            for k in ["f16", "q8_0"] {
+                for ctx in ["4096", "16384", "32768", "65536"] {
+                    for threads in ["2", "4"] {
+                        id += 1;
+                        let t = trial(id, &[("flash_attn", fa), ("cache_type_k", k), ("ctx_size", ctx), ("threads", threads)]);
+                        let big: u32 = ctx.parse().unwrap();
+                        if fa == "off" && k == "f16" && big >= 32768 {
+                            failed.push(t);
+                        } else {
+                            ran.push(t);
+                        }
+                    }
+                }
+            }
+        }
+        let varied: Vec<String> =
+            ["flash_attn", "cache_type_k", "ctx_size", "threads"].map(String::from).to_vec();
+        let f: Vec<&TrialFacts> = failed.iter().collect();
+        let r: Vec<&TrialFacts> = ran.iter().collect();
+        let rule = rule(&f, &r, &varied).unwrap();
+        let c = |s: &str, op, v: &str| Condition { setting: s.into(), op, value: v.into() };
+        assert_eq!(
+            rule.conditions,
+            [c("cache_type_k", Op::Is, "f16"), c("ctx_size", Op::AtLeast, "32768"), c("flash_attn", Op::Is, "off")]
+        );
+        assert_eq!((rule.failed, rule.of, rule.ran), (4, 4, 28));
+    }
+
+    #[test]
+    fn a_lone_failure_makes_no_rule() {
+        let failed = [trial(1, &[("threads", "16")])];
+        let ran = [trial(2, &[("threads", "4")]), trial(3, &[("threads", "8")])];
+        let f: Vec<&TrialFacts> = failed.iter().collect();
+        let r: Vec<&TrialFacts> = ran.iter().collect();
+        assert_eq!(rule(&f, &r, &["threads".into()]), None);
+    }
+}

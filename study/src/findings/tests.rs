@@ -1,0 +1,294 @@
+//! The findings on small planted studies: each claim checked against what
+//! was planted.
+
+use rand::{Rng, SeedableRng};
+
+use super::*;
+
+/// A study of `threads` × `cache` × `mlock` (each combination `reps`
+/// times) whose decode speed is `speed(threads, cache, mlock)` plus
+/// noise of about 2 %.
+fn study(reps: usize, speed: impl Fn(u32, &str, bool) -> f64) -> Vec<TrialFacts> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut out = Vec::new();
+    for threads in [1u32, 2, 4, 8, 16] {
+        for cache in ["f16", "q8_0"] {
+            for mlock in [false, true] {
+                for _ in 0..reps {
+                    let noise = 1.0 + rng.random_range(-0.02..0.02);
+                    let settings: Settings = [
+                        ("threads".to_string(), threads.to_string()),
+                        ("cache_type_k".to_string(), cache.to_string()),
+                        ("mlock".to_string(), mlock.to_string()),
+                    ]
+                    .into();
+                    out.push(TrialFacts {
+                        id: out.len() as i64 + 1,
+                        role: out.is_empty().then(|| "baseline".to_string()),
+                        settings,
+                        done: true,
+                        failure: None,
+                        metrics: [(Metric::DecodeTps, speed(threads, cache, mlock) * noise)]
+                            .into(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn varied() -> Vec<String> {
+    ["threads", "cache_type_k", "mlock"].map(String::from).to_vec()
+}
+
+const DECODE: [(Metric, Goal); 1] = [(Metric::DecodeTps, Goal::Max)];
+
+#[test]
+fn pure_noise_makes_no_effect_claim() {
+    let trials = study(2, |_, _, _| 40.0);
+    let found = findings(&trials, &varied(), &DECODE);
+    assert!(!found.iter().any(|f| matches!(f, Finding::Effect { .. })), "{found:#?}");
+    let none: Vec<&str> = found
+        .iter()
+        .filter_map(|f| match f {
+            Finding::NoEffect { setting, .. } => Some(setting.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(none, ["threads", "cache_type_k", "mlock"]);
+}
+
+#[test]
+fn a_planted_effect_is_found_and_a_bystander_is_not() {
+    // Threads peak at 8 (non-monotonic); the cache type costs 30 %; mlock nothing.
+    let peak = |t: u32| match t {
+        1 => 10.0,
+        2 => 20.0,
+        4 => 35.0,
+        8 => 40.0,
+        _ => 30.0,
+    };
+    let trials = study(2, |t, c, _| peak(t) * if c == "q8_0" { 0.7 } else { 1.0 });
+    let found = findings(&trials, &varied(), &DECODE);
+    let effect = |name: &str| {
+        found.iter().find_map(|f| match f {
+            Finding::Effect { setting, levels, peak, .. } if setting == name => {
+                Some((levels[0].value.clone(), *peak))
+            }
+            _ => None,
+        })
+    };
+    assert_eq!(effect("threads"), Some(("8".to_string(), true)), "{found:#?}");
+    assert_eq!(effect("cache_type_k"), Some(("f16".to_string(), false)));
+    assert_eq!(effect("mlock"), None, "mlock does nothing");
+    let text = markdown(&found);
+    assert!(text.contains("**`threads` changes decode tok/s**: 8 is best ("), "{text}");
+    assert!(text.contains("It peaks in between"), "{text}");
+    assert!(!text.contains("`mlock` changes"), "{text}");
+    let best = &found[0];
+    assert!(
+        matches!(best, Finding::Best { settings, .. } if settings["threads"] == "8" && settings["cache_type_k"] == "f16")
+    );
+}
+
+#[test]
+fn a_small_effect_shows_under_a_large_one() {
+    // Threads move decode 16-fold; the cache type only 6 %, which the
+    // 2 % noise cannot explain once the threads' effect is taken out.
+    let trials = study(2, |t, c, _| 5.0 * t as f64 * if c == "q8_0" { 0.94 } else { 1.0 });
+    let found = findings(&trials, &varied(), &DECODE);
+    let cache = found.iter().find_map(|f| match f {
+        Finding::Effect { setting, levels, size_pct, .. } if setting == "cache_type_k" => {
+            Some((levels[0].value.clone(), *size_pct))
+        }
+        _ => None,
+    });
+    let (best, size) = cache.expect("the cache type's effect");
+    assert_eq!(best, "f16");
+    assert!(size > 0.0, "{size}");
+}
+
+#[test]
+fn an_out_of_memory_boundary_is_drawn() {
+    let mut trials = study(1, |_, _, _| 40.0);
+    for t in trials.iter_mut() {
+        let ctx = if t.id % 4 == 0 { "32768" } else { "8192" };
+        t.settings.insert("ctx_size".into(), ctx.into());
+        if ctx == "32768" {
+            t.done = false;
+            t.failure =
+                Some(("out_of_memory".into(), "cudaMalloc failed: out of memory".into()));
+            t.metrics.clear();
+        }
+    }
+    let varied: Vec<String> = ["threads", "ctx_size"].map(String::from).to_vec();
+    let found = findings(&trials, &varied, &DECODE);
+    let failures = found.iter().find(|f| matches!(f, Finding::Failures { .. })).unwrap();
+    let text = failures.markdown();
+    assert!(
+        text.starts_with("**out of memory whenever `ctx_size` ≥ 32768**: every trial run so failed (5 of the 5 that failed so); all 15 trials outside it ran."),
+        "{text}"
+    );
+    assert!(text.contains("“cudaMalloc failed: out of memory”"), "{text}");
+}
+
+/// Sets `metric` on every trial to `f(trial)`.
+fn measure(trials: &mut [TrialFacts], metric: Metric, mut f: impl FnMut(&TrialFacts) -> f64) {
+    for t in trials.iter_mut() {
+        let v = f(t);
+        t.metrics.insert(metric, v);
+    }
+}
+
+#[test]
+fn a_lossless_setting_is_a_free_win_and_a_lossy_one_is_not() {
+    // q8_0 K/V: 25 % less memory, same speed, same quality. A second
+    // study where it also costs quality must not call it free.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut trials = study(2, |t, _, _| 5.0 * t as f64);
+    measure(&mut trials, Metric::PeakRssBytes, |t| {
+        let base = 800e6 * if t.settings["cache_type_k"] == "q8_0" { 0.75 } else { 1.0 };
+        base * (1.0 + (t.id % 7) as f64 * 0.002)
+    });
+    measure(&mut trials, Metric::QualityScore, |_| 0.625);
+    let mut lossy = trials.clone();
+    let found = findings(&trials, &varied(), &DECODE);
+    // More threads are a free win too (faster, quality the same); the
+    // cache type's is the one planted.
+    let wins: Vec<&Finding> = found
+        .iter()
+        .filter(|f| matches!(f, Finding::FreeWin { setting, .. } if setting == "cache_type_k"))
+        .collect();
+    assert_eq!(wins.len(), 1, "{found:#?}");
+    let Finding::FreeWin { setting, value, over, gains, .. } = wins[0] else { unreachable!() };
+    assert_eq!(
+        (setting.as_str(), value.as_str(), over.as_str()),
+        ("cache_type_k", "q8_0", "f16")
+    );
+    assert_eq!(gains.len(), 1);
+    assert_eq!(gains[0].metric, Metric::PeakRssBytes);
+    assert!((gains[0].pct - 25.0).abs() < 2.0, "{gains:?}");
+    let text = wins[0].markdown();
+    assert!(
+        text.starts_with("**Free win: `cache_type_k` = q8_0 instead of f16**: peak RSS"),
+        "{text}"
+    );
+    assert!(text.contains("quality score +0.0 points [-0.1, +0.1]"), "{text}");
+
+    measure(&mut lossy, Metric::QualityScore, |t| {
+        let q = if t.settings["cache_type_k"] == "q8_0" { 0.55 } else { 0.625 };
+        q + rng.random_range(-0.005..0.005)
+    });
+    let found = findings(&lossy, &varied(), &DECODE);
+    let cache_win = |f: &Finding| matches!(f, Finding::FreeWin { setting, .. } if setting == "cache_type_k");
+    assert!(!found.iter().any(cache_win), "{found:#?}");
+
+    // Without any quality measure, nothing is called free.
+    for t in trials.iter_mut() {
+        t.metrics.remove(&Metric::QualityScore);
+    }
+    let found = findings(&trials, &varied(), &DECODE);
+    assert!(!found.iter().any(|f| matches!(f, Finding::FreeWin { .. })), "{found:#?}");
+}
+
+#[test]
+fn one_combination_far_slower_than_its_neighbours_is_an_anomaly() {
+    let mut trials = study(1, |t, c, _| 5.0 * t as f64 * if c == "q8_0" { 0.9 } else { 1.0 });
+    // threads=8, q8_0, mlock on: four times slower than the rest predict.
+    let odd = trials
+        .iter_mut()
+        .find(|t| {
+            t.settings["threads"] == "8"
+                && t.settings["cache_type_k"] == "q8_0"
+                && t.settings["mlock"] == "true"
+        })
+        .unwrap();
+    *odd.metrics.get_mut(&Metric::DecodeTps).unwrap() /= 4.0;
+    let odd = odd.id;
+    let found = findings(&trials, &varied(), &DECODE);
+    let anomalies: Vec<&Finding> =
+        found.iter().filter(|f| matches!(f, Finding::Anomaly { .. })).collect();
+    assert_eq!(anomalies.len(), 1, "{found:#?}");
+    let Finding::Anomaly { trial, value, expected, .. } = anomalies[0] else { unreachable!() };
+    assert_eq!(*trial, odd);
+    let ratio = expected / value;
+    assert!((3.0..5.0).contains(&ratio), "{ratio}");
+    let text = anomalies[0].markdown();
+    assert!(
+        text.starts_with(&format!("**Trial {odd} is an anomaly on decode tok/s**")),
+        "{text}"
+    );
+    assert!(text.contains("× lower"), "{text}");
+
+    // The same study without the odd trial has no anomaly.
+    let clean = study(1, |t, c, _| 5.0 * t as f64 * if c == "q8_0" { 0.9 } else { 1.0 });
+    let found = findings(&clean, &varied(), &DECODE);
+    assert!(!found.iter().any(|f| matches!(f, Finding::Anomaly { .. })), "{found:#?}");
+}
+
+#[test]
+fn the_balanced_pick_sits_between_the_extremes() {
+    // Decode rises with threads, memory too: the front is every thread
+    // count; the balanced pick is neither end.
+    let mut trials = study(1, |t, _, _| 10.0 * (t as f64).sqrt());
+    measure(&mut trials, Metric::PeakRssBytes, |t| {
+        let threads: f64 = t.settings["threads"].parse().unwrap();
+        let cache = if t.settings["cache_type_k"] == "q8_0" { 1.0 } else { 1.1 };
+        100e6 * threads * cache
+    });
+    let objectives = [(Metric::DecodeTps, Goal::Max), (Metric::PeakRssBytes, Goal::Min)];
+    let found = findings(&trials, &varied(), &objectives);
+    let Some(Finding::Balanced { trial, front, settings, .. }) =
+        found.iter().find(|f| matches!(f, Finding::Balanced { .. }))
+    else {
+        panic!("{found:#?}")
+    };
+    assert!(front.contains(trial));
+    assert!(!["1", "16"].contains(&settings["threads"].as_str()), "{settings:?}");
+}
+
+#[test]
+fn the_ceiling_and_drift_are_reported() {
+    let mut trials = study(1, |_, _, _| 40.0);
+    for t in trials.iter_mut() {
+        t.ceiling_tps = Some(44.0);
+    }
+    let found = findings(&trials, &varied(), &DECODE);
+    let ceiling = found.iter().find(|f| matches!(f, Finding::Ceiling { .. })).unwrap();
+    let text = ceiling.markdown();
+    assert!(text.starts_with("**Decode is at the memory-bandwidth wall**"), "{text}");
+    assert!(text.contains("No setting moved decode beyond the noise."), "{text}");
+
+    // The baseline (trial 1) run again as trials 6 and 12, 10 % slower
+    // the second time; trials 7–12 flagged.
+    for t in trials.iter_mut() {
+        if [1, 6, 12].contains(&t.id) {
+            t.role = Some(if t.id == 1 { "baseline" } else { "rerun" }.into());
+        }
+        if [1, 6].contains(&t.id) {
+            t.metrics.insert(Metric::DecodeTps, 40.0);
+        }
+        if t.id == 12 {
+            t.metrics.insert(Metric::DecodeTps, 36.0);
+        }
+        if (7..=12).contains(&t.id) {
+            t.drift_pct = Some(-10.0);
+        }
+    }
+    let found = findings(&trials, &varied(), &DECODE);
+    let drift = found.iter().find(|f| matches!(f, Finding::Drift { .. })).unwrap();
+    let text = drift.markdown();
+    assert!(text.starts_with("**Drift during the study**"), "{text}");
+    assert!(text.contains("-10.0 %"), "{text}");
+    assert!(text.contains("7, 8, 9, 10, 11, 12"), "{text}");
+}
+
+#[test]
+fn values_read_as_people_read_them() {
+    assert_eq!(value_text(Metric::PeakRssBytes, 33.9e6), "32 MiB");
+    assert_eq!(value_text(Metric::PeakRssBytes, 5.0 * (1u64 << 30) as f64), "5.00 GiB");
+    assert_eq!(value_text(Metric::QualityScore, 0.875), "87.5 %");
+    assert_eq!(value_text(Metric::DecodeTps, 45.123), "45.12");
+}

@@ -1,0 +1,414 @@
+//! Findings as a reader gets them: one markdown paragraph each, numbers
+//! with their intervals and the trials they rest on, and the sections of
+//! a write-up.
+
+use std::fmt::Write as _;
+
+use engine_bridge::Settings;
+
+use super::rules::{Condition, Op};
+use super::{Finding, Interval, Undetermined, WALL_PCT};
+use crate::study::{Goal, Metric};
+
+/// A number as reports show it: three significant digits or whole.
+pub fn num(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e9 {
+        format!("{:.2} G", x / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1} M", x / 1e6)
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// A metric's value as reports show it: memory in MiB or GiB, scores in
+/// percent, anything else as a plain number.
+pub fn value_text(metric: Metric, x: f64) -> String {
+    let name = metric.name();
+    if name.ends_with("_bytes") {
+        let gib = x / (1u64 << 30) as f64;
+        if gib >= 1.0 {
+            format!("{gib:.2} GiB")
+        } else {
+            format!("{:.0} MiB", x / (1u64 << 20) as f64)
+        }
+    } else if is_rate(metric) {
+        format!("{:.1} %", x * 100.0)
+    } else {
+        num(x)
+    }
+}
+
+fn is_rate(metric: Metric) -> bool {
+    matches!(metric, Metric::QualityScore | Metric::ContextPassRate)
+}
+
+/// An estimate against the baseline: `0.40× [0.37, 0.43]` for a ratio,
+/// `−3.1 points [−5.0, −1.2]` for a rate's difference.
+fn interval_text(log: bool, i: &Interval) -> String {
+    if log {
+        format!("{:.2}× [{:.2}, {:.2}]", i.est, i.lo, i.hi)
+    } else {
+        format!("{:+.1} points [{:+.1}, {:+.1}]", i.est * 100.0, i.lo * 100.0, i.hi * 100.0)
+    }
+}
+
+fn trial_list(ids: &[i64]) -> String {
+    let shown: Vec<String> = ids.iter().take(12).map(|i| i.to_string()).collect();
+    let more = ids.len().saturating_sub(12);
+    let rest = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("{}{rest}", shown.join(", "))
+}
+
+fn value_name(v: &str) -> &str {
+    if v.is_empty() { "the engine's default" } else { v }
+}
+
+fn p_text(p: f64) -> String {
+    if p < 0.0001 { "p < 0.0001".into() } else { format!("p = {p:.4}") }
+}
+
+fn config_text(settings: &Settings) -> String {
+    settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}
+
+fn condition_text(c: &Condition) -> String {
+    let op = match c.op {
+        Op::Is => "=",
+        Op::IsNot => "≠",
+        Op::AtLeast => "≥",
+        Op::AtMost => "≤",
+    };
+    format!("`{}` {op} {}", c.setting, value_name(&c.value))
+}
+
+fn names(settings: &[String]) -> String {
+    settings.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+}
+
+impl Finding {
+    /// One paragraph of markdown, numbers and trials cited.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        match self {
+            Finding::Best { metric, goal, trial, value, settings } => {
+                let _ = write!(
+                    s,
+                    "**Best {}** ({}): {} — trial {trial}, `{}`.",
+                    metric.label(),
+                    if *goal == Goal::Max { "highest" } else { "lowest" },
+                    value_text(*metric, *value),
+                    config_text(settings)
+                );
+            }
+            Finding::Balanced { trial, values, settings, front } => {
+                let values: Vec<String> = values
+                    .iter()
+                    .map(|(m, v)| format!("{} {}", m.label(), value_text(*m, *v)))
+                    .collect();
+                let _ = write!(
+                    s,
+                    "**Balanced pick**: trial {trial} — {} — of the {} trials on the Pareto front, the closest to the best of every objective at once (each scaled from the front's worst to its best), `{}`. Front: trials {}.",
+                    values.join(", "),
+                    front.len(),
+                    config_text(settings),
+                    trial_list(front),
+                );
+            }
+            Finding::Effect {
+                setting, metric, base, log, levels, size_pct, p_value, peak, given, ..
+            } => {
+                let (best, worst) = (&levels[0], &levels[levels.len() - 1]);
+                let against = |l: &super::Level| match &l.vs_base {
+                    Some(i) if l.value != *base => format!(" ({})", interval_text(*log, i)),
+                    _ => " (the baseline's)".to_string(),
+                };
+                let unit = if *log { "%" } else { " points" };
+                let _ = write!(
+                    s,
+                    "**`{setting}` changes {}**: {} is best{}, {} worst{}, {:.1}{unit} apart, against the baseline's {} with the other settings there ({}, Holm-corrected).",
+                    metric.label(),
+                    value_name(&best.value),
+                    against(best),
+                    value_name(&worst.value),
+                    against(worst),
+                    size_pct.abs(),
+                    value_name(base),
+                    p_text(*p_value),
+                );
+                if *peak {
+                    let _ = write!(
+                        s,
+                        " It peaks in between: both smaller and larger values of `{setting}` do worse."
+                    );
+                }
+                if !given.is_empty() {
+                    let _ = write!(
+                        s,
+                        " This holds with {} at the baseline; it acts together with it (see below).",
+                        names(given)
+                    );
+                }
+                let _ = write!(s, " Trials: {}.", trial_list(&self.trials()));
+            }
+            Finding::NoEffect { setting, metric, log, margin, levels, .. } => {
+                let within = if *log {
+                    format!("±{margin:.0} %")
+                } else {
+                    format!("±{:.1} points", margin * 100.0)
+                };
+                let each: Vec<String> = levels
+                    .iter()
+                    .filter_map(|l| {
+                        Some(format!("{} {}", value_name(&l.value), interval_text(*log, l.vs_base.as_ref()?)))
+                    })
+                    .collect();
+                let _ = write!(
+                    s,
+                    "**`{setting}` has no effect on {} beyond {within}**: every value's 90 % interval against the baseline's lies inside it (equivalence by two one-sided tests): {}. Trials: {}.",
+                    metric.label(),
+                    each.join("; "),
+                    trial_list(&self.trials()),
+                );
+            }
+            Finding::NotDetermined { setting, metric, reason } => match reason {
+                Undetermined::Aliased { with } if !with.is_empty() => {
+                    let _ = write!(
+                        s,
+                        "**`{setting}` on {}: not determined** — the trials changed it only together with {}, so their effects cannot be told apart. Trials that change one without the other would.",
+                        metric.label(),
+                        names(with)
+                    );
+                }
+                Undetermined::Aliased { .. } => {
+                    let _ = write!(
+                        s,
+                        "**`{setting}` on {}: not determined** — the trials' other settings account for every change of it.",
+                        metric.label()
+                    );
+                }
+                Undetermined::MoreTrials { about } => {
+                    let more = match about {
+                        Some(n) => format!("about {n} more trials like these would decide it"),
+                        None => "many more trials would be needed to decide it".into(),
+                    };
+                    let _ = write!(
+                        s,
+                        "**`{setting}` on {}: not determined yet** — neither an effect nor its absence within the margin is shown; {more}.",
+                        metric.label()
+                    );
+                }
+                Undetermined::TooFew => {
+                    let _ = write!(
+                        s,
+                        "**`{setting}` on {}: not determined** — too few trials to judge.",
+                        metric.label()
+                    );
+                }
+            },
+            Finding::Interaction { settings: (a, b), bases, metric, log, cells, p_value, .. } => {
+                let mut ranked: Vec<&super::Cell> = cells.iter().collect();
+                // The combinations furthest from what the two effects alone predict first.
+                let off = |c: &super::Cell| {
+                    if *log { (c.vs_base.est / c.additive).ln().abs() } else { (c.vs_base.est - c.additive).abs() }
+                };
+                ranked.sort_by(|x, y| off(y).total_cmp(&off(x)));
+                let shown: Vec<String> = ranked
+                    .iter()
+                    .take(6)
+                    .map(|c| {
+                        let alone = if *log {
+                            format!("{:.2}×", c.additive)
+                        } else {
+                            format!("{:+.1} points", c.additive * 100.0)
+                        };
+                        format!(
+                            "`{a}` = {}, `{b}` = {}: {} (the two alone would give {alone})",
+                            value_name(&c.values.0),
+                            value_name(&c.values.1),
+                            interval_text(*log, &c.vs_base),
+                        )
+                    })
+                    .collect();
+                let _ = write!(
+                    s,
+                    "**`{a}` × `{b}` act together on {}**: the effect of one depends on the other ({}, Holm-corrected). Against the baseline ({} = {}, {} = {}), the other settings there: {}.",
+                    metric.label(),
+                    p_text(*p_value),
+                    a,
+                    value_name(&bases.0),
+                    b,
+                    value_name(&bases.1),
+                    shown.join("; "),
+                );
+            }
+            Finding::FreeWin { setting, value, over, gains, quality, trials } => {
+                let gains: Vec<String> = gains
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "{} {} → {} ({:.1} % better, {})",
+                            g.metric.label(),
+                            value_text(g.metric, g.without),
+                            value_text(g.metric, g.with),
+                            g.pct,
+                            interval_text(!is_rate(g.metric), &g.interval),
+                        )
+                    })
+                    .collect();
+                let quality: Vec<String> = quality
+                    .iter()
+                    .map(|(m, i)| format!("{} {}", m.label(), interval_text(!is_rate(*m), i)))
+                    .collect();
+                let _ = write!(
+                    s,
+                    "**Free win: `{setting}` = {} instead of {}**: {}, while every quality measure is shown equivalent (90 % intervals inside the margin: {}). Trials: {}.",
+                    value_name(value),
+                    value_name(over),
+                    gains.join("; "),
+                    quality.join("; "),
+                    trial_list(trials),
+                );
+            }
+            Finding::Anomaly { trial, metric, value, expected, settings } => {
+                let ratio = value / expected;
+                let how = if ratio < 1.0 {
+                    format!("{:.1}× lower", 1.0 / ratio)
+                } else {
+                    format!("{ratio:.1}× higher")
+                };
+                let _ = write!(
+                    s,
+                    "**Trial {trial} is an anomaly on {}**: {}, where the other trials predict {} for `{}` — {how}. Run it again before trusting it, or look for what else changed.",
+                    metric.label(),
+                    value_text(*metric, *value),
+                    value_text(*metric, *expected),
+                    config_text(settings),
+                );
+            }
+            Finding::Failures { cause, trials, message, rule } => {
+                let cause_text = cause.replace('_', " ");
+                match rule {
+                    Some(r) => {
+                        let when: Vec<String> = r.conditions.iter().map(condition_text).collect();
+                        let _ = write!(
+                            s,
+                            "**{cause_text} whenever {}**: every trial run so failed ({} of the {} that failed so); all {} trials outside it ran.",
+                            when.join(" and "),
+                            r.failed,
+                            r.of,
+                            r.ran,
+                        );
+                    }
+                    None => {
+                        let _ = write!(s, "**{cause_text}**: {} trials failed so.", trials.len());
+                    }
+                }
+                let first = message.lines().next().unwrap_or_default();
+                if !first.is_empty() {
+                    let _ = write!(s, " The engine said: “{first}”.");
+                }
+                let _ = write!(s, " Trials: {}.", trial_list(trials));
+            }
+            Finding::Ceiling { trial, decode, ceiling, pct, movers } => {
+                if *pct > 100.0 {
+                    let _ = write!(
+                        s,
+                        "**The bandwidth ceiling does not fit this engine**: the fastest trial ({trial}) decodes {} tok/s, {pct:.0} % of the {} tok/s the measured memory bandwidth should allow for the bytes each token reads. The engine reads fewer bytes a token than the ceiling assumes (or the bandwidth was measured low), so the ceiling says nothing here.",
+                        num(*decode),
+                        num(*ceiling)
+                    );
+                } else if *pct >= WALL_PCT {
+                    let _ = write!(
+                        s,
+                        "**Decode is at the memory-bandwidth wall**: the fastest trial ({trial}) decodes {} tok/s, {pct:.0} % of the {} tok/s the measured memory bandwidth allows for the bytes each token reads.",
+                        num(*decode),
+                        num(*ceiling)
+                    );
+                } else {
+                    let _ = write!(
+                        s,
+                        "**Decode has headroom**: the fastest trial ({trial}) decodes {} tok/s, {pct:.0} % of the {} tok/s the measured memory bandwidth allows; something other than memory bandwidth (compute, threads, the engine) holds it back.",
+                        num(*decode),
+                        num(*ceiling)
+                    );
+                }
+                if movers.is_empty() {
+                    let _ = write!(s, " No setting moved decode beyond the noise.");
+                } else {
+                    let list: Vec<String> = movers.iter().map(|m| format!("`{m}`")).collect();
+                    let _ = write!(s, " Settings that moved decode: {}.", list.join(", "));
+                }
+            }
+            Finding::Drift { metric, baseline, worst_pct, flagged } => {
+                let runs: Vec<String> = baseline
+                    .iter()
+                    .map(|(id, v)| format!("{} (trial {id})", value_text(*metric, *v)))
+                    .collect();
+                if flagged.is_empty() {
+                    let _ = write!(
+                        s,
+                        "**No drift**: the baseline ran {} times, its {} at most {:.1} % from the first run: {}.",
+                        baseline.len(),
+                        metric.label(),
+                        worst_pct.abs(),
+                        runs.join(", ")
+                    );
+                } else {
+                    let _ = write!(
+                        s,
+                        "**Drift during the study**: the baseline's {} moved up to {worst_pct:+.1} % between its runs ({}); the trials run meanwhile are flagged and may be off by as much: {}.",
+                        metric.label(),
+                        runs.join(", "),
+                        trial_list(flagged)
+                    );
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Which findings a section of a write-up holds.
+pub type Pick = fn(&Finding) -> bool;
+
+/// The sections of a write-up, in order: a key that names it (reports
+/// find their cells by it), a title and which findings it holds.
+pub const SECTIONS: [(&str, &str, Pick); 10] = [
+    ("best", "Best configurations", |f| {
+        matches!(f, Finding::Best { .. } | Finding::Balanced { .. })
+    }),
+    ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
+    ("effects", "What each setting changes", |f| matches!(f, Finding::Effect { .. })),
+    ("interactions", "Settings that act together", |f| {
+        matches!(f, Finding::Interaction { .. })
+    }),
+    ("no_effect", "No effect, shown within the margin", |f| matches!(f, Finding::NoEffect { .. })),
+    ("not_determined", "Not determined yet", |f| matches!(f, Finding::NotDetermined { .. })),
+    ("anomalies", "Anomalies", |f| matches!(f, Finding::Anomaly { .. })),
+    ("failures", "Failures", |f| matches!(f, Finding::Failures { .. })),
+    ("ceiling", "Ceiling", |f| matches!(f, Finding::Ceiling { .. })),
+    ("drift", "Drift", |f| matches!(f, Finding::Drift { .. })),
+];
+
+/// One section's findings as a markdown list, or `None` when it has none.
+pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
+    let items: Vec<String> =
+        findings.iter().filter(|f| pick(f)).map(|f| format!("- {}", f.markdown())).collect();
+    (!items.is_empty()).then(|| items.join("\n"))
+}
+
+/// Every finding as a markdown document, section by section.
+pub fn markdown(findings: &[Finding]) -> String {
+    SECTIONS
+        .iter()
+        .filter_map(|(_, title, pick)| {
+            Some(format!("## {title}\n\n{}\n\n", section_markdown(findings, *pick)?))
+        })
+        .collect()
+}

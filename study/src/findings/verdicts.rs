@@ -1,0 +1,418 @@
+//! What the fitted models claim, and only what they can back: an effect
+//! where a setting's Type-II test survives Holm's correction over every
+//! test of the study (stated as contrasts with the baseline, the other
+//! settings held there, with 95 % intervals); "no effect" only where every
+//! contrast's 90 % interval lies inside the equivalence margin (two
+//! one-sided tests); "not determined" otherwise, with roughly how many
+//! more trials would decide it, or with the settings it moved together
+//! with. Interactions that survive the same correction are findings of
+//! their own. Free wins need a shown gain, no shown cost and equivalence
+//! on every quality measure. Anomalies are judged by leave-one-out
+//! residuals of the same models.
+
+use super::analysis::{Analysis, Tested};
+use super::design::value_of;
+use super::ols::{holm, t_p, t_quantile};
+use super::{
+    ALPHA, Finding, GAINS, Gain, Interval, Level, Margins, QUALITY, Undetermined,
+};
+use crate::study::{Goal, Metric};
+
+/// Every test made, Holm-adjusted together: per analysis, its mains' and
+/// its pairs' adjusted p-values.
+pub struct Adjusted {
+    pub mains: Vec<Vec<Option<f64>>>,
+    pub pairs: Vec<Vec<f64>>,
+}
+
+pub fn adjust(analyses: &[Analysis]) -> Adjusted {
+    let mut raw = Vec::new();
+    for a in analyses {
+        for m in &a.mains {
+            if let Tested::Tested { p, .. } = m {
+                raw.push(*p);
+            }
+        }
+        raw.extend(a.pairs.iter().map(|(_, _, p)| *p));
+    }
+    let adjusted = holm(&raw);
+    let mut next = adjusted.into_iter();
+    let mut out = Adjusted { mains: vec![], pairs: vec![] };
+    for a in analyses {
+        out.mains.push(
+            a.mains
+                .iter()
+                .map(|m| matches!(m, Tested::Tested { .. }).then(|| next.next().unwrap_or(1.0)))
+                .collect(),
+        );
+        out.pairs.push(a.pairs.iter().map(|_| next.next().unwrap_or(1.0)).collect());
+    }
+    out
+}
+
+/// The interval of a contrast at two-sided `level`, in the metric's own
+/// terms (a ratio, or a difference).
+fn interval(a: &Analysis, est: f64, se: f64, level: f64) -> Interval {
+    let t = t_quantile(level, a.fit.df());
+    let f = |x: f64| if a.log { x.exp() } else { x };
+    Interval { est: f(est), lo: f(est - t * se), hi: f(est + t * se) }
+}
+
+/// The equivalence margin of `metric` on its model's scale.
+fn margin(a: &Analysis, margins: &Margins) -> f64 {
+    let pct = |p: f64| (1.0 + p / 100.0).ln();
+    match a.metric {
+        Metric::QualityScore | Metric::ContextPassRate => margins.quality_rate,
+        Metric::Perplexity => pct(margins.perplexity_pct),
+        m if m.name().ends_with("_bytes") => pct(margins.memory_pct),
+        _ => pct(margins.speed_pct),
+    }
+}
+
+/// Each point of factor `i` against its base: (value, estimate, se).
+fn contrasts(a: &Analysis, i: usize) -> Vec<(String, Option<(f64, f64)>)> {
+    let f = &a.design.factors[i];
+    let base = f.base();
+    f.points()
+        .into_iter()
+        .filter(|v| *v != base)
+        .map(|v| {
+            let c = a.design.contrast(&[(i, &v)]);
+            let e = a.contrast(&c);
+            (v, e)
+        })
+        .collect()
+}
+
+/// Whether every contrast's 90 % interval lies inside ±`m`: the two
+/// one-sided tests at 5 % each.
+fn equivalent(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) -> Option<bool> {
+    let t = t_quantile(1.0 - 2.0 * ALPHA, a.fit.df());
+    let mut all = true;
+    for (_, e) in points {
+        let (est, se) = (*e)?;
+        all &= est - t * se > -m && est + t * se < m;
+    }
+    Some(all)
+}
+
+/// Roughly how many more trials (like those run) would settle an
+/// undetermined contrast: enough to show it inside the margin or to
+/// show it beyond noise, whichever comes sooner.
+fn more_trials(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) -> Option<usize> {
+    let n = a.trials.len() as f64;
+    let t90 = t_quantile(1.0 - 2.0 * ALPHA, a.fit.df());
+    let t95 = t_quantile(1.0 - ALPHA, a.fit.df());
+    let (est, se) = points
+        .iter()
+        .filter_map(|(_, e)| *e)
+        .max_by(|x, y| (x.0.abs() + x.1).total_cmp(&(y.0.abs() + y.1)))?;
+    let needed = |se_wanted: f64| {
+        (se_wanted > 0.0).then(|| n * (se / se_wanted).powi(2) - n).filter(|x| x.is_finite())
+    };
+    let to_equivalence = (est.abs() < m).then(|| needed((m - est.abs()) / t90)).flatten();
+    let to_effect = (est.abs() > 0.0).then(|| needed(est.abs() / t95)).flatten();
+    let best = [to_equivalence, to_effect].into_iter().flatten().fold(f64::MAX, f64::min);
+    (best < 1e6).then(|| best.max(1.0).ceil() as usize)
+}
+
+/// Raw medians of the trials at each value of factor `i` (for the reader).
+fn levels(a: &Analysis, i: usize) -> Vec<(String, f64, Vec<i64>)> {
+    let setting = &a.design.factors[i].setting;
+    let mut by: std::collections::BTreeMap<String, Vec<(i64, f64)>> = Default::default();
+    for t in &a.trials {
+        by.entry(value_of(&t.settings, setting)).or_default().push((t.id, a.natural(t.y)));
+    }
+    by.into_iter()
+        .map(|(v, list)| {
+            let mut values: Vec<f64> = list.iter().map(|x| x.1).collect();
+            (v, super::median(&mut values), list.iter().map(|x| x.0).collect())
+        })
+        .collect()
+}
+
+/// The findings of one setting on one metric.
+pub fn setting_findings(
+    a: &Analysis,
+    i: usize,
+    adjusted_p: Option<f64>,
+    margins: &Margins,
+) -> Option<Finding> {
+    let factor = &a.design.factors[i];
+    let setting = factor.setting.clone();
+    let metric = a.metric;
+    let undetermined = |reason| Some(Finding::NotDetermined { setting: setting.clone(), metric, reason });
+    match &a.mains[i] {
+        Tested::Aliased { with } => return undetermined(Undetermined::Aliased { with: with.clone() }),
+        Tested::TooFew => return undetermined(Undetermined::TooFew),
+        Tested::Tested { .. } => {}
+    }
+    let p = adjusted_p?;
+    let points = contrasts(a, i);
+    let given: Vec<String> =
+        a.interacts(i).into_iter().map(|j| a.design.factors[j].setting.clone()).collect();
+    let raw = levels(a, i);
+    let base = factor.base();
+    let level = |value: &str, vs: Option<Interval>| {
+        let (median, trials) = raw
+            .iter()
+            .find(|(v, _, _)| v == value)
+            .map(|(_, m, t)| (*m, t.clone()))
+            .unwrap_or((f64::NAN, vec![]));
+        Level { value: value.to_string(), median, trials, vs_base: vs }
+    };
+    let m = margin(a, margins);
+    if p <= ALPHA {
+        let base_level =
+            level(&base, Some(Interval { est: unit(a), lo: unit(a), hi: unit(a) }));
+        let mut ranked: Vec<(Level, f64)> = vec![(base_level, 0.0)];
+        for (v, e) in &points {
+            if let Some((est, se)) = e {
+                ranked.push((level(v, Some(interval(a, *est, *se, 1.0 - ALPHA))), *est));
+            }
+        }
+        ranked.sort_by(|x, y| a.goal.oriented(y.1).total_cmp(&a.goal.oriented(x.1)));
+        let (best, worst) = (ranked[0].1, ranked[ranked.len() - 1].1);
+        let size_pct = better_pct(a, best - worst);
+        let peak = factor.is_curve() || factor.points().iter().all(|v| v.parse::<f64>().is_ok());
+        let peak = peak && interior_peak(a, i, &ranked[0].0.value);
+        return Some(Finding::Effect {
+            setting,
+            metric,
+            goal: a.goal,
+            base,
+            log: a.log,
+            levels: ranked.into_iter().map(|(l, _)| l).collect(),
+            size_pct,
+            p_value: p,
+            peak,
+            given,
+        });
+    }
+    // A setting that acts with another may matter only away from the
+    // baseline: no claim of "no effect" from its contrasts at the base.
+    if !given.is_empty() {
+        return None;
+    }
+    match equivalent(a, &points, m) {
+        Some(true) => {
+            let t90 = 1.0 - 2.0 * ALPHA;
+            let mut levels = vec![level(&base, None)];
+            levels.extend(points.iter().filter_map(|(v, e)| {
+                let (est, se) = (*e)?;
+                Some(level(v, Some(interval(a, est, se, t90))))
+            }));
+            Some(Finding::NoEffect {
+                setting,
+                metric,
+                log: a.log,
+                margin: if a.log { (m.exp() - 1.0) * 100.0 } else { m },
+                levels,
+                p_value: p,
+            })
+        }
+        Some(false) => undetermined(Undetermined::MoreTrials { about: more_trials(a, &points, m) }),
+        None => undetermined(Undetermined::TooFew),
+    }
+}
+
+/// How much better a contrast `d` (on the model's scale) is, in percent
+/// of the worse value's (points for rates): 25 for memory cut by a
+/// quarter, 50 for a speed up by half.
+fn better_pct(a: &Analysis, d: f64) -> f64 {
+    match (a.log, a.goal) {
+        (true, Goal::Max) => (d.exp() - 1.0) * 100.0,
+        (true, Goal::Min) => (1.0 - d.exp()) * 100.0,
+        (false, _) => a.goal.oriented(d) * 100.0,
+    }
+}
+
+/// "No change": 1 as a ratio, 0 as a difference.
+fn unit(a: &Analysis) -> f64 {
+    if a.log { 1.0 } else { 0.0 }
+}
+
+/// Whether `best`, a value of numeric factor `i`, beats both the smallest
+/// and the largest value tried beyond noise, while lying between them.
+fn interior_peak(a: &Analysis, i: usize, best: &str) -> bool {
+    let f = &a.design.factors[i];
+    let points = f.points();
+    let numbers: Vec<f64> = points.iter().filter_map(|v| v.parse().ok()).collect();
+    let Ok(b) = best.parse::<f64>() else { return false };
+    let (lo, hi) = (numbers.iter().copied().fold(f64::MAX, f64::min), numbers.iter().copied().fold(f64::MIN, f64::max));
+    if !(lo < b && b < hi) {
+        return false;
+    }
+    let beats = |end: f64| {
+        let end = crate::space::fmt_float(end);
+        let (x, y) = (a.design.contrast(&[(i, best)]), a.design.contrast(&[(i, &end)]));
+        let c: Vec<f64> = x.iter().zip(&y).map(|(p, q)| p - q).collect();
+        a.contrast(&c).is_some_and(|(est, se)| {
+            a.goal.oriented(est) > 0.0 && t_p(est / se.max(f64::MIN_POSITIVE), a.fit.df()) <= ALPHA
+        })
+    };
+    beats(lo) && beats(hi)
+}
+
+/// An interaction that survived correction: each combination of the two
+/// settings' values (the others at the baseline) against the baseline,
+/// and what the two effects alone would have made of it.
+pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64) -> Option<Finding> {
+    let (fx, fy) = (&a.design.factors[x], &a.design.factors[y]);
+    let mut cells = Vec::new();
+    for vx in fx.points() {
+        for vy in fy.points() {
+            if vx == fx.base() && vy == fy.base() {
+                continue;
+            }
+            let both = a.contrast(&a.design.contrast(&[(x, &vx), (y, &vy)]));
+            let alone_x = a.contrast(&a.design.contrast(&[(x, &vx)]));
+            let alone_y = a.contrast(&a.design.contrast(&[(y, &vy)]));
+            let (Some((est, se)), Some((ex, _)), Some((ey, _))) = (both, alone_x, alone_y) else {
+                continue;
+            };
+            let additive = if a.log { (ex + ey).exp() } else { ex + ey };
+            cells.push(super::Cell {
+                values: (vx.clone(), vy.clone()),
+                vs_base: interval(a, est, se, 1.0 - ALPHA),
+                additive,
+            });
+        }
+    }
+    if cells.is_empty() {
+        return None;
+    }
+    Some(Finding::Interaction {
+        settings: (fx.setting.clone(), fy.setting.clone()),
+        bases: (fx.base(), fy.base()),
+        metric: a.metric,
+        goal: a.goal,
+        log: a.log,
+        cells,
+        p_value: p,
+    })
+}
+
+/// Free wins: for a setting, the value (not the baseline's) with a gain
+/// shown beyond noise on some speed or memory measure, no cost beyond the
+/// margin shown absent on any other, and every quality measure measured
+/// shown equivalent to the baseline's.
+pub fn free_wins(analyses: &[Analysis], adjusted: &Adjusted, margins: &Margins) -> Vec<Finding> {
+    let mut settings: Vec<&str> = Vec::new();
+    for a in analyses {
+        for f in &a.design.factors {
+            if !settings.contains(&f.setting.as_str()) {
+                settings.push(&f.setting);
+            }
+        }
+    }
+    let quality: Vec<&Analysis> =
+        analyses.iter().filter(|a| QUALITY.contains(&a.metric)).collect();
+    let mut out = Vec::new();
+    for setting in settings {
+        if quality.is_empty() {
+            break;
+        }
+        let mut best: Option<(f64, Finding)> = None;
+        let factor_of = |a: &Analysis| a.design.factors.iter().position(|f| f.setting == setting);
+        let Some(values) = analyses.iter().find_map(|a| {
+            factor_of(a).map(|i| (a.design.factors[i].points(), a.design.factors[i].base()))
+        }) else {
+            continue;
+        };
+        let (points, base) = values;
+        'value: for value in points.iter().filter(|v| **v != base) {
+            let mut gains = Vec::new();
+            let mut biggest = 0.0f64;
+            for (k, a) in analyses.iter().enumerate() {
+                if !GAINS.contains(&a.metric) {
+                    continue;
+                }
+                let Some(i) = factor_of(a) else { continue };
+                let Some((est, se)) = a.contrast(&a.design.contrast(&[(i, value)])) else {
+                    continue 'value;
+                };
+                let oriented = a.goal.oriented(est);
+                let m = margin(a, margins);
+                let t90 = t_quantile(1.0 - 2.0 * ALPHA, a.fit.df());
+                let significant = adjusted.mains[k][i].is_some_and(|p| p <= ALPHA);
+                let shown_better =
+                    significant && oriented > 0.0 && t_p(est / se.max(f64::MIN_POSITIVE), a.fit.df()) <= ALPHA;
+                if shown_better {
+                    let iv = interval(a, est, se, 1.0 - ALPHA);
+                    let pct = better_pct(a, est);
+                    biggest = biggest.max(pct);
+                    let base_row = a.design.row(&a.design.base_settings());
+                    let without = a.natural(a.fit.predict(&base_row));
+                    let with = if a.log { without * iv.est } else { without + iv.est };
+                    gains.push(Gain { metric: a.metric, with, without, pct, interval: iv });
+                } else if oriented - t90 * se <= -m {
+                    // A cost not shown absent: not free.
+                    continue 'value;
+                }
+            }
+            if gains.is_empty() {
+                continue;
+            }
+            let mut held = Vec::new();
+            for a in &quality {
+                let Some(i) = factor_of(a) else { continue 'value };
+                let m = margin(a, margins);
+                let c = a.design.contrast(&[(i, value)]);
+                let Some((est, se)) = a.contrast(&c) else { continue 'value };
+                let points = [(value.clone(), Some((est, se)))];
+                if equivalent(a, &points, m) != Some(true) {
+                    continue 'value;
+                }
+                held.push((a.metric, interval(a, est, se, 1.0 - 2.0 * ALPHA)));
+            }
+            let trials = analyses
+                .iter()
+                .flat_map(|a| a.trials.iter())
+                .filter(|t| {
+                    let v = value_of(&t.settings, setting);
+                    v == *value || v == base
+                })
+                .map(|t| t.id)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let finding = Finding::FreeWin {
+                setting: setting.to_string(),
+                value: value.clone(),
+                over: base.clone(),
+                gains,
+                quality: held,
+                trials,
+            };
+            if best.as_ref().is_none_or(|(b, _)| biggest > *b) {
+                best = Some((biggest, finding));
+            }
+        }
+        out.extend(best.map(|(_, f)| f));
+    }
+    out
+}
+
+/// Trials far off what the rest predict for their settings (see
+/// [`Analysis::outlying`]), their prediction kept in the metric's range.
+pub fn anomalies(a: &Analysis) -> Vec<Finding> {
+    (0..a.trials.len())
+        .filter(|&k| a.outlying(k).is_some())
+        .map(|k| {
+            let t = &a.trials[k];
+            let predicted = a.natural(a.predicted_without(k));
+            let expected = match a.metric {
+                Metric::QualityScore | Metric::ContextPassRate => predicted.clamp(0.0, 1.0),
+                _ => predicted,
+            };
+            Finding::Anomaly {
+                trial: t.id,
+                metric: a.metric,
+                value: a.natural(t.y),
+                expected,
+                settings: t.settings.clone(),
+            }
+        })
+        .collect()
+}
