@@ -8,6 +8,7 @@ pub mod expr;
 pub mod findings;
 pub mod limits;
 pub mod pareto;
+pub mod planted;
 pub mod space;
 pub mod strategy;
 pub mod study;

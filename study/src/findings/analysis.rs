@@ -122,7 +122,7 @@ impl Analysis {
         if measured.len() < 3 {
             return None;
         }
-        let factors: Vec<Factor> = varied
+        let mut factors: Vec<Factor> = varied
             .iter()
             .filter_map(|s| {
                 let values: Vec<String> =
@@ -133,6 +133,7 @@ impl Analysis {
         if factors.is_empty() {
             return None;
         }
+        choose_scales(&mut factors, &measured);
         let design = Design::new(factors, MAX_PAIR_WIDTH);
         let center = measured.iter().map(|(_, y)| y).sum::<f64>() / measured.len() as f64;
         let trials: Vec<Measured> = measured
@@ -164,12 +165,19 @@ impl Analysis {
         // while the model is chosen, and come back unless it still finds
         // them far off.
         analysis.set_aside_outliers();
-        let gram = gram_of(&analysis.trials);
-        let pairs = select_pairs(&analysis.design, &gram, &mains, floor);
-        analysis.terms.extend(pairs.iter().map(|(t, _)| *t));
-        analysis.refit(floor);
-        if analysis.take_back() {
+        // Choose the interactions, then take back what they explain; once
+        // more if any came back, since those may show another interaction.
+        for round in 0..2 {
+            let pairs = select_pairs(&analysis.design, &gram_of(&analysis.trials), &mains, floor);
+            analysis.terms = mains.clone();
+            analysis.terms.extend(pairs.iter().map(|(t, _)| *t));
             analysis.refit(floor);
+            if !analysis.take_back() {
+                break;
+            }
+            if round == 1 {
+                analysis.refit(floor);
+            }
         }
         let candidates = analysis.design.terms.iter().filter(|(t, _)| matches!(t, Term::Pair(..)));
         analysis.test(floor, candidates.count().max(1));
@@ -218,9 +226,8 @@ impl Analysis {
     /// residuals are anomalies (see [`Analysis::outlying`]), at most one in
     /// twenty.
     fn set_aside_outliers(&mut self) {
-        let mut flagged: Vec<(usize, f64)> = (0..self.trials.len())
-            .filter_map(|k| Some((k, self.outlying(k)?)))
-            .collect();
+        let mut flagged: Vec<(usize, f64)> =
+            (0..self.trials.len()).filter_map(|k| Some((k, self.outlying(k)?))).collect();
         flagged.sort_by(|a, b| a.1.total_cmp(&b.1));
         flagged.truncate((self.trials.len() / 20).max(1));
         for (k, _) in flagged {
@@ -232,10 +239,14 @@ impl Analysis {
     }
 
     /// Takes back the trials set aside that the chosen model no longer
-    /// finds far off; whether any came back.
+    /// finds far off, or cannot predict without them (no other trial
+    /// shares what sets them apart); whether any came back.
     fn take_back(&mut self) -> bool {
         let back: Vec<usize> = (0..self.trials.len())
-            .filter(|&k| self.trials[k].excluded && self.outlying(k).is_none())
+            .filter(|&k| {
+                let t = &self.trials[k];
+                t.excluded && (!self.fit.is_estimable(&t.row) || self.outlying(k).is_none())
+            })
             .collect();
         for &k in &back {
             self.trials[k].excluded = false;
@@ -276,11 +287,7 @@ impl Analysis {
     pub fn predicted_without(&self, k: usize) -> f64 {
         let t = &self.trials[k];
         let e = t.y - self.fit.predict(&t.row);
-        if t.excluded {
-            t.y - e
-        } else {
-            t.y - e / (1.0 - self.fit.leverage(&t.row))
-        }
+        if t.excluded { t.y - e } else { t.y - e / (1.0 - self.fit.leverage(&t.row)) }
     }
 
     /// The estimate and standard error of a contrast row; `None` when the
@@ -311,15 +318,30 @@ impl Analysis {
     }
 }
 
+/// Each curve on the scale (log or plain) that fits the main-effects
+/// model better: a speed may follow the thread count or its logarithm.
+fn choose_scales(factors: &mut [Factor], measured: &[(&TrialFacts, f64)]) {
+    let rss = |factors: &[Factor]| {
+        let design = Design::new(factors.to_vec(), 0);
+        let rows: Vec<Vec<f64>> = measured.iter().map(|(t, _)| design.row(&t.settings)).collect();
+        let ys: Vec<f64> = measured.iter().map(|(_, y)| *y).collect();
+        let mains: Vec<Term> = (0..factors.len()).map(Term::Main).collect();
+        Fit::new(&Gram::new(&rows, &ys), &design.columns(&mains)).rss
+    };
+    for i in 0..factors.len() {
+        let Some(other) = factors[i].rescaled() else { continue };
+        let before = rss(factors);
+        let kept = std::mem::replace(&mut factors[i], other);
+        if rss(factors) >= before {
+            factors[i] = kept;
+        }
+    }
+}
+
 /// Interactions chosen by forward selection: the pair that explains most
 /// beyond the model so far enters while its p-value, times the number of
 /// pairs still in the running, stays under [`ALPHA`].
-fn select_pairs(
-    design: &Design,
-    gram: &Gram,
-    mains: &[Term],
-    floor: f64,
-) -> Vec<(Term, f64)> {
+fn select_pairs(design: &Design, gram: &Gram, mains: &[Term], floor: f64) -> Vec<(Term, f64)> {
     let mut chosen: Vec<(Term, f64)> = Vec::new();
     let mut candidates: Vec<Term> =
         design.terms.iter().map(|(t, _)| *t).filter(|t| matches!(t, Term::Pair(..))).collect();

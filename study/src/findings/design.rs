@@ -3,10 +3,11 @@
 //! contrast with the baseline and a row of all-baseline settings is all
 //! zeros. A setting with a few values gets a column per other value; a
 //! number with many (what random and model-based searches sample) gets a
-//! cubic in its value (its logarithm when it spans a factor of 8 or more),
-//! which bends to an optimum in the middle of the range. Two factors act
-//! together through the products of their columns (a number's straight
-//! part only).
+//! line with bends at the quartiles of its values (a linear spline in its
+//! value, or its logarithm when it spans a factor of 8 or more), which
+//! follows an optimum in the middle of the range or a plateau without
+//! inventing wiggles. Two factors act together through the products of
+//! their columns (a number's straight part only).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,9 +24,10 @@ const CURVE_POINTS: usize = 9;
 pub enum Coding {
     /// One column per value other than the base (treatment coding).
     Levels { values: Vec<String>, base: String },
-    /// A polynomial of `degree` in the (log-)value minus the base's,
-    /// scaled by `scale`; `values`: the distinct values tried.
-    Curve { log: bool, base: f64, scale: f64, degree: usize, values: Vec<f64> },
+    /// A line in the (log-)value with bends at `knots` (on the same
+    /// scale), scaled by `scale`, measured from the base; `values`: the
+    /// distinct values tried.
+    Curve { log: bool, base: f64, scale: f64, knots: Vec<f64>, values: Vec<f64> },
 }
 
 /// A varied setting as the models see it.
@@ -56,13 +58,9 @@ impl Factor {
         let coding = match numbers {
             Some(mut xs) => {
                 xs.sort_by(f64::total_cmp);
-                let (lo, hi) = (xs[0], xs[xs.len() - 1]);
-                let log = lo > 0.0 && hi / lo >= 8.0;
-                let t = |x: f64| if log { x.ln() } else { x };
+                let log = xs[0] > 0.0 && xs[xs.len() - 1] / xs[0] >= 8.0;
                 let base = base.and_then(|b| b.parse::<f64>().ok()).unwrap_or(xs[xs.len() / 2]);
-                let scale = ((t(hi) - t(lo)) / 2.0).max(f64::MIN_POSITIVE);
-                let degree = (xs.len() - 1).min(3);
-                Coding::Curve { log, base, scale, degree, values: xs }
+                curve(xs, base, log)
             }
             None => {
                 // The most common value (the first of equals) stands in for a
@@ -76,11 +74,21 @@ impl Factor {
         Some(Factor { setting: setting.to_string(), coding })
     }
 
+    /// The same curve on the other scale (log or plain); `None` for
+    /// levels, or where the other scale cannot take its values.
+    pub fn rescaled(&self) -> Option<Factor> {
+        let Coding::Curve { log, base, values, .. } = &self.coding else { return None };
+        (*log || values[0] > 0.0).then(|| Factor {
+            setting: self.setting.clone(),
+            coding: curve(values.clone(), *base, !log),
+        })
+    }
+
     /// Columns it takes in a model.
     pub fn width(&self) -> usize {
         match &self.coding {
             Coding::Levels { values, .. } => values.len() - 1,
-            Coding::Curve { degree, .. } => *degree,
+            Coding::Curve { knots, .. } => 1 + knots.len(),
         }
     }
 
@@ -100,11 +108,13 @@ impl Factor {
                 .filter(|v| *v != base)
                 .map(|v| if v == value { 1.0 } else { 0.0 })
                 .collect(),
-            Coding::Curve { log, base, scale, degree, .. } => {
+            Coding::Curve { log, base, scale, knots, .. } => {
                 let t = |x: f64| if *log { x.ln() } else { x };
-                let x: f64 = value.parse().unwrap_or(*base);
-                let z = (t(x) - t(*base)) / scale;
-                (1..=*degree as i32).map(|k| z.powi(k)).collect()
+                let x = t(value.parse().unwrap_or(*base));
+                let b = t(*base);
+                let mut columns = vec![(x - b) / scale];
+                columns.extend(knots.iter().map(|k| ((x - k).max(0.0) - (b - k).max(0.0)) / scale));
+                columns
             }
         }
     }
@@ -143,6 +153,17 @@ impl Factor {
     pub fn is_curve(&self) -> bool {
         matches!(self.coding, Coding::Curve { .. })
     }
+}
+
+/// A curve through the sorted distinct `xs`: bends at 3 to 5 evenly
+/// spread quantiles (more where more values were tried).
+fn curve(xs: Vec<f64>, base: f64, log: bool) -> Coding {
+    let t = |x: f64| if log { x.ln() } else { x };
+    let (lo, hi) = (xs[0], xs[xs.len() - 1]);
+    let scale = ((t(hi) - t(lo)) / 2.0).max(f64::MIN_POSITIVE);
+    let bends = ((xs.len() - 1) / 3).clamp(3, 5);
+    let knots = (1..=bends).map(|q| t(xs[q * (xs.len() - 1) / (bends + 1)])).collect();
+    Coding::Curve { log, base, scale, knots, values: xs }
 }
 
 /// A term of a model: one factor, or two acting together.
@@ -259,8 +280,8 @@ mod tests {
         let threads: Vec<String> = (1..=16).map(|t| t.to_string()).collect();
         let threads = Factor::new("threads", &threads, Some("4")).unwrap();
         assert!(threads.is_curve());
-        assert_eq!(threads.width(), 3);
-        assert_eq!(threads.encode("4"), [0.0, 0.0, 0.0]);
+        assert_eq!(threads.width(), 6, "a line and five bends");
+        assert_eq!(threads.encode("4"), [0.0; 6]);
         assert_eq!(threads.points().len(), 9);
         let Coding::Curve { log, .. } = threads.coding else { unreachable!() };
         assert!(log, "1 to 16 spans a factor of 16");

@@ -29,15 +29,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
 
-pub use rules::{Condition, Op, Rule};
-pub use text::{SECTIONS, Pick, markdown, num, section_markdown, value_text};
+pub use rules::{Condition, Op, Rule, holds};
+pub use text::{Pick, SECTIONS, markdown, num, section_markdown, value_text};
 
 use crate::study::{Goal, Metric};
 use analysis::Analysis;
 
-/// Family-wise chance of claiming an effect where there is none; also the
-/// size of each one-sided test of equivalence.
-pub const ALPHA: f64 = 0.05;
+/// Family-wise chance of claiming an effect or an interaction where there
+/// is none: a study's findings are acted on, so one in a hundred.
+pub const ALPHA: f64 = 0.01;
+
+/// The confidence of the intervals an equivalence must lie within: 90 %,
+/// two one-sided tests at 5 % each.
+pub const EQUIVALENCE: f64 = 0.90;
+
+/// The confidence of the intervals findings state.
+pub const INTERVAL: f64 = 0.95;
 
 /// Decode at or above this share of the bandwidth ceiling is "at the wall".
 pub const WALL_PCT: f64 = 80.0;
@@ -156,6 +163,15 @@ pub struct Gain {
     pub interval: Interval,
 }
 
+/// A setting changed from the baseline's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub setting: String,
+    pub value: String,
+    /// The baseline's value.
+    pub over: String,
+}
+
 /// Why a setting's effect on a metric is not determined.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "why", rename_all = "snake_case")]
@@ -230,12 +246,11 @@ pub enum Finding {
         cells: Vec<Cell>,
         p_value: f64,
     },
-    /// A value of a setting that gains speed or saves memory over the
-    /// baseline's while every quality measure is shown equivalent.
+    /// A change of one setting (or two that act together) that gains
+    /// speed or saves memory over the baseline while every quality measure
+    /// is shown equivalent.
     FreeWin {
-        setting: String,
-        value: String,
-        over: String,
+        changes: Vec<Change>,
         gains: Vec<Gain>,
         /// Each quality measure against the baseline's, 90 % interval.
         quality: Vec<(Metric, Interval)>,
@@ -306,7 +321,7 @@ pub fn findings_with(
         }
         for (&(x, y, _), &p) in a.pairs.iter().zip(&adjusted.pairs[k]) {
             if p <= ALPHA {
-                interactions.extend(verdicts::interaction(a, x, y, p));
+                interactions.extend(verdicts::interaction(a, x, y, p, margins));
             }
         }
     }
@@ -486,7 +501,10 @@ impl Finding {
             Finding::Interaction { settings: (a, b), metric, .. } => {
                 format!("interaction:{a}:{b}:{}", metric.name())
             }
-            Finding::FreeWin { setting, .. } => format!("free_win:{setting}"),
+            Finding::FreeWin { changes, .. } => {
+                let names: Vec<&str> = changes.iter().map(|c| c.setting.as_str()).collect();
+                format!("free_win:{}", names.join("+"))
+            }
             Finding::Anomaly { trial, metric, .. } => format!("anomaly:{trial}:{}", metric.name()),
             Finding::Failures { cause, .. } => format!("failures:{cause}"),
             Finding::Ceiling { .. } => "ceiling".into(),

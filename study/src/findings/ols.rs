@@ -66,7 +66,8 @@ impl Fit {
         let tol = (top * RANK_TOL).max(f64::MIN_POSITIVE);
         let kept: Vec<bool> = eigen.eigenvalues.iter().map(|l| *l > tol).collect();
         let rank = kept.iter().filter(|k| **k).count();
-        let inv = DVector::from_fn(p, |i, _| if kept[i] { 1.0 / eigen.eigenvalues[i] } else { 0.0 });
+        let inv =
+            DVector::from_fn(p, |i, _| if kept[i] { 1.0 / eigen.eigenvalues[i] } else { 0.0 });
         let q = &eigen.eigenvectors;
         let xtx_pinv = q * DMatrix::from_diagonal(&inv) * q.transpose();
         let beta = &xtx_pinv * &xty;

@@ -38,10 +38,12 @@ pub struct Condition {
 
 /// Where one cause of failure lies: inside `conditions` every trial
 /// failed so (`failed` of the cause's `of` failures), and every trial
-/// that ran (`ran`) lies outside.
+/// that ran (`ran`) lies outside. `also`: values every failure inside
+/// shared that no trial inside changed, so the rule may need them too.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
     pub conditions: Vec<Condition>,
+    pub also: Vec<Condition>,
     pub failed: usize,
     pub of: usize,
     pub ran: usize,
@@ -82,7 +84,9 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
         candidates.iter().map(|c| Bits::new(n, |i| holds(c, &all[i].settings))).collect();
     // Conditions that keep at least one failure and drop at least one run.
     let useful: Vec<usize> = (0..candidates.len())
-        .filter(|&k| sets[k].count_in(&is_failed) >= MIN_SUPPORT && sets[k].count_in(&is_ran) < ran.len())
+        .filter(|&k| {
+            sets[k].count_in(&is_failed) >= MIN_SUPPORT && sets[k].count_in(&is_ran) < ran.len()
+        })
         .collect();
     let mut best: Option<(usize, Vec<usize>)> = None;
     let mut consider = |picked: Vec<usize>, inside: &Bits| {
@@ -118,16 +122,36 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
         }
     }
     let (covered, picked) = best?;
-    let mut conditions: Vec<Condition> = picked.into_iter().map(|k| candidates[k].clone()).collect();
+    let mut conditions: Vec<Condition> =
+        picked.into_iter().map(|k| candidates[k].clone()).collect();
     conditions.sort();
-    Some(Rule { conditions, failed: covered, of: failed.len(), ran: ran.len() })
+    let inside: Vec<&TrialFacts> = failed
+        .iter()
+        .filter(|t| conditions.iter().all(|c| holds(c, &t.settings)))
+        .copied()
+        .collect();
+    let also = varied
+        .iter()
+        .filter(|s| !conditions.iter().any(|c| &c.setting == *s))
+        .filter_map(|s| {
+            let values: BTreeSet<String> =
+                inside.iter().map(|t| value_of(&t.settings, s)).collect();
+            (values.len() == 1).then(|| Condition {
+                setting: s.clone(),
+                op: Op::Is,
+                value: values.into_iter().next().unwrap_or_default(),
+            })
+        })
+        .collect();
+    Some(Rule { conditions, also, failed: covered, of: failed.len(), ran: ran.len() })
 }
 
 /// Every condition the trials' values suggest.
 fn conditions(trials: &[&TrialFacts], varied: &[String]) -> Vec<Condition> {
     let mut out = Vec::new();
     for setting in varied {
-        let values: BTreeSet<String> = trials.iter().map(|t| value_of(&t.settings, setting)).collect();
+        let values: BTreeSet<String> =
+            trials.iter().map(|t| value_of(&t.settings, setting)).collect();
         if values.len() < 2 {
             continue;
         }
@@ -182,7 +206,15 @@ mod tests {
                 for ctx in ["4096", "16384", "32768", "65536"] {
                     for threads in ["2", "4"] {
                         id += 1;
-                        let t = trial(id, &[("flash_attn", fa), ("cache_type_k", k), ("ctx_size", ctx), ("threads", threads)]);
+                        let t = trial(
+                            id,
+                            &[
+                                ("flash_attn", fa),
+                                ("cache_type_k", k),
+                                ("ctx_size", ctx),
+                                ("threads", threads),
+                            ],
+                        );
                         let big: u32 = ctx.parse().unwrap();
                         if fa == "off" && k == "f16" && big >= 32768 {
                             failed.push(t);
@@ -201,9 +233,21 @@ mod tests {
         let c = |s: &str, op, v: &str| Condition { setting: s.into(), op, value: v.into() };
         assert_eq!(
             rule.conditions,
-            [c("cache_type_k", Op::Is, "f16"), c("ctx_size", Op::AtLeast, "32768"), c("flash_attn", Op::Is, "off")]
+            [
+                c("cache_type_k", Op::Is, "f16"),
+                c("ctx_size", Op::AtLeast, "32768"),
+                c("flash_attn", Op::Is, "off")
+            ]
         );
         assert_eq!((rule.failed, rule.of, rule.ran), (4, 4, 28));
+        assert_eq!(rule.also, [], "the failures ran with both thread counts");
+        // Had the trials kept one thread count, the rule could need it.
+        let two: Vec<&TrialFacts> =
+            r.iter().copied().filter(|t| t.settings["threads"] == "2").collect();
+        let failed_two: Vec<&TrialFacts> =
+            f.iter().copied().filter(|t| t.settings["threads"] == "2").collect();
+        let narrow = super::rule(&failed_two, &two, &varied).unwrap();
+        assert_eq!(narrow.also, [c("threads", Op::Is, "2")]);
     }
 
     #[test]

@@ -28,8 +28,7 @@ fn study(reps: usize, speed: impl Fn(u32, &str, bool) -> f64) -> Vec<TrialFacts>
                         settings,
                         done: true,
                         failure: None,
-                        metrics: [(Metric::DecodeTps, speed(threads, cache, mlock) * noise)]
-                            .into(),
+                        metrics: [(Metric::DecodeTps, speed(threads, cache, mlock) * noise)].into(),
                         ..Default::default()
                     });
                 }
@@ -118,8 +117,7 @@ fn an_out_of_memory_boundary_is_drawn() {
         t.settings.insert("ctx_size".into(), ctx.into());
         if ctx == "32768" {
             t.done = false;
-            t.failure =
-                Some(("out_of_memory".into(), "cudaMalloc failed: out of memory".into()));
+            t.failure = Some(("out_of_memory".into(), "cudaMalloc failed: out of memory".into()));
             t.metrics.clear();
         }
     }
@@ -159,14 +157,12 @@ fn a_lossless_setting_is_a_free_win_and_a_lossy_one_is_not() {
     // cache type's is the one planted.
     let wins: Vec<&Finding> = found
         .iter()
-        .filter(|f| matches!(f, Finding::FreeWin { setting, .. } if setting == "cache_type_k"))
+        .filter(|f| matches!(f, Finding::FreeWin { changes, .. } if changes[0].setting == "cache_type_k"))
         .collect();
     assert_eq!(wins.len(), 1, "{found:#?}");
-    let Finding::FreeWin { setting, value, over, gains, .. } = wins[0] else { unreachable!() };
-    assert_eq!(
-        (setting.as_str(), value.as_str(), over.as_str()),
-        ("cache_type_k", "q8_0", "f16")
-    );
+    let Finding::FreeWin { changes, gains, .. } = wins[0] else { unreachable!() };
+    let Change { setting, value, over } = &changes[0];
+    assert_eq!((setting.as_str(), value.as_str(), over.as_str()), ("cache_type_k", "q8_0", "f16"));
     assert_eq!(gains.len(), 1);
     assert_eq!(gains[0].metric, Metric::PeakRssBytes);
     assert!((gains[0].pct - 25.0).abs() < 2.0, "{gains:?}");
@@ -182,7 +178,7 @@ fn a_lossless_setting_is_a_free_win_and_a_lossy_one_is_not() {
         q + rng.random_range(-0.005..0.005)
     });
     let found = findings(&lossy, &varied(), &DECODE);
-    let cache_win = |f: &Finding| matches!(f, Finding::FreeWin { setting, .. } if setting == "cache_type_k");
+    let cache_win = |f: &Finding| matches!(f, Finding::FreeWin { changes, .. } if changes[0].setting == "cache_type_k");
     assert!(!found.iter().any(cache_win), "{found:#?}");
 
     // Without any quality measure, nothing is called free.
@@ -216,10 +212,7 @@ fn one_combination_far_slower_than_its_neighbours_is_an_anomaly() {
     let ratio = expected / value;
     assert!((3.0..5.0).contains(&ratio), "{ratio}");
     let text = anomalies[0].markdown();
-    assert!(
-        text.starts_with(&format!("**Trial {odd} is an anomaly on decode tok/s**")),
-        "{text}"
-    );
+    assert!(text.starts_with(&format!("**Trial {odd} is an anomaly on decode tok/s**")), "{text}");
     assert!(text.contains("× lower"), "{text}");
 
     // The same study without the odd trial has no anomaly.

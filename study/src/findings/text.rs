@@ -87,6 +87,14 @@ fn condition_text(c: &Condition) -> String {
     format!("`{}` {op} {}", c.setting, value_name(&c.value))
 }
 
+/// "`a` = x instead of y", or for two: "`a` = x and `b` = z instead of y and w".
+fn change_text(changes: &[super::Change]) -> String {
+    let to: Vec<String> =
+        changes.iter().map(|c| format!("`{}` = {}", c.setting, value_name(&c.value))).collect();
+    let from: Vec<&str> = changes.iter().map(|c| value_name(&c.over)).collect();
+    format!("{} instead of {}", to.join(" and "), from.join(" and "))
+}
+
 fn names(settings: &[String]) -> String {
     settings.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
 }
@@ -121,7 +129,16 @@ impl Finding {
                 );
             }
             Finding::Effect {
-                setting, metric, base, log, levels, size_pct, p_value, peak, given, ..
+                setting,
+                metric,
+                base,
+                log,
+                levels,
+                size_pct,
+                p_value,
+                peak,
+                given,
+                ..
             } => {
                 let (best, worst) = (&levels[0], &levels[levels.len() - 1]);
                 let against = |l: &super::Level| match &l.vs_base {
@@ -165,7 +182,11 @@ impl Finding {
                 let each: Vec<String> = levels
                     .iter()
                     .filter_map(|l| {
-                        Some(format!("{} {}", value_name(&l.value), interval_text(*log, l.vs_base.as_ref()?)))
+                        Some(format!(
+                            "{} {}",
+                            value_name(&l.value),
+                            interval_text(*log, l.vs_base.as_ref()?)
+                        ))
                     })
                     .collect();
                 let _ = write!(
@@ -211,11 +232,17 @@ impl Finding {
                     );
                 }
             },
-            Finding::Interaction { settings: (a, b), bases, metric, log, cells, p_value, .. } => {
+            Finding::Interaction {
+                settings: (a, b), bases, metric, log, cells, p_value, ..
+            } => {
                 let mut ranked: Vec<&super::Cell> = cells.iter().collect();
                 // The combinations furthest from what the two effects alone predict first.
                 let off = |c: &super::Cell| {
-                    if *log { (c.vs_base.est / c.additive).ln().abs() } else { (c.vs_base.est - c.additive).abs() }
+                    if *log {
+                        (c.vs_base.est / c.additive).ln().abs()
+                    } else {
+                        (c.vs_base.est - c.additive).abs()
+                    }
                 };
                 ranked.sort_by(|x, y| off(y).total_cmp(&off(x)));
                 let shown: Vec<String> = ranked
@@ -247,7 +274,7 @@ impl Finding {
                     shown.join("; "),
                 );
             }
-            Finding::FreeWin { setting, value, over, gains, quality, trials } => {
+            Finding::FreeWin { changes, gains, quality, trials } => {
                 let gains: Vec<String> = gains
                     .iter()
                     .map(|g| {
@@ -267,9 +294,8 @@ impl Finding {
                     .collect();
                 let _ = write!(
                     s,
-                    "**Free win: `{setting}` = {} instead of {}**: {}, while every quality measure is shown equivalent (90 % intervals inside the margin: {}). Trials: {}.",
-                    value_name(value),
-                    value_name(over),
+                    "**Free win: {}**: {}, while every quality measure is shown equivalent (90 % intervals inside the margin: {}). Trials: {}.",
+                    change_text(changes),
                     gains.join("; "),
                     quality.join("; "),
                     trial_list(trials),
@@ -304,6 +330,14 @@ impl Finding {
                             r.of,
                             r.ran,
                         );
+                        if !r.also.is_empty() {
+                            let also: Vec<String> = r.also.iter().map(condition_text).collect();
+                            let _ = write!(
+                                s,
+                                " Every failure there also had {}, which no trial inside changed: the rule may need that too.",
+                                also.join(" and ")
+                            );
+                        }
                     }
                     None => {
                         let _ = write!(s, "**{cause_text}**: {} trials failed so.", trials.len());
@@ -385,9 +419,7 @@ pub const SECTIONS: [(&str, &str, Pick); 10] = [
     }),
     ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
     ("effects", "What each setting changes", |f| matches!(f, Finding::Effect { .. })),
-    ("interactions", "Settings that act together", |f| {
-        matches!(f, Finding::Interaction { .. })
-    }),
+    ("interactions", "Settings that act together", |f| matches!(f, Finding::Interaction { .. })),
     ("no_effect", "No effect, shown within the margin", |f| matches!(f, Finding::NoEffect { .. })),
     ("not_determined", "Not determined yet", |f| matches!(f, Finding::NotDetermined { .. })),
     ("anomalies", "Anomalies", |f| matches!(f, Finding::Anomaly { .. })),

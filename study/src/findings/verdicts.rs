@@ -14,7 +14,8 @@ use super::analysis::{Analysis, Tested};
 use super::design::value_of;
 use super::ols::{holm, t_p, t_quantile};
 use super::{
-    ALPHA, Finding, GAINS, Gain, Interval, Level, Margins, QUALITY, Undetermined,
+    ALPHA, Change, EQUIVALENCE, Finding, GAINS, Gain, INTERVAL, Interval, Level, Margins, QUALITY,
+    Undetermined,
 };
 use crate::study::{Goal, Metric};
 
@@ -87,7 +88,7 @@ fn contrasts(a: &Analysis, i: usize) -> Vec<(String, Option<(f64, f64)>)> {
 /// Whether every contrast's 90 % interval lies inside ±`m`: the two
 /// one-sided tests at 5 % each.
 fn equivalent(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) -> Option<bool> {
-    let t = t_quantile(1.0 - 2.0 * ALPHA, a.fit.df());
+    let t = t_quantile(EQUIVALENCE, a.fit.df());
     let mut all = true;
     for (_, e) in points {
         let (est, se) = (*e)?;
@@ -101,7 +102,7 @@ fn equivalent(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) -> 
 /// show it beyond noise, whichever comes sooner.
 fn more_trials(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) -> Option<usize> {
     let n = a.trials.len() as f64;
-    let t90 = t_quantile(1.0 - 2.0 * ALPHA, a.fit.df());
+    let t90 = t_quantile(EQUIVALENCE, a.fit.df());
     let t95 = t_quantile(1.0 - ALPHA, a.fit.df());
     let (est, se) = points
         .iter()
@@ -141,9 +142,12 @@ pub fn setting_findings(
     let factor = &a.design.factors[i];
     let setting = factor.setting.clone();
     let metric = a.metric;
-    let undetermined = |reason| Some(Finding::NotDetermined { setting: setting.clone(), metric, reason });
+    let undetermined =
+        |reason| Some(Finding::NotDetermined { setting: setting.clone(), metric, reason });
     match &a.mains[i] {
-        Tested::Aliased { with } => return undetermined(Undetermined::Aliased { with: with.clone() }),
+        Tested::Aliased { with } => {
+            return undetermined(Undetermined::Aliased { with: with.clone() });
+        }
         Tested::TooFew => return undetermined(Undetermined::TooFew),
         Tested::Tested { .. } => {}
     }
@@ -153,6 +157,7 @@ pub fn setting_findings(
         a.interacts(i).into_iter().map(|j| a.design.factors[j].setting.clone()).collect();
     let raw = levels(a, i);
     let base = factor.base();
+    let m = margin(a, margins);
     let level = |value: &str, vs: Option<Interval>| {
         let (median, trials) = raw
             .iter()
@@ -161,14 +166,32 @@ pub fn setting_findings(
             .unwrap_or((f64::NAN, vec![]));
         Level { value: value.to_string(), median, trials, vs_base: vs }
     };
-    let m = margin(a, margins);
-    if p <= ALPHA {
-        let base_level =
-            level(&base, Some(Interval { est: unit(a), lo: unit(a), hi: unit(a) }));
+    if p <= ALPHA && points.iter().all(|(_, e)| e.is_none()) {
+        // Beyond noise, but never tried away from the baseline's value with
+        // the others at theirs: the data cannot say what it does there.
+        let mut with = given.clone();
+        if with.is_empty() {
+            with = a
+                .design
+                .factors
+                .iter()
+                .filter(|f| f.setting != setting)
+                .map(|f| f.setting.clone())
+                .collect();
+        }
+        return undetermined(Undetermined::Aliased { with });
+    }
+    // An effect worth stating moves some value beyond the margin, its
+    // whole interval there: a smaller one is, for a reader, no effect (and
+    // is judged as such below), or not determined.
+    let t = t_quantile(INTERVAL, a.fit.df());
+    let beyond = points.iter().any(|(_, e)| e.is_some_and(|(est, se)| est.abs() - t * se > m));
+    if p <= ALPHA && beyond {
+        let base_level = level(&base, Some(Interval { est: unit(a), lo: unit(a), hi: unit(a) }));
         let mut ranked: Vec<(Level, f64)> = vec![(base_level, 0.0)];
         for (v, e) in &points {
             if let Some((est, se)) = e {
-                ranked.push((level(v, Some(interval(a, *est, *se, 1.0 - ALPHA))), *est));
+                ranked.push((level(v, Some(interval(a, *est, *se, INTERVAL))), *est));
             }
         }
         ranked.sort_by(|x, y| a.goal.oriented(y.1).total_cmp(&a.goal.oriented(x.1)));
@@ -196,7 +219,7 @@ pub fn setting_findings(
     }
     match equivalent(a, &points, m) {
         Some(true) => {
-            let t90 = 1.0 - 2.0 * ALPHA;
+            let t90 = EQUIVALENCE;
             let mut levels = vec![level(&base, None)];
             levels.extend(points.iter().filter_map(|(v, e)| {
                 let (est, se) = (*e)?;
@@ -239,7 +262,10 @@ fn interior_peak(a: &Analysis, i: usize, best: &str) -> bool {
     let points = f.points();
     let numbers: Vec<f64> = points.iter().filter_map(|v| v.parse().ok()).collect();
     let Ok(b) = best.parse::<f64>() else { return false };
-    let (lo, hi) = (numbers.iter().copied().fold(f64::MAX, f64::min), numbers.iter().copied().fold(f64::MIN, f64::max));
+    let (lo, hi) = (
+        numbers.iter().copied().fold(f64::MAX, f64::min),
+        numbers.iter().copied().fold(f64::MIN, f64::max),
+    );
     if !(lo < b && b < hi) {
         return false;
     }
@@ -257,9 +283,14 @@ fn interior_peak(a: &Analysis, i: usize, best: &str) -> bool {
 /// An interaction that survived correction: each combination of the two
 /// settings' values (the others at the baseline) against the baseline,
 /// and what the two effects alone would have made of it.
-pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64) -> Option<Finding> {
+pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) -> Option<Finding> {
     let (fx, fy) = (&a.design.factors[x], &a.design.factors[y]);
     let mut cells = Vec::new();
+    let m = margin(a, margins);
+    let t = t_quantile(INTERVAL, a.fit.df());
+    // Whether some combination where both differ from the baseline is off
+    // what the two alone give by more than the margin, beyond noise.
+    let mut matters = false;
     for vx in fx.points() {
         for vy in fy.points() {
             if vx == fx.base() && vy == fy.base() {
@@ -272,14 +303,26 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64) -> Option<Finding> 
                 continue;
             };
             let additive = if a.log { (ex + ey).exp() } else { ex + ey };
+            if vx != fx.base() && vy != fy.base() {
+                let rows = [
+                    a.design.contrast(&[(x, &vx), (y, &vy)]),
+                    a.design.contrast(&[(x, &vx)]),
+                    a.design.contrast(&[(y, &vy)]),
+                ];
+                let beyond: Vec<f64> =
+                    (0..rows[0].len()).map(|k| rows[0][k] - rows[1][k] - rows[2][k]).collect();
+                if let Some((d, d_se)) = a.contrast(&beyond) {
+                    matters |= d.abs() - t * d_se > m;
+                }
+            }
             cells.push(super::Cell {
                 values: (vx.clone(), vy.clone()),
-                vs_base: interval(a, est, se, 1.0 - ALPHA),
+                vs_base: interval(a, est, se, INTERVAL),
                 additive,
             });
         }
     }
-    if cells.is_empty() {
+    if !matters {
         return None;
     }
     Some(Finding::Interaction {
@@ -293,105 +336,166 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64) -> Option<Finding> 
     })
 }
 
-/// Free wins: for a setting, the value (not the baseline's) with a gain
-/// shown beyond noise on some speed or memory measure, no cost beyond the
-/// margin shown absent on any other, and every quality measure measured
-/// shown equivalent to the baseline's.
+/// Free wins: a change from the baseline (one setting's value, or two
+/// settings that act together changed at once) with a gain shown beyond
+/// noise and beyond the margin on some speed or memory measure, no cost
+/// beyond the margin shown absent on any other, and every quality measure
+/// measured shown equivalent to the baseline's. Per setting (or pair), the
+/// change with the largest gain.
 pub fn free_wins(analyses: &[Analysis], adjusted: &Adjusted, margins: &Margins) -> Vec<Finding> {
-    let mut settings: Vec<&str> = Vec::new();
-    for a in analyses {
-        for f in &a.design.factors {
-            if !settings.contains(&f.setting.as_str()) {
-                settings.push(&f.setting);
-            }
-        }
+    let quality: Vec<&Analysis> = analyses.iter().filter(|a| QUALITY.contains(&a.metric)).collect();
+    if quality.is_empty() {
+        return vec![];
     }
-    let quality: Vec<&Analysis> =
-        analyses.iter().filter(|a| QUALITY.contains(&a.metric)).collect();
     let mut out = Vec::new();
-    for setting in settings {
-        if quality.is_empty() {
-            break;
-        }
+    for group in candidate_groups(analyses, adjusted) {
         let mut best: Option<(f64, Finding)> = None;
-        let factor_of = |a: &Analysis| a.design.factors.iter().position(|f| f.setting == setting);
-        let Some(values) = analyses.iter().find_map(|a| {
-            factor_of(a).map(|i| (a.design.factors[i].points(), a.design.factors[i].base()))
-        }) else {
-            continue;
-        };
-        let (points, base) = values;
-        'value: for value in points.iter().filter(|v| **v != base) {
-            let mut gains = Vec::new();
-            let mut biggest = 0.0f64;
-            for (k, a) in analyses.iter().enumerate() {
-                if !GAINS.contains(&a.metric) {
-                    continue;
+        for change in combinations(analyses, &group) {
+            if let Some((gain, finding)) = free_win(analyses, adjusted, margins, &quality, &change)
+            {
+                if best.as_ref().is_none_or(|(b, _)| gain > *b) {
+                    best = Some((gain, finding));
                 }
-                let Some(i) = factor_of(a) else { continue };
-                let Some((est, se)) = a.contrast(&a.design.contrast(&[(i, value)])) else {
-                    continue 'value;
-                };
-                let oriented = a.goal.oriented(est);
-                let m = margin(a, margins);
-                let t90 = t_quantile(1.0 - 2.0 * ALPHA, a.fit.df());
-                let significant = adjusted.mains[k][i].is_some_and(|p| p <= ALPHA);
-                let shown_better =
-                    significant && oriented > 0.0 && t_p(est / se.max(f64::MIN_POSITIVE), a.fit.df()) <= ALPHA;
-                if shown_better {
-                    let iv = interval(a, est, se, 1.0 - ALPHA);
-                    let pct = better_pct(a, est);
-                    biggest = biggest.max(pct);
-                    let base_row = a.design.row(&a.design.base_settings());
-                    let without = a.natural(a.fit.predict(&base_row));
-                    let with = if a.log { without * iv.est } else { without + iv.est };
-                    gains.push(Gain { metric: a.metric, with, without, pct, interval: iv });
-                } else if oriented - t90 * se <= -m {
-                    // A cost not shown absent: not free.
-                    continue 'value;
-                }
-            }
-            if gains.is_empty() {
-                continue;
-            }
-            let mut held = Vec::new();
-            for a in &quality {
-                let Some(i) = factor_of(a) else { continue 'value };
-                let m = margin(a, margins);
-                let c = a.design.contrast(&[(i, value)]);
-                let Some((est, se)) = a.contrast(&c) else { continue 'value };
-                let points = [(value.clone(), Some((est, se)))];
-                if equivalent(a, &points, m) != Some(true) {
-                    continue 'value;
-                }
-                held.push((a.metric, interval(a, est, se, 1.0 - 2.0 * ALPHA)));
-            }
-            let trials = analyses
-                .iter()
-                .flat_map(|a| a.trials.iter())
-                .filter(|t| {
-                    let v = value_of(&t.settings, setting);
-                    v == *value || v == base
-                })
-                .map(|t| t.id)
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            let finding = Finding::FreeWin {
-                setting: setting.to_string(),
-                value: value.clone(),
-                over: base.clone(),
-                gains,
-                quality: held,
-                trials,
-            };
-            if best.as_ref().is_none_or(|(b, _)| biggest > *b) {
-                best = Some((biggest, finding));
             }
         }
         out.extend(best.map(|(_, f)| f));
     }
     out
+}
+
+/// The settings a free win may change: each alone, and each pair found
+/// to act together on some metric.
+fn candidate_groups(analyses: &[Analysis], adjusted: &Adjusted) -> Vec<Vec<String>> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for a in analyses {
+        for f in &a.design.factors {
+            if !groups.iter().any(|g| g.len() == 1 && g[0] == f.setting) {
+                groups.push(vec![f.setting.clone()]);
+            }
+        }
+    }
+    for (a, ps) in analyses.iter().zip(&adjusted.pairs) {
+        for (&(x, y, _), &p) in a.pairs.iter().zip(ps) {
+            let pair =
+                vec![a.design.factors[x].setting.clone(), a.design.factors[y].setting.clone()];
+            if p <= ALPHA && !groups.contains(&pair) {
+                groups.push(pair);
+            }
+        }
+    }
+    groups
+}
+
+/// Every change of a group's settings away from the baseline (each of
+/// them changed), as (setting, value, baseline's value).
+fn combinations(analyses: &[Analysis], group: &[String]) -> Vec<Vec<(String, String, String)>> {
+    let mut out: Vec<Vec<(String, String, String)>> = vec![vec![]];
+    for setting in group {
+        let Some(f) =
+            analyses.iter().flat_map(|a| &a.design.factors).find(|f| &f.setting == setting)
+        else {
+            return vec![];
+        };
+        let base = f.base();
+        let values: Vec<String> = f.points().into_iter().filter(|v| *v != base).collect();
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                values.iter().map(move |v| {
+                    let mut c = prefix.clone();
+                    c.push((setting.clone(), v.clone(), f.base()));
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// The change's contrast row in `a`, `None` where `a` does not model one
+/// of its settings.
+fn change_row(a: &Analysis, change: &[(String, String, String)]) -> Option<Vec<f64>> {
+    let at: Option<Vec<(usize, &str)>> = change
+        .iter()
+        .map(|(s, v, _)| Some((a.design.factors.iter().position(|f| &f.setting == s)?, v.as_str())))
+        .collect();
+    Some(a.design.contrast(&at?))
+}
+
+/// The free win `change` makes, with its largest gain in percent, if it is one.
+fn free_win(
+    analyses: &[Analysis],
+    adjusted: &Adjusted,
+    margins: &Margins,
+    quality: &[&Analysis],
+    change: &[(String, String, String)],
+) -> Option<(f64, Finding)> {
+    let mut gains = Vec::new();
+    let mut biggest = 0.0f64;
+    for (k, a) in analyses.iter().enumerate() {
+        if !GAINS.contains(&a.metric) {
+            continue;
+        }
+        let Some(row) = change_row(a, change) else { continue };
+        let (est, se) = a.contrast(&row)?;
+        let oriented = a.goal.oriented(est);
+        let m = margin(a, margins);
+        let t90 = t_quantile(EQUIVALENCE, a.fit.df());
+        let t95 = t_quantile(1.0 - ALPHA, a.fit.df());
+        let moved = change.iter().any(|(s, _, _)| {
+            let i = a.design.factors.iter().position(|f| &f.setting == s);
+            i.is_some_and(|i| adjusted.mains[k][i].is_some_and(|p| p <= ALPHA))
+        });
+        // A gain beyond the noise, and beyond the margin: no one changes a
+        // setting for less than they would call the same.
+        if moved && oriented - t95 * se > 0.0 && oriented > m {
+            let iv = interval(a, est, se, INTERVAL);
+            let pct = better_pct(a, est);
+            biggest = biggest.max(pct);
+            let base_row = a.design.row(&a.design.base_settings());
+            let without = a.natural(a.fit.predict(&base_row));
+            let with = if a.log { without * iv.est } else { without + iv.est };
+            gains.push(Gain { metric: a.metric, with, without, pct, interval: iv });
+        } else if oriented - t90 * se <= -m {
+            // A cost not shown absent: not free.
+            return None;
+        }
+    }
+    if gains.is_empty() {
+        return None;
+    }
+    let mut held = Vec::new();
+    for a in quality {
+        let row = change_row(a, change)?;
+        let (est, se) = a.contrast(&row)?;
+        let points = [(String::new(), Some((est, se)))];
+        if equivalent(a, &points, margin(a, margins)) != Some(true) {
+            return None;
+        }
+        held.push((a.metric, interval(a, est, se, EQUIVALENCE)));
+    }
+    let trials = analyses
+        .iter()
+        .flat_map(|a| a.trials.iter())
+        .filter(|t| {
+            change.iter().all(|(s, v, base)| {
+                let got = value_of(&t.settings, s);
+                got == *v || got == *base
+            })
+        })
+        .map(|t| t.id)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let changes = change
+        .iter()
+        .map(|(setting, value, over)| Change {
+            setting: setting.clone(),
+            value: value.clone(),
+            over: over.clone(),
+        })
+        .collect();
+    Some((biggest, Finding::FreeWin { changes, gains, quality: held, trials }))
 }
 
 /// Trials far off what the rest predict for their settings (see

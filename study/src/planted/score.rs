@@ -1,0 +1,252 @@
+//! Checks findings against a world's truth: which planted facts they
+//! recovered, and every claim the truth contradicts — an effect that is
+//! not there or points the wrong way, "no effect" on a real one, an
+//! interaction that is additive in truth, a free win that costs quality
+//! or gains nothing, an anomaly on a trial measured as it should be, a
+//! failure rule whose region mostly runs.
+
+use engine_bridge::Settings;
+
+use super::{Fact, Truth, World};
+use crate::findings::{Finding, Margins, holds};
+use crate::study::{Metric, Study};
+
+/// What a study's findings got right and wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Score {
+    /// Each planted fact and whether it was found.
+    pub facts: Vec<(Fact, bool)>,
+    /// Each claim the truth contradicts, said why.
+    pub wrong: Vec<String>,
+}
+
+impl Score {
+    pub fn found(&self) -> usize {
+        self.facts.iter().filter(|(_, f)| *f).count()
+    }
+}
+
+/// A rate's differences are compared as they are; anything else as a log ratio.
+fn rate(m: Metric) -> bool {
+    matches!(m, Metric::QualityScore | Metric::ContextPassRate)
+}
+
+/// How far `a` is from `b` on `m`'s scale.
+fn gap(m: Metric, a: f64, b: f64) -> f64 {
+    if rate(m) { a - b } else { (a / b).ln() }
+}
+
+/// The true value of `m` at the baseline with `changes`.
+fn truth_at(world: &World, base: &Settings, changes: &[(&str, &str)], m: Metric) -> Option<f64> {
+    let mut s = base.clone();
+    for (k, v) in changes {
+        s.insert(k.to_string(), v.to_string());
+    }
+    match (world.truth)(&s) {
+        Truth::Runs(metrics) => metrics.get(&m).copied(),
+        Truth::Fails(_) => None,
+    }
+}
+
+/// The margin a "no effect" claim on `m` promised, on its scale.
+fn margin(m: Metric, margins: &Margins) -> f64 {
+    let pct = |p: f64| (1.0 + p / 100.0).ln();
+    match m {
+        m if rate(m) => margins.quality_rate,
+        Metric::Perplexity => pct(margins.perplexity_pct),
+        m if m.name().ends_with("_bytes") => pct(margins.memory_pct),
+        _ => pct(margins.speed_pct),
+    }
+}
+
+/// The findings of `study` (run on `world`, `trials`) checked against the truth.
+pub fn score(
+    world: &World,
+    study: &Study,
+    trials: &[crate::findings::TrialFacts],
+    found: &[Finding],
+    margins: &Margins,
+) -> Score {
+    let base = &study.baseline;
+    let at = |changes: &[(&str, &str)], m: Metric| truth_at(world, base, changes, m);
+    let mut wrong = Vec::new();
+    for f in found {
+        match f {
+            Finding::Effect { setting, metric, goal, levels, .. } => {
+                let (b, w) = (&levels[0].value, &levels[levels.len() - 1].value);
+                let (Some(tb), Some(tw)) =
+                    (at(&[(setting, b)], *metric), at(&[(setting, w)], *metric))
+                else {
+                    continue;
+                };
+                let d = goal.oriented(gap(*metric, tb, tw));
+                if d.abs() < 0.005 {
+                    wrong.push(format!("invented effect: `{setting}` on {}", metric.name()));
+                } else if d < 0.0 {
+                    wrong.push(format!(
+                        "reversed effect: `{setting}` on {} ({b} best, {w} worst)",
+                        metric.name()
+                    ));
+                }
+            }
+            Finding::NoEffect { setting, metric, levels, .. } => {
+                let Some(t0) = at(&[], *metric) else { continue };
+                let worst = levels
+                    .iter()
+                    .filter_map(|l| {
+                        Some(gap(*metric, at(&[(setting, &l.value)], *metric)?, t0).abs())
+                    })
+                    .fold(0.0, f64::max);
+                if worst > margin(*metric, margins) + 0.01 {
+                    wrong.push(format!(
+                        "\"no effect\" on a real effect: `{setting}` on {}",
+                        metric.name()
+                    ));
+                }
+            }
+            Finding::Interaction { settings: (a, b), bases, metric, cells, .. } => {
+                let non_additive = cells
+                    .iter()
+                    .filter_map(|c| {
+                        let (va, vb) = (&c.values.0, &c.values.1);
+                        let both = at(&[(a, va), (b, vb)], *metric)?;
+                        let only_a = at(&[(a, va), (b, &bases.1)], *metric)?;
+                        let only_b = at(&[(a, &bases.0), (b, vb)], *metric)?;
+                        let none = at(&[(a, &bases.0), (b, &bases.1)], *metric)?;
+                        Some((gap(*metric, both, only_a) - gap(*metric, only_b, none)).abs())
+                    })
+                    .fold(0.0, f64::max);
+                if non_additive < 0.02 {
+                    wrong.push(format!("invented interaction: `{a}` × `{b}` on {}", metric.name()));
+                }
+            }
+            Finding::FreeWin { changes, gains, .. } => {
+                let to: Vec<(&str, &str)> =
+                    changes.iter().map(|c| (c.setting.as_str(), c.value.as_str())).collect();
+                let what: Vec<String> =
+                    changes.iter().map(|c| format!("`{}` = {}", c.setting, c.value)).collect();
+                let quality_lost =
+                    [Metric::QualityScore, Metric::ContextPassRate, Metric::Perplexity]
+                        .into_iter()
+                        .any(|m| {
+                            let (Some(with), Some(without)) = (at(&to, m), at(&[], m)) else {
+                                return false;
+                            };
+                            gap(m, with, without).abs() > margin(m, margins) + 0.005
+                        });
+                let no_gain = gains.iter().any(|g| {
+                    let (Some(with), Some(without)) = (at(&to, g.metric), at(&[], g.metric)) else {
+                        return true;
+                    };
+                    g.metric.natural_goal().oriented(gap(g.metric, with, without)) < 0.005
+                });
+                if quality_lost {
+                    wrong.push(format!("free win that costs quality: {}", what.join(" and ")));
+                }
+                if no_gain {
+                    wrong.push(format!("free win that gains nothing: {}", what.join(" and ")));
+                }
+            }
+            Finding::Anomaly { trial, metric, value, .. } => {
+                let Some(t) = trials.iter().find(|t| t.id == *trial) else { continue };
+                let truth = match (world.truth)(&t.settings) {
+                    Truth::Runs(m) => m.get(metric).copied(),
+                    Truth::Fails(_) => None,
+                };
+                if let Some(truth) = truth {
+                    let sd = if rate(*metric) {
+                        world.noise.quality
+                    } else {
+                        world.noise.speed.max(world.noise.memory)
+                    };
+                    if gap(*metric, *value, truth).abs() < 4.0 * sd {
+                        wrong.push(format!(
+                            "anomaly on a trial measured as it should be: trial {trial}"
+                        ));
+                    }
+                }
+            }
+            Finding::Failures { cause, rule: Some(rule), .. } => {
+                let inside: Vec<Settings> = study
+                    .space
+                    .grid()
+                    .take(100_000)
+                    .map(|c| {
+                        let mut s = base.clone();
+                        s.extend(c);
+                        s
+                    })
+                    .filter(|s| rule.conditions.iter().chain(&rule.also).all(|c| holds(c, s)))
+                    .collect();
+                let failing = inside.iter().filter(|s| fails_so(world, s, cause)).count();
+                if !inside.is_empty() && (failing as f64) < 0.9 * inside.len() as f64 {
+                    wrong.push(format!(
+                        "failure rule whose region mostly runs: {cause} ({failing} of {} fail)",
+                        inside.len()
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    let facts = world
+        .facts
+        .iter()
+        .map(|fact| (fact.clone(), recovered(fact, world, study, found, &wrong)))
+        .collect();
+    Score { facts, wrong }
+}
+
+/// Whether the truth says `settings` fail for `cause`.
+fn fails_so(world: &World, settings: &Settings, cause: &str) -> bool {
+    matches!((world.truth)(settings), Truth::Fails(c) if c == cause)
+}
+
+/// Whether the findings state `fact`.
+fn recovered(
+    fact: &Fact,
+    world: &World,
+    study: &Study,
+    found: &[Finding],
+    wrong: &[String],
+) -> bool {
+    let interacts = |s: &str, m: Metric| {
+        found.iter().any(|f| matches!(f, Finding::Interaction { settings: (a, b), metric, .. } if *metric == m && (a == s || b == s)))
+    };
+    let effect = |s: &str, m: Metric| {
+        found.iter().find_map(|f| match f {
+            Finding::Effect { setting, metric, levels, .. } if setting == s && *metric == m => {
+                Some(levels[0].value.clone())
+            }
+            _ => None,
+        })
+    };
+    match fact {
+        Fact::Effect { setting, metric } => effect(setting, *metric).is_some() || interacts(setting, *metric),
+        Fact::Peak { setting, metric, best } => effect(setting, *metric).is_some_and(|b| best.contains(&b)),
+        Fact::Interaction { a, b, metric } => found.iter().any(|f| {
+            matches!(f, Finding::Interaction { settings: (x, y), metric: m, .. }
+                if m == metric && ((x == a && y == b) || (x == b && y == a)))
+        }),
+        Fact::Lossless { setting, value } => found.iter().any(|f| {
+            matches!(f, Finding::FreeWin { changes, .. }
+                if changes.iter().any(|c| &c.setting == setting && &c.value == value))
+        }),
+        Fact::Lossy { setting, metric, .. } => effect(setting, *metric).is_some() || interacts(setting, *metric),
+        Fact::FailureRule { cause } => found.iter().any(|f| match f {
+            Finding::Failures { cause: c, rule: Some(rule), .. } if c == cause => {
+                // The rule's region is the truth's, over the whole grid.
+                study.space.grid().take(100_000).all(|c| {
+                    let mut s = study.baseline.clone();
+                    s.extend(c);
+                    let fails = fails_so(world, &s, cause);
+                    fails == rule.conditions.iter().all(|k| holds(k, &s))
+                }) && !wrong.iter().any(|w| w.contains("failure rule"))
+            }
+            _ => false,
+        }),
+        Fact::NoEffect { setting, metric } => found.iter().any(|f| {
+            matches!(f, Finding::NoEffect { setting: s, metric: m, .. } if s == setting && m == metric)
+        }),
+    }
+}

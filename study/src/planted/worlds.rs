@@ -1,0 +1,212 @@
+//! The planted worlds: llama-server studies whose true behaviour is a
+//! formula, so that every claim about them can be checked. Each states
+//! what a reader should learn from it ([`Fact`]s).
+
+use std::collections::BTreeMap;
+
+use engine_bridge::Settings;
+
+use super::{Fact, Noise, Truth, World};
+use crate::study::Metric;
+
+fn get<'a>(s: &'a Settings, k: &str) -> &'a str {
+    s.get(k).map_or("", String::as_str)
+}
+
+fn number(s: &Settings, k: &str) -> f64 {
+    get(s, k).parse().unwrap_or(0.0)
+}
+
+/// Bytes a K or V cache element takes, relative to f16.
+fn cache_bytes(t: &str) -> f64 {
+    match t {
+        "q8_0" => 0.53,
+        "q4_0" => 0.28,
+        _ => 1.0,
+    }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Eight llama-server settings with the seeds' behaviour: decode peaks at
+/// 8 threads; mixed K/V cache types fall off the fast kernel (0.4×);
+/// flash attention helps both speeds; the batch size moves prefill only;
+/// quantized caches save memory in proportion to the context; q8_0 is
+/// lossless and q4_0 K costs quality; mlock does nothing; flash attention
+/// off with an f16 K cache runs out of memory at 32k context.
+fn llama8(s: &Settings) -> Truth {
+    let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));
+    let fa = get(s, "flash_attn") == "on";
+    let ctx = number(s, "ctx_size");
+    if !fa && k == "f16" && ctx >= 32768.0 {
+        return Truth::Fails("out_of_memory");
+    }
+    let threads = number(s, "threads");
+    let batch = number(s, "batch_size");
+    let thread_curve = (-((threads.log2() - 3.0).powi(2)) / 1.5).exp();
+    let mixed = if k != v { 0.4 } else { 1.0 };
+    let decode = 40.0 * (0.3 + 0.7 * thread_curve) * mixed * if fa { 1.1 } else { 1.0 };
+    let prefill = 300.0
+        * (batch.min(1024.0) / 1024.0).powf(0.5)
+        * (threads / 16.0).powf(0.3)
+        * if fa { 1.25 } else { 1.0 };
+    let kv = ctx / 4096.0 * 0.25 * GIB * (cache_bytes(k) + cache_bytes(v)) / 2.0;
+    let rss = 4.0 * GIB + kv + batch * 2e5;
+    let quality = 0.70 - if k == "q4_0" { 0.10 } else { 0.0 };
+    Truth::Runs(
+        [
+            (Metric::DecodeTps, decode),
+            (Metric::PrefillTps, prefill),
+            (Metric::PeakRssBytes, rss),
+            (Metric::QualityScore, quality),
+        ]
+        .into(),
+    )
+}
+
+const LLAMA8: &str = r#"
+name = "llama8"
+profile = "p"
+model = "m"
+[space]
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+flash_attn = ["off", "on"]
+threads = [2, 4, 8, 16]
+batch_size = [128, 512, 2048]
+mlock = [false, true]
+ctx_size = [8192, 32768]
+[baseline]
+cache_type_k = "f16"
+cache_type_v = "f16"
+flash_attn = "on"
+threads = 4
+batch_size = 512
+mlock = false
+ctx_size = 8192
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "peak_rss_bytes"
+"#;
+
+fn llama8_facts() -> Vec<Fact> {
+    use Fact::*;
+    let s = String::from;
+    vec![
+        Peak { setting: s("threads"), metric: Metric::DecodeTps, best: vec![s("8")] },
+        Interaction { a: s("cache_type_k"), b: s("cache_type_v"), metric: Metric::DecodeTps },
+        Effect { setting: s("flash_attn"), metric: Metric::DecodeTps },
+        Effect { setting: s("batch_size"), metric: Metric::PrefillTps },
+        Effect { setting: s("cache_type_k"), metric: Metric::PeakRssBytes },
+        Lossless { setting: s("cache_type_k"), value: s("q8_0") },
+        Lossy { setting: s("cache_type_k"), value: s("q4_0"), metric: Metric::QualityScore },
+        FailureRule { cause: s("out_of_memory") },
+        NoEffect { setting: s("mlock"), metric: Metric::DecodeTps },
+    ]
+}
+
+/// The same study where nothing matters: every claim of an effect, an
+/// interaction, a free win or an anomaly is wrong.
+fn noise(_: &Settings) -> Truth {
+    Truth::Runs(
+        [
+            (Metric::DecodeTps, 40.0),
+            (Metric::PrefillTps, 300.0),
+            (Metric::PeakRssBytes, 5.0 * GIB),
+            (Metric::QualityScore, 0.7),
+        ]
+        .into(),
+    )
+}
+
+fn noise_facts() -> Vec<Fact> {
+    let s = String::from;
+    vec![
+        Fact::NoEffect { setting: s("mlock"), metric: Metric::DecodeTps },
+        Fact::NoEffect { setting: s("batch_size"), metric: Metric::PeakRssBytes },
+    ]
+}
+
+/// Numbers sampled along ranges (what random and model-based searches
+/// see): decode peaks at 12 threads and falls with the batch size beyond
+/// 512; the micro-batch moves prefill; a bystander (`top_k`) does nothing.
+fn ranges(s: &Settings) -> Truth {
+    let threads = number(s, "threads");
+    let batch = number(s, "batch_size");
+    let ubatch = number(s, "ubatch_size");
+    let decode = 50.0
+        * (1.0 - 0.5 * ((threads - 12.0) / 11.0).powi(2))
+        * (1.0 - 0.1 * (batch / 512.0).log2().max(0.0));
+    let prefill = 400.0 * (ubatch / 512.0).powf(0.35);
+    let rss = 3.0 * GIB + ubatch * 1e6;
+    let mut m: BTreeMap<Metric, f64> =
+        [(Metric::DecodeTps, decode), (Metric::PrefillTps, prefill), (Metric::PeakRssBytes, rss)]
+            .into();
+    m.insert(Metric::QualityScore, 0.8);
+    Truth::Runs(m)
+}
+
+const RANGES: &str = r#"
+name = "ranges"
+profile = "p"
+model = "m"
+[space]
+threads = { min = 1, max = 24, step = 1 }
+batch_size = { min = 64, max = 4096, log = true }
+ubatch_size = [64, 128, 256, 512, 1024]
+top_k = [1, 20, 40, 80]
+[baseline]
+threads = 4
+batch_size = 512
+ubatch_size = 512
+top_k = 40
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "prefill_tps"
+"#;
+
+fn ranges_facts() -> Vec<Fact> {
+    use Fact::*;
+    let s = String::from;
+    vec![
+        Peak {
+            setting: s("threads"),
+            metric: Metric::DecodeTps,
+            best: (9..=15).map(|t| t.to_string()).collect(),
+        },
+        Effect { setting: s("batch_size"), metric: Metric::DecodeTps },
+        Effect { setting: s("ubatch_size"), metric: Metric::PrefillTps },
+        Effect { setting: s("ubatch_size"), metric: Metric::PeakRssBytes },
+        NoEffect { setting: s("top_k"), metric: Metric::DecodeTps },
+    ]
+}
+
+/// Every world, by name.
+pub fn all() -> Vec<World> {
+    let noise_level = Noise { speed: 0.02, memory: 0.005, quality: 0.005 };
+    vec![
+        World {
+            name: "llama8",
+            study: LLAMA8.into(),
+            truth: llama8,
+            noise: noise_level,
+            facts: llama8_facts(),
+        },
+        World {
+            name: "noise",
+            study: LLAMA8.replace("llama8", "noise"),
+            truth: noise,
+            noise: noise_level,
+            facts: noise_facts(),
+        },
+        World {
+            name: "ranges",
+            study: RANGES.into(),
+            truth: ranges,
+            noise: noise_level,
+            facts: ranges_facts(),
+        },
+    ]
+}
