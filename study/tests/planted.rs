@@ -1,0 +1,117 @@
+//! Every strategy's real proposals on planted worlds, and the findings
+//! drawn from them checked claim by claim against the truth: no claim the
+//! truth contradicts, the planted facts found wherever the design can
+//! show them, and on pure noise no claim of any effect at all.
+
+use tunebook_study::findings::{self, Finding, Margins};
+use tunebook_study::planted::{self, Fact, Score, World};
+
+const BUDGET: usize = 80;
+const SEEDS: [u64; 2] = [1, 2];
+
+async fn run(world: &World, strategy: &str, seed: u64) -> (Vec<Finding>, Score) {
+    let study = world.study(strategy, seed, BUDGET);
+    let trials = world.run(&study, seed).await;
+    assert!(trials.len() >= BUDGET.min(40), "{strategy} ran {} trials", trials.len());
+    let varied: Vec<String> = study.def.space.keys().cloned().collect();
+    let objectives: Vec<_> = study.objectives.iter().map(|o| (o.metric, o.goal)).collect();
+    let margins = Margins::default();
+    let found = findings::findings_with(&trials, &varied, &objectives, &margins);
+    let score = planted::score(world, &study, &trials, &found, &margins);
+    (found, score)
+}
+
+fn world(name: &str) -> World {
+    planted::worlds().into_iter().find(|w| w.name == name).unwrap()
+}
+
+fn missed(score: &Score) -> Vec<&Fact> {
+    score.facts.iter().filter(|(_, ok)| !ok).map(|(f, _)| f).collect()
+}
+
+#[tokio::test]
+async fn no_strategy_s_findings_contradict_the_truth() {
+    for w in planted::worlds() {
+        for strategy in ["grid", "random", "two_phase", "motpe", "llm"] {
+            for seed in SEEDS {
+                let (found, score) = run(&w, strategy, seed).await;
+                assert!(
+                    score.wrong.is_empty(),
+                    "{} {strategy} seed {seed}: {:#?}\n{}",
+                    w.name,
+                    score.wrong,
+                    findings::markdown(&found)
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_searches_that_vary_every_setting_find_what_was_planted() {
+    let llama8 = world("llama8");
+    let ranges = world("ranges");
+    for strategy in ["random", "two_phase", "motpe", "llm"] {
+        for seed in SEEDS {
+            let (found, score) = run(&llama8, strategy, seed).await;
+            // Found by every search: the interaction, the peak, the lossy
+            // quantization, the effects; the free win of q8_0 K and V
+            // together and the exact failure rule only where the search
+            // ran enough trials around them.
+            let must = |f: &Fact| !matches!(f, Fact::Lossless { .. } | Fact::FailureRule { .. });
+            let lost: Vec<&Fact> = missed(&score).into_iter().filter(|f| must(f)).collect();
+            assert!(lost.is_empty(), "llama8 {strategy} seed {seed}: {lost:#?}\n{}", findings::markdown(&found));
+            let (found, score) = run(&ranges, strategy, seed).await;
+            let lost: Vec<&Fact> =
+                missed(&score).into_iter().filter(|f| !matches!(f, Fact::NoEffect { .. })).collect();
+            assert!(lost.is_empty(), "ranges {strategy} seed {seed}: {lost:#?}\n{}", findings::markdown(&found));
+        }
+    }
+}
+
+#[tokio::test]
+async fn on_pure_noise_nothing_is_claimed_to_matter() {
+    let noise = world("noise");
+    for strategy in ["grid", "random", "two_phase", "motpe", "llm"] {
+        for seed in SEEDS {
+            let (found, _) = run(&noise, strategy, seed).await;
+            let claims: Vec<&Finding> = found
+                .iter()
+                .filter(|f| {
+                    matches!(
+                        f,
+                        Finding::Effect { .. }
+                            | Finding::Interaction { .. }
+                            | Finding::FreeWin { .. }
+                            | Finding::Anomaly { .. }
+                            | Finding::Failures { .. }
+                    )
+                })
+                .collect();
+            assert!(claims.is_empty(), "noise {strategy} seed {seed}: {claims:#?}");
+            // What it can say: no effect, shown within the margin.
+            assert!(
+                found.iter().any(|f| matches!(f, Finding::NoEffect { .. })),
+                "noise {strategy} seed {seed}: {}",
+                findings::markdown(&found)
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_grid_cut_short_says_what_it_cannot_tell() {
+    // The grid's first 80 points never change the K cache type: the
+    // findings say nothing of them, and the failures' rule names the
+    // values every failure shared.
+    let llama8 = world("llama8");
+    let (found, score) = run(&llama8, "grid", 1).await;
+    assert!(score.wrong.is_empty(), "{:#?}", score.wrong);
+    assert!(!found.iter().any(|f| f.key().contains("cache_type_k")), "{}", findings::markdown(&found));
+    let rule = found.iter().find_map(|f| match f {
+        Finding::Failures { rule: Some(r), .. } => Some(r),
+        _ => None,
+    });
+    let rule = rule.expect("a rule for the out-of-memory failures");
+    assert!(rule.also.iter().any(|c| c.setting == "cache_type_k"), "{rule:?}");
+}
