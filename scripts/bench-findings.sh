@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Scores the findings on the planted worlds (study/src/planted): for each
+# world and strategy, the strategy's real proposals are run in-process on
+# an engine that is a formula with noise, and the findings drawn from them
+# are checked against the truth: planted facts found, and claims the
+# truth contradicts. No engine needed; under a minute in a release build.
+# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--verbose]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+cargo build --quiet --release -p tunebook-study --example bench_findings
+exec target/release/examples/bench_findings "$@"
