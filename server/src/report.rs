@@ -119,7 +119,8 @@ pub fn draft(
             ));
         }
     }
-    for key in ["no_effect", "anomalies", "failures", "ceiling", "drift"] {
+    cells.extend(section("interactions"));
+    for key in ["no_effect", "not_determined", "anomalies", "failures", "ceiling", "drift"] {
         cells.extend(section(key));
     }
     if let Some((first, _)) = objectives.first() {

@@ -171,7 +171,7 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
         })
         .collect();
     let varied: Vec<String> = def.space.keys().cloned().collect();
-    findings::findings(&facts, &varied, &objectives_of(def))
+    findings::findings_with(&facts, &varied, &objectives_of(def), &def.margins)
 }
 
 /// A study's trials by the class of machine they ran on, each class in

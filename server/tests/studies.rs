@@ -438,12 +438,12 @@ async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
             assert_eq!(t.state, TrialState::Done, "{t:?}");
         }
     }
-    // The findings draw the boundary and cite the trials.
+    // The findings state the rule and cite the trials.
     let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
     let markdown = found["markdown"].as_str().unwrap();
     assert!(
         markdown.contains(
-            "**out of memory at `ctx_size` ≥ 4096**: 2 trials failed so; every trial with `ctx_size` ≤ 2048 ran."
+            "**out of memory whenever `ctx_size` ≥ 4096**: the 2 trials run there all failed so; all 2 trials that ran lie outside it."
         ),
         "{markdown}"
     );

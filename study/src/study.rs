@@ -233,6 +233,14 @@ pub struct StudyDef {
     /// hardware do not compare.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub machines: Vec<String>,
+    /// What the findings call "the same": the equivalence margins a "no
+    /// effect" or a free win must be shown within.
+    #[serde(default, skip_serializing_if = "is_default_margins")]
+    pub margins: crate::findings::Margins,
+}
+
+fn is_default_margins(m: &crate::findings::Margins) -> bool {
+    *m == crate::findings::Margins::default()
 }
 
 /// Why a study's list of machines is wrong, if it is.
@@ -322,6 +330,7 @@ impl StudyDef {
             errors.push("the study needs a name".to_string());
         }
         errors.extend(machines_error(&self.machines));
+        errors.extend(self.margins.error());
         if !models.iter().any(|m| m == &self.model) {
             errors.push(format!(
                 "model `{}` is not in profile `{}` (it has {})",
@@ -576,6 +585,20 @@ min = "baseline - 1%"
 
     fn check(text: &str) -> Result<Study, StudyError> {
         StudyDef::from_toml(text)?.check(&Catalog::llama_server(), &["tiny".to_string()])
+    }
+
+    #[test]
+    fn margins_are_checked_and_kept() {
+        let text = SEEDS
+            .replace("[space]\n", "margins = { speed_pct = 5, quality_rate = 0.01 }\n[space]\n");
+        let study = check(&text).unwrap();
+        assert_eq!(study.def.margins.speed_pct, 5.0);
+        assert_eq!(study.def.margins.memory_pct, 3.0, "the rest keep their defaults");
+        let bad = SEEDS.replace("[space]\n", "margins = { speed_pct = 0 }\n[space]\n");
+        let e = check(&bad).unwrap_err().to_string();
+        assert!(e.contains("margins.speed_pct: 0 is not between 0 and 50 percent"), "{e}");
+        let unknown = SEEDS.replace("[space]\n", "margins = { speed = 5 }\n[space]\n");
+        assert!(StudyDef::from_toml(&unknown).is_err());
     }
 
     #[test]

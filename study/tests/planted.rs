@@ -60,11 +60,21 @@ async fn the_searches_that_vary_every_setting_find_what_was_planted() {
             // ran enough trials around them.
             let must = |f: &Fact| !matches!(f, Fact::Lossless { .. } | Fact::FailureRule { .. });
             let lost: Vec<&Fact> = missed(&score).into_iter().filter(|f| must(f)).collect();
-            assert!(lost.is_empty(), "llama8 {strategy} seed {seed}: {lost:#?}\n{}", findings::markdown(&found));
+            assert!(
+                lost.is_empty(),
+                "llama8 {strategy} seed {seed}: {lost:#?}\n{}",
+                findings::markdown(&found)
+            );
             let (found, score) = run(&ranges, strategy, seed).await;
-            let lost: Vec<&Fact> =
-                missed(&score).into_iter().filter(|f| !matches!(f, Fact::NoEffect { .. })).collect();
-            assert!(lost.is_empty(), "ranges {strategy} seed {seed}: {lost:#?}\n{}", findings::markdown(&found));
+            let lost: Vec<&Fact> = missed(&score)
+                .into_iter()
+                .filter(|f| !matches!(f, Fact::NoEffect { .. }))
+                .collect();
+            assert!(
+                lost.is_empty(),
+                "ranges {strategy} seed {seed}: {lost:#?}\n{}",
+                findings::markdown(&found)
+            );
         }
     }
 }
@@ -107,7 +117,11 @@ async fn a_grid_cut_short_says_what_it_cannot_tell() {
     let llama8 = world("llama8");
     let (found, score) = run(&llama8, "grid", 1).await;
     assert!(score.wrong.is_empty(), "{:#?}", score.wrong);
-    assert!(!found.iter().any(|f| f.key().contains("cache_type_k")), "{}", findings::markdown(&found));
+    assert!(
+        !found.iter().any(|f| f.key().contains("cache_type_k")),
+        "{}",
+        findings::markdown(&found)
+    );
     let rule = found.iter().find_map(|f| match f {
         Finding::Failures { rule: Some(r), .. } => Some(r),
         _ => None,

@@ -126,7 +126,7 @@ fn an_out_of_memory_boundary_is_drawn() {
     let failures = found.iter().find(|f| matches!(f, Finding::Failures { .. })).unwrap();
     let text = failures.markdown();
     assert!(
-        text.starts_with("**out of memory whenever `ctx_size` ≥ 32768**: every trial run so failed (5 of the 5 that failed so); all 15 trials outside it ran."),
+        text.starts_with("**out of memory whenever `ctx_size` ≥ 32768**: the 5 trials run there all failed so; all 15 trials that ran lie outside it."),
         "{text}"
     );
     assert!(text.contains("“cudaMalloc failed: out of memory”"), "{text}");

@@ -59,8 +59,8 @@ fn interval_text(log: bool, i: &Interval) -> String {
 }
 
 fn trial_list(ids: &[i64]) -> String {
-    let shown: Vec<String> = ids.iter().take(12).map(|i| i.to_string()).collect();
-    let more = ids.len().saturating_sub(12);
+    let shown: Vec<String> = ids.iter().take(8).map(|i| i.to_string()).collect();
+    let more = ids.len().saturating_sub(8);
     let rest = if more > 0 { format!(" and {more} more") } else { String::new() };
     format!("{}{rest}", shown.join(", "))
 }
@@ -93,6 +93,11 @@ fn change_text(changes: &[super::Change]) -> String {
         changes.iter().map(|c| format!("`{}` = {}", c.setting, value_name(&c.value))).collect();
     let from: Vec<&str> = changes.iter().map(|c| value_name(&c.over)).collect();
     format!("{} instead of {}", to.join(" and "), from.join(" and "))
+}
+
+/// How far an interval reaches from "no change", on its scale.
+fn reach(log: bool, i: &Interval) -> f64 {
+    if log { i.lo.ln().abs().max(i.hi.ln().abs()) } else { i.lo.abs().max(i.hi.abs()) }
 }
 
 fn names(settings: &[String]) -> String {
@@ -148,7 +153,7 @@ impl Finding {
                 let unit = if *log { "%" } else { " points" };
                 let _ = write!(
                     s,
-                    "**`{setting}` changes {}**: {} is best{}, {} worst{}, {:.1}{unit} apart, against the baseline's {} with the other settings there ({}, Holm-corrected).",
+                    "**`{setting}` changes {}**: {} is best{}, {} worst{}, {:.1}{unit} apart (against the baseline's {}, other settings held; {}, Holm-corrected).",
                     metric.label(),
                     value_name(&best.value),
                     against(best),
@@ -179,21 +184,18 @@ impl Finding {
                 } else {
                     format!("±{:.1} points", margin * 100.0)
                 };
-                let each: Vec<String> = levels
+                // The value that comes closest to the margin speaks for all.
+                let furthest = levels
                     .iter()
-                    .filter_map(|l| {
-                        Some(format!(
-                            "{} {}",
-                            value_name(&l.value),
-                            interval_text(*log, l.vs_base.as_ref()?)
-                        ))
-                    })
-                    .collect();
+                    .filter_map(|l| Some((l, l.vs_base.as_ref()?)))
+                    .max_by(|a, b| reach(*log, a.1).total_cmp(&reach(*log, b.1)));
+                let closest = furthest.map_or(String::new(), |(l, i)| {
+                    format!("; closest: {} {}", value_name(&l.value), interval_text(*log, i))
+                });
                 let _ = write!(
                     s,
-                    "**`{setting}` has no effect on {} beyond {within}**: every value's 90 % interval against the baseline's lies inside it (equivalence by two one-sided tests): {}. Trials: {}.",
+                    "**`{setting}` has no effect on {} beyond {within}**: every value's 90 % interval against the baseline's lies inside that (equivalence){closest}. Trials: {}.",
                     metric.label(),
-                    each.join("; "),
                     trial_list(&self.trials()),
                 );
             }
@@ -247,7 +249,7 @@ impl Finding {
                 ranked.sort_by(|x, y| off(y).total_cmp(&off(x)));
                 let shown: Vec<String> = ranked
                     .iter()
-                    .take(6)
+                    .take(4)
                     .map(|c| {
                         let alone = if *log {
                             format!("{:.2}×", c.additive)
@@ -279,7 +281,7 @@ impl Finding {
                     .iter()
                     .map(|g| {
                         format!(
-                            "{} {} → {} ({:.1} % better, {})",
+                            "{} {} → {} ({:.1} % better; {})",
                             g.metric.label(),
                             value_text(g.metric, g.without),
                             value_text(g.metric, g.with),
@@ -294,7 +296,7 @@ impl Finding {
                     .collect();
                 let _ = write!(
                     s,
-                    "**Free win: {}**: {}, while every quality measure is shown equivalent (90 % intervals inside the margin: {}). Trials: {}.",
+                    "**Free win: {}**: {}; quality shown equivalent ({}). Trials: {}.",
                     change_text(changes),
                     gains.join("; "),
                     quality.join("; "),
@@ -322,12 +324,15 @@ impl Finding {
                 match rule {
                     Some(r) => {
                         let when: Vec<String> = r.conditions.iter().map(condition_text).collect();
+                        let elsewhere = match r.of - r.failed {
+                            0 => String::new(),
+                            n => format!(" ({n} more failed so elsewhere)"),
+                        };
                         let _ = write!(
                             s,
-                            "**{cause_text} whenever {}**: every trial run so failed ({} of the {} that failed so); all {} trials outside it ran.",
+                            "**{cause_text} whenever {}**: the {} trials run there all failed so{elsewhere}; all {} trials that ran lie outside it.",
                             when.join(" and "),
                             r.failed,
-                            r.of,
                             r.ran,
                         );
                         if !r.also.is_empty() {
@@ -429,9 +434,42 @@ pub const SECTIONS: [(&str, &str, Pick); 10] = [
 ];
 
 /// One section's findings as a markdown list, or `None` when it has none.
+/// What is not determined yet comes one line a metric.
 pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
-    let items: Vec<String> =
-        findings.iter().filter(|f| pick(f)).map(|f| format!("- {}", f.markdown())).collect();
+    let mut items: Vec<String> = Vec::new();
+    let mut open: Vec<(Metric, Vec<String>)> = Vec::new();
+    for f in findings.iter().filter(|f| pick(f)) {
+        match f {
+            Finding::NotDetermined { setting, metric, reason } => {
+                let why = match reason {
+                    Undetermined::Aliased { with } if !with.is_empty() => {
+                        format!("changed only together with {}", names(with))
+                    }
+                    Undetermined::Aliased { .. } => "never changed on its own".into(),
+                    Undetermined::MoreTrials { about: Some(n) } => {
+                        format!("about {n} more trials would decide it")
+                    }
+                    Undetermined::MoreTrials { about: None } => {
+                        "many more trials would be needed".into()
+                    }
+                    Undetermined::TooFew => "too few trials".into(),
+                };
+                let item = format!("`{setting}` ({why})");
+                match open.iter_mut().find(|(m, _)| m == metric) {
+                    Some((_, list)) => list.push(item),
+                    None => open.push((*metric, vec![item])),
+                }
+            }
+            _ => items.push(format!("- {}", f.markdown())),
+        }
+    }
+    items.extend(open.into_iter().map(|(m, list)| {
+        format!(
+            "- **Not determined yet on {}**: {} — neither an effect nor its absence within the margin is shown yet.",
+            m.label(),
+            list.join(", ")
+        )
+    }));
     (!items.is_empty()).then(|| items.join("\n"))
 }
 
