@@ -99,6 +99,9 @@ pub fn draft(
                 (format!("config:best:{}", metric.name()), *trial)
             }
             Finding::Balanced { trial, .. } => ("config:balanced".to_string(), *trial),
+            Finding::Confirmed { trials, held: true, .. } if !trials.is_empty() => {
+                ("config:confirmed".to_string(), trials[0])
+            }
             _ => continue,
         };
         if shown.insert(trial) {

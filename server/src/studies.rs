@@ -21,7 +21,9 @@ use tunebook_app::types::{
     CheckView, ParetoPointView, ParetoView, SettingValues, StudyUpdate, TrialState, TrialView,
 };
 use tunebook_study::findings::{self, Finding, TrialFacts};
-use tunebook_study::{Goal, Metric, Observation, Study, StudyDef, StudyError, pareto, strategy};
+use tunebook_study::{
+    Goal, Metric, Observation, Study, StudyDef, StudyError, confirm, pareto, strategy,
+};
 
 use crate::db::queue;
 use crate::db::studies::{self, StudyState};
@@ -154,7 +156,15 @@ pub fn pareto_view(
 /// What a study's trials show (see [`tunebook_study::findings`]): trials cut
 /// off by a restart and configurations never run (pruned) are left out.
 pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
-    let facts: Vec<TrialFacts> = trials
+    let facts = facts_of(trials);
+    let varied: Vec<String> = def.space.keys().cloned().collect();
+    findings::findings_with(&facts, &varied, &objectives_of(def), &def.margins)
+}
+
+/// Trials as the findings see them: those that ended, neither pruned nor
+/// cut off by a restart.
+fn facts_of(trials: &[TrialView]) -> Vec<TrialFacts> {
+    trials
         .iter()
         .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
         .map(|t| TrialFacts {
@@ -169,9 +179,7 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
             role: t.role.clone(),
             drift_pct: t.drift_pct,
         })
-        .collect();
-    let varied: Vec<String> = def.space.keys().cloned().collect();
-    findings::findings_with(&facts, &varied, &objectives_of(def), &def.margins)
+        .collect()
 }
 
 /// A study's trials by the class of machine they ran on, each class in
@@ -429,18 +437,28 @@ impl History {
     }
 }
 
-/// Why the study should end now, if it should.
-fn stop_reason(study: &Study, h: &History, created_ms: i64) -> Option<String> {
+/// Why the search should end now, if it should, and whether the pick may
+/// still be confirmed (not when time is up). The trials reserved for
+/// confirmation (see [`tunebook_study::confirm`]) are not the search's.
+fn stop_reason(study: &Study, h: &History, created_ms: i64) -> Option<(String, bool)> {
     let budget = &study.def.budget;
-    if h.spent() >= budget.max_trials as usize {
-        return Some(format!("budget spent: {} trials", budget.max_trials));
+    let reserve = if h.machine.is_some() { 0 } else { confirm::reserve(study) };
+    if h.spent() + reserve >= budget.max_trials as usize {
+        return Some((format!("budget spent: {} trials", budget.max_trials), true));
     }
     if let Some(minutes) = budget.max_minutes {
         let elapsed = (crate::db::now_ms() - created_ms) as f64 / 60_000.0;
         if elapsed >= minutes {
-            return Some(format!("time budget spent: {minutes} minutes"));
+            return Some((format!("time budget spent: {minutes} minutes"), false));
         }
     }
+    search_over(study, h).map(|reason| (reason, true))
+}
+
+/// Why the search has nothing more to gain, if so: too much of the space
+/// out of reach, or no improvement for `patience` trials.
+fn search_over(study: &Study, h: &History) -> Option<String> {
+    let budget = &study.def.budget;
     let pruned = h.trials.iter().filter(|t| t.state == TrialState::Pruned).count();
     if pruned > 10 * budget.max_trials as usize + 100 {
         return Some(format!(
@@ -722,8 +740,9 @@ impl Studies {
                 _ => {}
             }
             history.refresh(ctx, &study, id).await?;
-            if let Some(reason) = stop_reason(&study, &history, row.created_ms) {
-                return conclude(ctx, id, StudyState::Done, &reason).await;
+            let stop = stop_reason(&study, &history, row.created_ms);
+            if let Some((reason, false)) = &stop {
+                return conclude(ctx, id, StudyState::Done, reason).await;
             }
             // Everything is compared with the baseline: without it, stop.
             let failed_baseline = history.trials.iter().find(|t| {
@@ -737,10 +756,20 @@ impl Studies {
                 );
                 return conclude(ctx, id, StudyState::Failed, &reason).await;
             }
-            let Some((config, role, note)) =
-                self.next(&study, &history, &[], strategy.as_ref()).await
-            else {
-                let reason = "every configuration the space allows has been tried".to_string();
+            let searched = match &stop {
+                Some(_) => None,
+                None => self.next(&study, &history, &[], strategy.as_ref()).await,
+            };
+            // The search is over: the pick is confirmed before it is named.
+            let step = searched.or_else(|| {
+                let facts = facts_of(&history.trials);
+                confirm::next(&study, &facts, history.spent())
+            });
+            let Some((config, role, note)) = step else {
+                let reason = stop.map_or_else(
+                    || "every configuration the space allows has been tried".to_string(),
+                    |(reason, _)| reason,
+                );
                 return conclude(ctx, id, StudyState::Done, &reason).await;
             };
             let part = StudyPart { study_id: id, role, note: &note };
@@ -797,6 +826,8 @@ impl Studies {
             let role = match last.role.as_deref() {
                 Some("baseline") => "baseline",
                 Some("rerun") => "rerun",
+                Some(confirm::ROLE_PICK) => confirm::ROLE_PICK,
+                Some(confirm::ROLE_BASE) => confirm::ROLE_BASE,
                 _ => "search",
             };
             return Some((
@@ -913,7 +944,8 @@ impl Studies {
                 if ended.contains_key(class) {
                     continue;
                 }
-                let mut end = stop_reason(study, h, row.created_ms).or_else(|| {
+                // Workers' picks are not confirmed (see `stop_reason`).
+                let mut end = stop_reason(study, h, row.created_ms).map(|(r, _)| r).or_else(|| {
                     let failed = h
                         .trials
                         .iter()

@@ -465,3 +465,60 @@ async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
     assert!(row.stop_reason.as_deref().unwrap().contains("the baseline"), "{row:?}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(profiles.path(), "even", &["--fake", "ok"]);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+    // Eight configurations the fake engine runs alike, a budget of 18: the
+    // search's best is only the luckiest, and three A-B pairs say so.
+    let def = json!({
+        "name": "confirm",
+        "profile": "even",
+        "model": "m",
+        "space": { "threads": [1, 2, 3, 4], "ctx_size": [1024, 2048] },
+        "baseline": { "threads": 1, "ctx_size": 1024 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 18, "confirm_pairs": 3 },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done, "{row:?}");
+    let trials: Vec<TrialView> =
+        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    let roles: Vec<&str> = trials.iter().map(|t| t.role.as_deref().unwrap_or("")).collect();
+    // The grid's eight, then the best of them and the baseline in turn;
+    // a second candidate would not fit in the four trials left.
+    assert_eq!(roles.len(), 14, "{roles:?}");
+    assert_eq!(roles[8..], ["confirm", "confirm_base"].repeat(3), "{roles:?}");
+    // The best search trial, the first of equals.
+    let best = trials[..8]
+        .iter()
+        .filter(|t| t.role.as_deref() == Some("search"))
+        .reduce(|a, b| if b.decode_tps > a.decode_tps { b } else { a })
+        .unwrap();
+    for pair in trials[8..].chunks(2) {
+        assert_eq!(pair[0].settings, best.settings, "the pick: {pair:?}");
+        assert_eq!(pair[1].settings, trials[0].settings, "the baseline: {pair:?}");
+    }
+    // The findings say whether it held up, with the paired ratio.
+    let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
+    let confirmed = found["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "confirmed");
+    let confirmed = confirmed.unwrap_or_else(|| panic!("{found}"));
+    assert_eq!(confirmed["pairs"], 3);
+    assert_eq!(confirmed["trials"].as_array().unwrap().len(), 6);
+    let markdown = found["markdown"].as_str().unwrap();
+    let held = confirmed["held"].as_bool().unwrap();
+    let expected = if held { "**Confirmed pick**" } else { "**Not confirmed**" };
+    assert!(
+        markdown.contains(expected) && markdown.contains("interleaved with the baseline"),
+        "{markdown}"
+    );
+    server.stop().await;
+}

@@ -4,6 +4,7 @@
 //! configuration ([`strategy`]). Nothing here launches an engine; the
 //! server's study runner does.
 
+pub mod confirm;
 pub mod expr;
 pub mod findings;
 pub mod limits;

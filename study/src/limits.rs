@@ -19,6 +19,8 @@ pub const MAX_CONSTRAINTS: usize = 32;
 pub const MAX_TARGETS: usize = 16;
 /// Most trials a budget may allow.
 pub const MAX_TRIALS: u32 = 100_000;
+/// Most pairs a pick is confirmed with.
+pub const MAX_CONFIRM_PAIRS: u32 = 20;
 /// Most machines named.
 pub const MAX_MACHINES: usize = 64;
 
@@ -46,6 +48,12 @@ pub fn check(def: &StudyDef) -> Vec<String> {
         ));
     }
     let b = &def.budget;
+    if b.confirm_pairs != 0 && !(3..=MAX_CONFIRM_PAIRS).contains(&b.confirm_pairs) {
+        errors.push(format!(
+            "budget.confirm_pairs: {}, not 0 (no confirmation) nor between 3 and {MAX_CONFIRM_PAIRS}",
+            b.confirm_pairs
+        ));
+    }
     for (what, value, limit) in [
         ("budget.max_minutes", b.max_minutes, 525_600.0),
         ("budget.drift_pct", Some(b.drift_pct), 10_000.0),

@@ -150,6 +150,10 @@ pub struct Budget {
     /// Skip the slower probes (quality, context, depth, concurrency) of a
     /// trial another trial beats by more than 20 % in decode and prefill.
     pub skip_dominated: bool,
+    /// Before the best configuration is named, it is run again this many
+    /// times interleaved with the baseline (A-B-A-B…), out of the budget;
+    /// 0 names it without (see [`crate::confirm`]). At least 3.
+    pub confirm_pairs: u32,
 }
 
 impl Default for Budget {
@@ -162,6 +166,7 @@ impl Default for Budget {
             rerun_baseline_every: None,
             drift_pct: 5.0,
             skip_dominated: true,
+            confirm_pairs: 3,
         }
     }
 }

@@ -37,7 +37,7 @@ const MIN_NOISE_DF: usize = 3;
 pub enum Tested {
     /// The p-value (before correction for the other tests) and its degrees
     /// of freedom.
-    Tested { p: f64, df: usize },
+    Ran { p: f64, df: usize },
     /// The design moved it only together with these settings.
     Aliased { with: Vec<String> },
     /// Too few trials to leave any noise to judge by.
@@ -206,7 +206,7 @@ impl Analysis {
                     return Tested::Aliased { with: partners(design, i, &self.trials) };
                 }
                 match f_test(&reduced, &full, floor) {
-                    Some((p, df)) => Tested::Tested { p, df },
+                    Some((p, df)) => Tested::Ran { p, df },
                     None => Tested::TooFew,
                 }
             })

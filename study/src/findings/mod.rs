@@ -18,6 +18,7 @@
 //! - the decode ceiling, and drift of the baseline between its runs.
 
 mod analysis;
+pub mod confirmed;
 mod design;
 mod ols;
 mod rules;
@@ -201,6 +202,17 @@ pub struct Cell {
 pub enum Finding {
     /// The best trial on an objective.
     Best { metric: Metric, goal: Goal, trial: i64, value: f64, settings: Settings },
+    /// A pick run again interleaved with the baseline once the search was
+    /// over: the paired ratio on the first objective (95 % interval), and
+    /// whether it held up, better than the baseline beyond noise.
+    Confirmed {
+        settings: Settings,
+        metric: Metric,
+        ratio: Interval,
+        pairs: usize,
+        trials: Vec<i64>,
+        held: bool,
+    },
     /// The Pareto-front trial closest to the best of every objective at once
     /// (each objective scaled over the front).
     Balanced { trial: i64, values: Vec<(Metric, f64)>, settings: Settings, front: Vec<i64> },
@@ -304,6 +316,21 @@ pub fn findings_with(
         }
     }
     out.extend(balanced(&done, objectives));
+    if let Some(&(metric, goal)) = objectives.first() {
+        for c in confirmed::confirmations(trials, metric) {
+            let Some((ratio, held)) = c.verdict(goal) else { continue };
+            let trials = c.pairs.iter().flat_map(|(a, b, _, _)| [*a, *b]).collect();
+            let pairs = c.pairs.len();
+            out.push(Finding::Confirmed {
+                settings: c.settings,
+                metric,
+                ratio,
+                pairs,
+                trials,
+                held,
+            });
+        }
+    }
     let baseline = trials
         .iter()
         .find(|t| t.role.as_deref() == Some("baseline"))
@@ -472,7 +499,9 @@ impl Finding {
             Finding::Effect { levels, .. } | Finding::NoEffect { levels, .. } => {
                 levels.iter().flat_map(|l| l.trials.iter().copied()).collect()
             }
-            Finding::Failures { trials, .. } | Finding::FreeWin { trials, .. } => trials.clone(),
+            Finding::Failures { trials, .. }
+            | Finding::FreeWin { trials, .. }
+            | Finding::Confirmed { trials, .. } => trials.clone(),
             Finding::Ceiling { trial, .. } => vec![*trial],
             Finding::NotDetermined { .. } | Finding::Interaction { .. } => vec![],
             Finding::Drift { baseline, flagged, .. } => {
@@ -489,6 +518,9 @@ impl Finding {
         match self {
             Finding::Best { metric, .. } => format!("best:{}", metric.name()),
             Finding::Balanced { .. } => "balanced".into(),
+            Finding::Confirmed { trials, .. } => {
+                format!("confirmed:{}", trials.first().copied().unwrap_or_default())
+            }
             Finding::Effect { setting, metric, .. } => {
                 format!("effect:{setting}:{}", metric.name())
             }

@@ -119,6 +119,28 @@ impl Finding {
                     config_text(settings)
                 );
             }
+            Finding::Confirmed { settings, metric, ratio, pairs, trials, held } => {
+                let how = format!(
+                    "run again {pairs} times interleaved with the baseline (A-B-A-B), its {} {} the baseline's, paired",
+                    metric.label(),
+                    interval_text(true, ratio)
+                );
+                if *held {
+                    let _ = write!(
+                        s,
+                        "**Confirmed pick**: `{}`, {how}: it holds up. Trials: {}.",
+                        config_text(settings),
+                        trial_list(trials)
+                    );
+                } else {
+                    let _ = write!(
+                        s,
+                        "**Not confirmed**: `{}`, {how}: not better than the baseline beyond noise, so it is not named; the search's measurement of it was luck or drift. Trials: {}.",
+                        config_text(settings),
+                        trial_list(trials)
+                    );
+                }
+            }
             Finding::Balanced { trial, values, settings, front } => {
                 let values: Vec<String> = values
                     .iter()
@@ -420,7 +442,7 @@ pub type Pick = fn(&Finding) -> bool;
 /// find their cells by it), a title and which findings it holds.
 pub const SECTIONS: [(&str, &str, Pick); 10] = [
     ("best", "Best configurations", |f| {
-        matches!(f, Finding::Best { .. } | Finding::Balanced { .. })
+        matches!(f, Finding::Best { .. } | Finding::Balanced { .. } | Finding::Confirmed { .. })
     }),
     ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
     ("effects", "What each setting changes", |f| matches!(f, Finding::Effect { .. })),

@@ -30,7 +30,7 @@ pub fn adjust(analyses: &[Analysis]) -> Adjusted {
     let mut raw = Vec::new();
     for a in analyses {
         for m in &a.mains {
-            if let Tested::Tested { p, .. } = m {
+            if let Tested::Ran { p, .. } = m {
                 raw.push(*p);
             }
         }
@@ -43,7 +43,7 @@ pub fn adjust(analyses: &[Analysis]) -> Adjusted {
         out.mains.push(
             a.mains
                 .iter()
-                .map(|m| matches!(m, Tested::Tested { .. }).then(|| next.next().unwrap_or(1.0)))
+                .map(|m| matches!(m, Tested::Ran { .. }).then(|| next.next().unwrap_or(1.0)))
                 .collect(),
         );
         out.pairs.push(a.pairs.iter().map(|_| next.next().unwrap_or(1.0)).collect());
@@ -149,7 +149,7 @@ pub fn setting_findings(
             return undetermined(Undetermined::Aliased { with: with.clone() });
         }
         Tested::TooFew => return undetermined(Undetermined::TooFew),
-        Tested::Tested { .. } => {}
+        Tested::Ran { .. } => {}
     }
     let p = adjusted_p?;
     let points = contrasts(a, i);
@@ -352,10 +352,9 @@ pub fn free_wins(analyses: &[Analysis], adjusted: &Adjusted, margins: &Margins) 
         let mut best: Option<(f64, Finding)> = None;
         for change in combinations(analyses, &group) {
             if let Some((gain, finding)) = free_win(analyses, adjusted, margins, &quality, &change)
+                && best.as_ref().is_none_or(|(b, _)| gain > *b)
             {
-                if best.as_ref().is_none_or(|(b, _)| gain > *b) {
-                    best = Some((gain, finding));
-                }
+                best = Some((gain, finding));
             }
         }
         out.extend(best.map(|(_, f)| f));

@@ -1,0 +1,180 @@
+//! Confirming a pick before it is named. A search's best trial is the
+//! luckiest of many measurements; so once the search is over, the best
+//! configuration is run again interleaved with the baseline (A-B-A-B…,
+//! `budget.confirm_pairs` pairs, reserved out of the budget), and named
+//! only if the paired ratio on the first objective shows it better than
+//! the baseline beyond noise. One that does not hold up is replaced by the
+//! next best, while the budget lasts. The runner asks [`next`] for each
+//! trial of this phase; the findings read the outcome with
+//! [`confirmations`].
+
+use engine_bridge::Settings;
+
+use crate::findings::TrialFacts;
+pub use crate::findings::confirmed::{Confirmation, ROLE_BASE, ROLE_PICK, confirmations};
+use crate::study::Study;
+
+/// At most this many candidates are confirmed, best first.
+const MAX_CANDIDATES: usize = 3;
+
+/// The trials reserved for confirmation out of the study's budget: one
+/// candidate's pairs, where the budget is at least three times that.
+pub fn reserve(study: &Study) -> usize {
+    let pairs = study.def.budget.confirm_pairs as usize;
+    if pairs == 0 || (study.def.budget.max_trials as usize) < 6 * pairs { 0 } else { 2 * pairs }
+}
+
+/// The next trial of the confirmation phase, once the search is over
+/// (`spent`: trials counted against the budget): a run of the pick or of
+/// the baseline, with its role and why; `None` when a pick held up, no
+/// candidate is left, or the budget cannot take another full confirmation.
+pub fn next(
+    study: &Study,
+    trials: &[TrialFacts],
+    spent: usize,
+) -> Option<(Settings, &'static str, String)> {
+    let pairs = study.def.budget.confirm_pairs as usize;
+    if reserve(study) == 0 {
+        return None;
+    }
+    let first = study.objectives.first()?;
+    let left = (study.def.budget.max_trials as usize).saturating_sub(spent);
+    let done = confirmations(trials, first.metric);
+    if done.iter().any(|c| c.pairs.len() >= pairs && c.verdict(first.goal).is_some_and(|v| v.1)) {
+        return None;
+    }
+    if let Some(c) = done.last().filter(|c| !c.failed && c.pairs.len() < pairs) {
+        if left == 0 {
+            return None;
+        }
+        let n = c.pairs.len() + 1;
+        return Some(if c.pending {
+            (
+                study.baseline.clone(),
+                ROLE_BASE,
+                format!("confirmation: the baseline, pair {n} of {pairs}"),
+            )
+        } else {
+            (c.settings.clone(), ROLE_PICK, format!("confirmation: the pick, pair {n} of {pairs}"))
+        });
+    }
+    if done.len() >= MAX_CANDIDATES || left < 2 * pairs {
+        return None;
+    }
+    let tried: Vec<&Settings> = done.iter().map(|c| &c.settings).collect();
+    let pick = candidates(study, trials).into_iter().find(|s| !tried.contains(&s))?;
+    let which = if done.is_empty() {
+        "the search's best"
+    } else {
+        "the next best, the last not holding up"
+    };
+    Some((pick, ROLE_PICK, format!("confirmation of {which}: pair 1 of {pairs}")))
+}
+
+/// The search's feasible configurations other than the baseline, best
+/// first on the first objective (each by its best run).
+fn candidates(study: &Study, trials: &[TrialFacts]) -> Vec<Settings> {
+    let Some(first) = study.objectives.first() else { return vec![] };
+    let baseline =
+        trials.iter().find(|t| t.role.as_deref() == Some("baseline")).map(|t| &t.metrics);
+    let mut ranked: Vec<(f64, &Settings)> = trials
+        .iter()
+        .filter(|t| t.done && t.role.as_deref() == Some("search") && t.settings != study.baseline)
+        .filter(|t| study.observe(t.settings.clone(), Some(&t.metrics), baseline).feasible)
+        .filter_map(|t| Some((first.goal.oriented(*t.metrics.get(&first.metric)?), &t.settings)))
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut out: Vec<Settings> = Vec::new();
+    for (_, s) in ranked {
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::testing;
+    use crate::study::{Goal, Metric};
+
+    fn trial(id: i64, settings: &Settings, role: &str, decode: Option<f64>) -> TrialFacts {
+        TrialFacts {
+            id,
+            settings: settings.clone(),
+            done: decode.is_some(),
+            metrics: decode
+                .map(|d| [(Metric::DecodeTps, d), (Metric::PeakRssBytes, 1.0)].into())
+                .unwrap_or_default(),
+            role: Some(role.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Plays the confirmation phase through, each run measured by `decode`.
+    fn play(
+        study: &Study,
+        trials: &mut Vec<TrialFacts>,
+        decode: impl Fn(&Settings) -> f64,
+    ) -> Vec<&'static str> {
+        let mut roles = Vec::new();
+        while let Some((settings, role, _)) = next(study, trials, trials.len()) {
+            let id = trials.len() as i64 + 1;
+            trials.push(trial(id, &settings, role, Some(decode(&settings))));
+            roles.push(role);
+        }
+        roles
+    }
+
+    #[test]
+    fn a_pick_that_holds_up_is_confirmed_in_interleaved_pairs() {
+        let study = testing::study("random", "");
+        let base = study.baseline.clone();
+        let mut good = base.clone();
+        good.insert("threads".into(), "12".into());
+        let mut lucky = base.clone();
+        lucky.insert("threads".into(), "8".into());
+        // The search: `lucky` measured best once, but runs as the baseline.
+        let mut trials = vec![
+            trial(1, &base, "baseline", Some(20.0)),
+            trial(2, &lucky, "search", Some(40.0)),
+            trial(3, &good, "search", Some(30.0)),
+        ];
+        let truth = |s: &Settings| if *s == good { 30.0 } else { 20.0 };
+        let roles = play(&study, &mut trials, truth);
+        // `lucky` A-B three times, not holding up; then `good`, which does.
+        assert_eq!(roles, [ROLE_PICK, ROLE_BASE].repeat(6));
+        let done = confirmations(&trials, Metric::DecodeTps);
+        assert_eq!(done.len(), 2);
+        assert_eq!(done[0].settings, lucky);
+        assert!(!done[0].verdict(Goal::Max).unwrap().1, "no better than the baseline");
+        assert_eq!(done[1].settings, good);
+        let (ratio, held) = done[1].verdict(Goal::Max).unwrap();
+        assert!(held && (ratio.est - 1.5).abs() < 0.01, "{ratio:?}");
+        // The pairs interleave: each pick's run followed by the baseline's.
+        assert!(done[1].pairs.iter().all(|(a, b, _, _)| b - a == 1));
+    }
+
+    #[test]
+    fn a_small_budget_confirms_nothing_and_a_failed_run_does_not_hold() {
+        let small = testing::study("random", "").def.clone();
+        let mut small = small;
+        small.budget.max_trials = 10;
+        let study = small.check(&engine_bridge::Catalog::llama_server(), &["m".into()]).unwrap();
+        assert_eq!(reserve(&study), 0);
+        assert_eq!(next(&study, &[], 5), None);
+
+        let study = testing::study("random", "");
+        let mut pick = study.baseline.clone();
+        pick.insert("threads".into(), "12".into());
+        let trials = vec![
+            trial(1, &study.baseline, "baseline", Some(20.0)),
+            trial(2, &pick, "search", Some(30.0)),
+            trial(3, &pick, ROLE_PICK, None),
+        ];
+        let done = confirmations(&trials, Metric::DecodeTps);
+        assert!(done[0].failed);
+        assert_eq!(next(&study, &trials, 3), None, "no other candidate");
+    }
+}
