@@ -474,17 +474,17 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
     let mut settings = TestServer::settings(data.path().to_path_buf());
     settings.profiles_dir = profiles.path().to_path_buf();
     let server = TestServer::start_with(settings, data).await;
-    // Eight configurations the fake engine runs alike, a budget of 18: the
-    // search's best is only the luckiest, and three A-B pairs say so.
+    // Fifteen configurations the fake engine runs alike, a budget of 22:
+    // the search's best is only the luckiest, and three A-B pairs say so.
     let def = json!({
         "name": "confirm",
         "profile": "even",
         "model": "m",
-        "space": { "threads": [1, 2, 3, 4], "ctx_size": [1024, 2048] },
+        "space": { "threads": [1, 2, 3, 4, 5], "ctx_size": [1024, 2048, 4096] },
         "baseline": { "threads": 1, "ctx_size": 1024 },
         "objectives": [{ "metric": "decode_tps" }],
         "strategy": { "kind": "grid" },
-        "budget": { "max_trials": 18, "confirm_pairs": 3 },
+        "budget": { "max_trials": 22, "confirm_pairs": 3 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
     let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
@@ -493,17 +493,17 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
     let trials: Vec<TrialView> =
         get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
     let roles: Vec<&str> = trials.iter().map(|t| t.role.as_deref().unwrap_or("")).collect();
-    // The grid's eight, then the best of them and the baseline in turn;
-    // a second candidate would not fit in the four trials left.
-    assert_eq!(roles.len(), 14, "{roles:?}");
-    assert_eq!(roles[8..], ["confirm", "confirm_base"].repeat(3), "{roles:?}");
+    // The grid's fifteen, then the best of them and the baseline in turn;
+    // a second candidate would not fit in the one trial left.
+    assert_eq!(roles.len(), 21, "{roles:?}");
+    assert_eq!(roles[15..], ["confirm", "confirm_base"].repeat(3), "{roles:?}");
     // The best search trial, the first of equals.
-    let best = trials[..8]
+    let best = trials[..15]
         .iter()
         .filter(|t| t.role.as_deref() == Some("search"))
         .reduce(|a, b| if b.decode_tps > a.decode_tps { b } else { a })
         .unwrap();
-    for pair in trials[8..].chunks(2) {
+    for pair in trials[15..].chunks(2) {
         assert_eq!(pair[0].settings, best.settings, "the pick: {pair:?}");
         assert_eq!(pair[1].settings, trials[0].settings, "the baseline: {pair:?}");
     }

@@ -27,7 +27,8 @@ pub fn reserve(study: &Study) -> usize {
 /// The next trial of the confirmation phase, once the search is over
 /// (`spent`: trials counted against the budget): a run of the pick or of
 /// the baseline, with its role and why; `None` when a pick held up, no
-/// candidate is left, or the budget cannot take another full confirmation.
+/// candidate is left, the budget cannot take another full confirmation, or
+/// the search ran too few trials for its best to be luck.
 pub fn next(
     study: &Study,
     trials: &[TrialFacts],
@@ -59,6 +60,12 @@ pub fn next(
         });
     }
     if done.len() >= MAX_CANDIDATES || left < 2 * pairs {
+        return None;
+    }
+    // A best among a handful is hardly luck: a search that measured fewer
+    // than four trials a pair names its best as measured.
+    let searched = trials.iter().filter(|t| t.done && t.role.as_deref() == Some("search")).count();
+    if searched < 4 * pairs {
         return None;
     }
     let tried: Vec<&Settings> = done.iter().map(|c| &c.settings).collect();
@@ -135,12 +142,19 @@ mod tests {
         good.insert("threads".into(), "12".into());
         let mut lucky = base.clone();
         lucky.insert("threads".into(), "8".into());
-        // The search: `lucky` measured best once, but runs as the baseline.
+        // The search: `lucky` measured best once, but runs as the baseline;
+        // ten others slower still.
         let mut trials = vec![
             trial(1, &base, "baseline", Some(20.0)),
             trial(2, &lucky, "search", Some(40.0)),
             trial(3, &good, "search", Some(30.0)),
         ];
+        for k in 1..=10 {
+            let mut other = base.clone();
+            other.insert("batch_size".into(), (64 * k).to_string());
+            trials.push(trial(trials.len() as i64 + 1, &other, "search", Some(10.0)));
+        }
+        let search_end = trials.len() as i64;
         let truth = |s: &Settings| if *s == good { 30.0 } else { 20.0 };
         let roles = play(&study, &mut trials, truth);
         // `lucky` A-B three times, not holding up; then `good`, which does.
@@ -154,6 +168,11 @@ mod tests {
         assert!(held && (ratio.est - 1.5).abs() < 0.01, "{ratio:?}");
         // The pairs interleave: each pick's run followed by the baseline's.
         assert!(done[1].pairs.iter().all(|(a, b, _, _)| b - a == 1));
+        assert_eq!(done[0].pairs[0].0, search_end + 1, "right after the search");
+
+        // A search of two trials names its best as measured.
+        let short: Vec<TrialFacts> = trials[..3].to_vec();
+        assert_eq!(next(&study, &short, 3), None);
     }
 
     #[test]
@@ -168,13 +187,12 @@ mod tests {
         let study = testing::study("random", "");
         let mut pick = study.baseline.clone();
         pick.insert("threads".into(), "12".into());
-        let trials = vec![
-            trial(1, &study.baseline, "baseline", Some(20.0)),
-            trial(2, &pick, "search", Some(30.0)),
-            trial(3, &pick, ROLE_PICK, None),
-        ];
+        let mut trials = vec![trial(1, &study.baseline, "baseline", Some(20.0))];
+        trials.extend((0..12).map(|k| trial(k + 2, &pick, "search", Some(30.0))));
+        assert_eq!(next(&study, &trials, 13).map(|n| n.1), Some(ROLE_PICK));
+        trials.push(trial(14, &pick, ROLE_PICK, None));
         let done = confirmations(&trials, Metric::DecodeTps);
         assert!(done[0].failed);
-        assert_eq!(next(&study, &trials, 3), None, "no other candidate");
+        assert_eq!(next(&study, &trials, 14), None, "no other candidate");
     }
 }
