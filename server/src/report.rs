@@ -99,8 +99,9 @@ pub fn draft(
                 (format!("config:best:{}", metric.name()), *trial)
             }
             Finding::Balanced { trial, .. } => ("config:balanced".to_string(), *trial),
-            Finding::Confirmed { trials, held: true, .. } if !trials.is_empty() => {
-                ("config:confirmed".to_string(), trials[0])
+            Finding::Confirmed { trials, held: true, balanced, .. } if !trials.is_empty() => {
+                let what = if *balanced { "confirmed_balanced" } else { "confirmed" };
+                (format!("config:{what}"), trials[0])
             }
             _ => continue,
         };

@@ -827,6 +827,7 @@ impl Studies {
                 Some("baseline") => "baseline",
                 Some("rerun") => "rerun",
                 Some(confirm::ROLE_PICK) => confirm::ROLE_PICK,
+                Some(confirm::ROLE_BALANCED) => confirm::ROLE_BALANCED,
                 Some(confirm::ROLE_BASE) => confirm::ROLE_BASE,
                 _ => "search",
             };

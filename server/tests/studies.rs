@@ -515,7 +515,7 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
     assert_eq!(confirmed["trials"].as_array().unwrap().len(), 6);
     let markdown = found["markdown"].as_str().unwrap();
     let held = confirmed["held"].as_bool().unwrap();
-    let expected = if held { "**Confirmed pick**" } else { "**Not confirmed**" };
+    let expected = if held { "**Confirmed pick**" } else { "**Not confirmed (pick)**" };
     assert!(
         markdown.contains(expected) && markdown.contains("interleaved with the baseline"),
         "{markdown}"

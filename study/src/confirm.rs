@@ -11,24 +11,30 @@
 use engine_bridge::Settings;
 
 use crate::findings::TrialFacts;
-pub use crate::findings::confirmed::{Confirmation, ROLE_BASE, ROLE_PICK, confirmations};
-use crate::study::Study;
+pub use crate::findings::confirmed::{
+    Confirmation, ROLE_BALANCED, ROLE_BASE, ROLE_PICK, confirmations,
+};
+use crate::study::{Goal, Metric, Study};
 
 /// At most this many candidates are confirmed, best first.
 const MAX_CANDIDATES: usize = 3;
 
-/// The trials reserved for confirmation out of the study's budget: one
-/// candidate's pairs, where the budget is at least three times that.
+/// The trials reserved for confirmation out of the study's budget: the
+/// best pick's pairs, and the balanced pick's with several objectives,
+/// where the budget is at least three times that.
 pub fn reserve(study: &Study) -> usize {
     let pairs = study.def.budget.confirm_pairs as usize;
-    if pairs == 0 || (study.def.budget.max_trials as usize) < 6 * pairs { 0 } else { 2 * pairs }
+    let picks = if study.objectives.len() > 1 { 2 } else { 1 };
+    let reserve = 2 * pairs * picks;
+    if pairs == 0 || (study.def.budget.max_trials as usize) < 3 * reserve { 0 } else { reserve }
 }
 
 /// The next trial of the confirmation phase, once the search is over
-/// (`spent`: trials counted against the budget): a run of the pick or of
-/// the baseline, with its role and why; `None` when a pick held up, no
-/// candidate is left, the budget cannot take another full confirmation, or
-/// the search ran too few trials for its best to be luck.
+/// (`spent`: trials counted against the budget): a run of a pick or of the
+/// baseline, with its role and why. First the search's best (the next best
+/// when one does not hold up), then with several objectives the balanced
+/// pick. `None` when that is done, the budget cannot take another full
+/// confirmation, or the search ran too few trials for its best to be luck.
 pub fn next(
     study: &Study,
     trials: &[TrialFacts],
@@ -38,17 +44,25 @@ pub fn next(
     if reserve(study) == 0 {
         return None;
     }
-    let first = study.objectives.first()?;
-    let left = (study.def.budget.max_trials as usize).saturating_sub(spent);
-    let done = confirmations(trials, first.metric);
-    if done.iter().any(|c| c.pairs.len() >= pairs && c.verdict(first.goal).is_some_and(|v| v.1)) {
+    // A best among a handful is hardly luck: a search that measured fewer
+    // than four trials a pair names its best as measured.
+    let searched = trials.iter().filter(|t| t.done && t.role.as_deref() == Some("search")).count();
+    if searched < 4 * pairs {
         return None;
     }
+    let objectives: Vec<(Metric, Goal)> =
+        study.objectives.iter().map(|o| (o.metric, o.goal)).collect();
+    let metrics: Vec<Metric> = objectives.iter().map(|o| o.0).collect();
+    let goals: Vec<Goal> = objectives.iter().map(|o| o.1).collect();
+    let left = (study.def.budget.max_trials as usize).saturating_sub(spent);
+    let done = confirmations(trials, &metrics);
+    // A confirmation under way goes on.
     if let Some(c) = done.last().filter(|c| !c.failed && c.pairs.len() < pairs) {
         if left == 0 {
             return None;
         }
         let n = c.pairs.len() + 1;
+        let role = if c.balanced { ROLE_BALANCED } else { ROLE_PICK };
         return Some(if c.pending {
             (
                 study.baseline.clone(),
@@ -56,26 +70,39 @@ pub fn next(
                 format!("confirmation: the baseline, pair {n} of {pairs}"),
             )
         } else {
-            (c.settings.clone(), ROLE_PICK, format!("confirmation: the pick, pair {n} of {pairs}"))
+            (c.settings.clone(), role, format!("confirmation: the pick, pair {n} of {pairs}"))
         });
     }
-    if done.len() >= MAX_CANDIDATES || left < 2 * pairs {
+    if left < 2 * pairs {
         return None;
     }
-    // A best among a handful is hardly luck: a search that measured fewer
-    // than four trials a pair names its best as measured.
-    let searched = trials.iter().filter(|t| t.done && t.role.as_deref() == Some("search")).count();
-    if searched < 4 * pairs {
+    let held = |c: &&Confirmation| c.pairs.len() >= pairs && c.verdict(&goals).is_some_and(|v| v.1);
+    let bests: Vec<&Confirmation> = done.iter().filter(|c| !c.balanced).collect();
+    if !bests.iter().any(held) && bests.len() < MAX_CANDIDATES {
+        let tried: Vec<&Settings> = bests.iter().map(|c| &c.settings).collect();
+        if let Some(pick) = candidates(study, trials).into_iter().find(|s| !tried.contains(&s)) {
+            let which = if bests.is_empty() {
+                "the search's best"
+            } else {
+                "the next best, the last not holding up"
+            };
+            return Some((pick, ROLE_PICK, format!("confirmation of {which}: pair 1 of {pairs}")));
+        }
+    }
+    // With several objectives, the balanced pick too, unless it is a best
+    // pick that held up.
+    if objectives.len() < 2 || done.iter().any(|c| c.balanced) {
         return None;
     }
-    let tried: Vec<&Settings> = done.iter().map(|c| &c.settings).collect();
-    let pick = candidates(study, trials).into_iter().find(|s| !tried.contains(&s))?;
-    let which = if done.is_empty() {
-        "the search's best"
-    } else {
-        "the next best, the last not holding up"
-    };
-    Some((pick, ROLE_PICK, format!("confirmation of {which}: pair 1 of {pairs}")))
+    let searched: Vec<&TrialFacts> = trials
+        .iter()
+        .filter(|t| t.done && matches!(t.role.as_deref(), Some("search" | "baseline")))
+        .collect();
+    let pick = crate::findings::balanced_pick(&searched, &objectives)?;
+    if pick == study.baseline || bests.iter().any(|c| held(c) && c.settings == pick) {
+        return None;
+    }
+    Some((pick, ROLE_BALANCED, format!("confirmation of the balanced pick: pair 1 of {pairs}")))
 }
 
 /// The search's feasible configurations other than the baseline, best
@@ -104,7 +131,9 @@ fn candidates(study: &Study, trials: &[TrialFacts]) -> Vec<Settings> {
 mod tests {
     use super::*;
     use crate::strategy::testing;
-    use crate::study::{Goal, Metric};
+
+    /// The synthetic study's objectives: decode up, memory down.
+    const GOALS: [Goal; 2] = [Goal::Max, Goal::Min];
 
     fn trial(id: i64, settings: &Settings, role: &str, decode: Option<f64>) -> TrialFacts {
         TrialFacts {
@@ -159,20 +188,76 @@ mod tests {
         let roles = play(&study, &mut trials, truth);
         // `lucky` A-B three times, not holding up; then `good`, which does.
         assert_eq!(roles, [ROLE_PICK, ROLE_BASE].repeat(6));
-        let done = confirmations(&trials, Metric::DecodeTps);
+        let done = confirmations(&trials, &[Metric::DecodeTps, Metric::PeakRssBytes]);
         assert_eq!(done.len(), 2);
         assert_eq!(done[0].settings, lucky);
-        assert!(!done[0].verdict(Goal::Max).unwrap().1, "no better than the baseline");
+        assert!(!done[0].verdict(&GOALS).unwrap().1, "no better than the baseline");
         assert_eq!(done[1].settings, good);
-        let (ratio, held) = done[1].verdict(Goal::Max).unwrap();
+        let (ratios, held) = done[1].verdict(&GOALS).unwrap();
+        let ratio = ratios[0];
         assert!(held && (ratio.est - 1.5).abs() < 0.01, "{ratio:?}");
         // The pairs interleave: each pick's run followed by the baseline's.
-        assert!(done[1].pairs.iter().all(|(a, b, _, _)| b - a == 1));
-        assert_eq!(done[0].pairs[0].0, search_end + 1, "right after the search");
+        assert!(done[1].pairs.iter().all(|p| p.base - p.pick == 1));
+        assert_eq!(done[0].pairs[0].pick, search_end + 1, "right after the search");
 
         // A search of two trials names its best as measured.
         let short: Vec<TrialFacts> = trials[..3].to_vec();
         assert_eq!(next(&study, &short, 3), None);
+    }
+
+    #[test]
+    fn with_two_objectives_the_balanced_pick_is_confirmed_too() {
+        let study = testing::study("random", "");
+        let with = |threads: &str| {
+            let mut s = study.baseline.clone();
+            s.insert("threads".into(), threads.into());
+            s
+        };
+        let (base, fast, mid, lucky) = (study.baseline.clone(), with("16"), with("8"), with("12"));
+        // (decode, memory): `fast` is fastest and biggest, `mid` a little
+        // slower and smaller, `lucky` measured once as small as `mid` but
+        // as big as `fast` on its re-runs.
+        let truth = |s: &Settings| match s {
+            s if *s == fast => (40.0, 30.0),
+            s if *s == mid => (35.0, 12.0),
+            s if *s == lucky => (36.0, 30.0),
+            _ => (20.0, 10.0),
+        };
+        let run = |id: i64, s: &Settings, role: &str, m: (f64, f64)| {
+            let mut t = trial(id, s, role, Some(m.0));
+            t.metrics.insert(Metric::PeakRssBytes, m.1);
+            t
+        };
+        let mut trials = vec![run(1, &base, "baseline", truth(&base))];
+        for (s, m) in [(&fast, truth(&fast)), (&mid, truth(&mid)), (&lucky, (36.0, 11.0))] {
+            trials.push(run(trials.len() as i64 + 1, s, "search", m));
+        }
+        for k in 1..=10 {
+            let mut other = base.clone();
+            other.insert("batch_size".into(), (64 * k).to_string());
+            trials.push(run(trials.len() as i64 + 1, &other, "search", (10.0, 50.0)));
+        }
+        let mut roles = Vec::new();
+        while let Some((settings, role, _)) = next(&study, &trials, trials.len()) {
+            roles.push((role, settings.clone()));
+            trials.push(run(trials.len() as i64 + 1, &settings, role, truth(&settings)));
+        }
+        let picks: Vec<(&str, &Settings)> = roles.iter().step_by(2).map(|(r, s)| (*r, s)).collect();
+        // The best holds up at once; then the balanced pick, `lucky` by its
+        // one lucky run, which does not hold up and is not replaced.
+        assert_eq!(
+            picks,
+            [(ROLE_PICK, &fast); 3]
+                .into_iter()
+                .chain([(ROLE_BALANCED, &lucky); 3])
+                .collect::<Vec<_>>()
+        );
+        let done = confirmations(&trials, &[Metric::DecodeTps, Metric::PeakRssBytes]);
+        assert_eq!(
+            done.iter().map(|c| c.verdict(&GOALS).unwrap().1).collect::<Vec<_>>(),
+            [true, false]
+        );
+        assert!(roles.iter().skip(1).step_by(2).all(|(r, s)| *r == ROLE_BASE && *s == base));
     }
 
     #[test]
@@ -191,7 +276,7 @@ mod tests {
         trials.extend((0..12).map(|k| trial(k + 2, &pick, "search", Some(30.0))));
         assert_eq!(next(&study, &trials, 13).map(|n| n.1), Some(ROLE_PICK));
         trials.push(trial(14, &pick, ROLE_PICK, None));
-        let done = confirmations(&trials, Metric::DecodeTps);
+        let done = confirmations(&trials, &[Metric::DecodeTps, Metric::PeakRssBytes]);
         assert!(done[0].failed);
         assert_eq!(next(&study, &trials, 14), None, "no other candidate");
     }

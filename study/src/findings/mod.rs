@@ -203,12 +203,14 @@ pub enum Finding {
     /// The best trial on an objective.
     Best { metric: Metric, goal: Goal, trial: i64, value: f64, settings: Settings },
     /// A pick run again interleaved with the baseline once the search was
-    /// over: the paired ratio on the first objective (95 % interval), and
-    /// whether it held up, better than the baseline beyond noise.
+    /// over: the paired ratio on each objective (95 % intervals), and
+    /// whether it held up (see [`confirmed`]).
     Confirmed {
         settings: Settings,
-        metric: Metric,
-        ratio: Interval,
+        /// Confirmed as the balanced pick (else as the best).
+        balanced: bool,
+        /// Each objective's paired ratio, pick over baseline.
+        ratios: Vec<(Metric, Interval)>,
         pairs: usize,
         trials: Vec<i64>,
         held: bool,
@@ -299,9 +301,12 @@ pub fn findings_with(
     margins: &Margins,
 ) -> Vec<Finding> {
     let done: Vec<&TrialFacts> = trials.iter().filter(|t| t.done).collect();
+    // The picks are the search's: a confirmation's re-runs are judged apart.
+    let searched: Vec<&TrialFacts> =
+        done.iter().copied().filter(|t| !confirmed::is_confirmation(t)).collect();
     let mut out = Vec::new();
     for &(metric, goal) in objectives {
-        let best = done
+        let best = searched
             .iter()
             .filter_map(|t| Some((*t, *t.metrics.get(&metric)?)))
             .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
@@ -315,21 +320,19 @@ pub fn findings_with(
             });
         }
     }
-    out.extend(balanced(&done, objectives));
-    if let Some(&(metric, goal)) = objectives.first() {
-        for c in confirmed::confirmations(trials, metric) {
-            let Some((ratio, held)) = c.verdict(goal) else { continue };
-            let trials = c.pairs.iter().flat_map(|(a, b, _, _)| [*a, *b]).collect();
-            let pairs = c.pairs.len();
-            out.push(Finding::Confirmed {
-                settings: c.settings,
-                metric,
-                ratio,
-                pairs,
-                trials,
-                held,
-            });
-        }
+    out.extend(balanced(&searched, objectives));
+    let metrics: Vec<Metric> = objectives.iter().map(|o| o.0).collect();
+    let goals: Vec<Goal> = objectives.iter().map(|o| o.1).collect();
+    for c in confirmed::confirmations(trials, &metrics) {
+        let Some((ratios, held)) = c.verdict(&goals) else { continue };
+        out.push(Finding::Confirmed {
+            ratios: metrics.iter().copied().zip(ratios).collect(),
+            balanced: c.balanced,
+            pairs: c.pairs.len(),
+            trials: c.pairs.iter().flat_map(|p| [p.pick, p.base]).collect(),
+            settings: c.settings,
+            held,
+        });
     }
     let baseline = trials
         .iter()
@@ -376,6 +379,14 @@ fn tested_metrics(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Vec<(M
         }
     }
     out
+}
+
+/// The settings of the balanced pick among `done` (see [`Finding::Balanced`]).
+pub fn balanced_pick(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Option<Settings> {
+    match balanced(done, objectives)? {
+        Finding::Balanced { settings, .. } => Some(settings),
+        _ => None,
+    }
 }
 
 fn balanced(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Option<Finding> {

@@ -119,23 +119,34 @@ impl Finding {
                     config_text(settings)
                 );
             }
-            Finding::Confirmed { settings, metric, ratio, pairs, trials, held } => {
+            Finding::Confirmed { settings, balanced, ratios, pairs, trials, held } => {
+                let each: Vec<String> = ratios
+                    .iter()
+                    .map(|(m, r)| format!("{} {}", m.label(), interval_text(true, r)))
+                    .collect();
                 let how = format!(
-                    "run again {pairs} times interleaved with the baseline (A-B-A-B), its {} {} the baseline's, paired",
-                    metric.label(),
-                    interval_text(true, ratio)
+                    "run again {pairs} times interleaved with the baseline (A-B-A-B), against the baseline's, paired: {}",
+                    each.join("; ")
                 );
+                let (what, short) = if *balanced {
+                    (
+                        "balanced pick",
+                        "It is not both better on one objective beyond noise and worse on none",
+                    )
+                } else {
+                    ("pick", "It is not better than the baseline beyond noise")
+                };
                 if *held {
                     let _ = write!(
                         s,
-                        "**Confirmed pick**: `{}`, {how}: it holds up. Trials: {}.",
+                        "**Confirmed {what}**: `{}`, {how}. It holds up. Trials: {}.",
                         config_text(settings),
                         trial_list(trials)
                     );
                 } else {
                     let _ = write!(
                         s,
-                        "**Not confirmed**: `{}`, {how}: not better than the baseline beyond noise, so it is not named; the search's measurement of it was luck or drift. Trials: {}.",
+                        "**Not confirmed ({what})**: `{}`, {how}. {short}, so it is not named: the search's measurement of it was luck or drift. Trials: {}.",
                         config_text(settings),
                         trial_list(trials)
                     );
