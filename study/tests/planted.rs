@@ -10,9 +10,13 @@ const BUDGET: usize = 80;
 const SEEDS: [u64; 2] = [1, 2];
 
 async fn run(world: &World, strategy: &str, seed: u64) -> (Vec<Finding>, Score) {
-    let study = world.study(strategy, seed, BUDGET);
+    run_for(world, strategy, seed, BUDGET).await
+}
+
+async fn run_for(world: &World, strategy: &str, seed: u64, budget: usize) -> (Vec<Finding>, Score) {
+    let study = world.study(strategy, seed, budget);
     let trials = world.run(&study, seed).await;
-    assert!(trials.len() >= BUDGET.min(40), "{strategy} ran {} trials", trials.len());
+    assert!(trials.len() >= budget.min(40), "{strategy} ran {} trials", trials.len());
     let varied: Vec<String> = study.def.space.keys().cloned().collect();
     let objectives: Vec<_> = study.objectives.iter().map(|o| (o.metric, o.goal)).collect();
     let margins = Margins::default();
@@ -112,8 +116,8 @@ async fn on_pure_noise_nothing_is_claimed_to_matter() {
 #[tokio::test]
 async fn a_grid_cut_short_says_what_it_cannot_tell() {
     // The grid's first 80 points never change the K cache type: the
-    // findings say nothing of them, and the failures' rule names the
-    // values every failure shared.
+    // findings say nothing of it, and the failures' rule names the values
+    // every failure shared.
     let llama8 = world("llama8");
     let (found, score) = run(&llama8, "grid", 1).await;
     assert!(score.wrong.is_empty(), "{:#?}", score.wrong);
@@ -128,4 +132,21 @@ async fn a_grid_cut_short_says_what_it_cannot_tell() {
     });
     let rule = rule.expect("a rule for the out-of-memory failures");
     assert!(rule.also.iter().any(|c| c.setting == "cache_type_k"), "{rule:?}");
+}
+
+#[tokio::test]
+async fn an_interaction_the_design_cannot_tell_from_another_is_not_claimed() {
+    // The grid's first 120 points try a 32k context with flash attention
+    // off only with a q8_0 K cache (f16 runs out of memory there) and with
+    // it on only with f16: the memory's K × context interaction looks the
+    // same as a context × flash attention one, which is not there.
+    let llama8 = world("llama8");
+    let (found, score) = run_for(&llama8, "grid", 1, 120).await;
+    assert!(score.wrong.is_empty(), "{:#?}\n{}", score.wrong, findings::markdown(&found));
+    let claimed = |a: &str, b: &str| {
+        found
+            .iter()
+            .any(|f| matches!(f, Finding::Interaction { settings: (x, y), .. } if x == a && y == b))
+    };
+    assert!(!claimed("ctx_size", "flash_attn"), "{}", findings::markdown(&found));
 }

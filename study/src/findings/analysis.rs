@@ -26,7 +26,7 @@ const ANOMALY_ALPHA: f64 = 0.01;
 const MAX_LEVERAGE: f64 = 0.8;
 
 /// At most this many interactions enter one metric's model.
-const MAX_INTERACTIONS: usize = 4;
+const MAX_INTERACTIONS: usize = 6;
 /// An interaction takes at most this many columns.
 const MAX_PAIR_WIDTH: usize = 16;
 /// A model keeps at least this many degrees of freedom for the noise.
@@ -64,6 +64,9 @@ pub struct Analysis {
     pub mains: Vec<Tested>,
     /// The interactions in the model and their tests.
     pub pairs: Vec<(usize, usize, f64)>,
+    /// Interactions in the model the trials cannot tell from another one
+    /// (the same fit with the other instead): not claimed.
+    pub ambiguous: Vec<(usize, usize)>,
     pub trials: Vec<Measured>,
 }
 
@@ -159,6 +162,7 @@ impl Analysis {
             center,
             mains: vec![],
             pairs: vec![],
+            ambiguous: vec![],
             trials,
         };
         // Gross outliers would pass for interactions: they are set aside
@@ -218,6 +222,27 @@ impl Analysis {
                 let rest: Vec<Term> = terms.iter().copied().filter(|x| x != t).collect();
                 let (p, _) = f_test(&fit_of(&rest), &self.fit, floor)?;
                 Some((a, b, (p * candidates as f64).min(1.0)))
+            })
+            .collect();
+        // A pair that another, put in its place, fits as well: the design
+        // cannot say which of the two acts.
+        let same = |x: &Fit, y: &Fit| {
+            x.rank == y.rank && (x.rss - y.rss).abs() <= 1e-9 * x.rss.max(y.rss).max(floor)
+        };
+        self.ambiguous = terms
+            .iter()
+            .filter_map(|t| {
+                let Term::Pair(a, b) = *t else { return None };
+                let rest: Vec<Term> = terms.iter().copied().filter(|x| x != t).collect();
+                let twin = design.terms.iter().any(|(other, _)| {
+                    if !matches!(other, Term::Pair(..)) || terms.contains(other) {
+                        return false;
+                    }
+                    let mut swapped = rest.clone();
+                    swapped.push(*other);
+                    same(&fit_of(&swapped), &self.fit)
+                });
+                twin.then_some((a, b))
             })
             .collect();
     }
@@ -280,7 +305,30 @@ impl Analysis {
         };
         let min_gap = if self.log { ANOMALY_RATIO.ln() } else { 0.1 };
         let p = t_p(studentized, df) * self.trials.len() as f64;
-        (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA).then_some(p)
+        (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA && !self.alone_in_a_pair(k)).then_some(p)
+    }
+
+    /// Whether trial `k` is the only one of its combination of two
+    /// settings' values: then an interaction of those two would explain it
+    /// exactly, and one trial cannot tell an anomaly from an interaction.
+    fn alone_in_a_pair(&self, k: usize) -> bool {
+        let others: Vec<Measured> = self
+            .trials
+            .iter()
+            .enumerate()
+            .filter(|(j, t)| *j != k && !t.excluded)
+            .map(|(_, t)| t.clone())
+            .collect();
+        let gram = gram_of(&others);
+        let row = &self.trials[k].row;
+        self.design.terms.iter().any(|(term, _)| {
+            if !matches!(term, Term::Pair(..)) || self.terms.contains(term) {
+                return false;
+            }
+            let mut with = self.terms.clone();
+            with.push(*term);
+            !Fit::new(&gram, &self.design.columns(&with)).is_estimable(row)
+        })
     }
 
     /// What the model predicts for trial `k` without it, on its scale.

@@ -350,7 +350,7 @@ pub fn findings_with(
             out.extend(verdicts::setting_findings(a, i, adjusted.mains[k][i], margins));
         }
         for (&(x, y, _), &p) in a.pairs.iter().zip(&adjusted.pairs[k]) {
-            if p <= ALPHA {
+            if p <= ALPHA && !a.ambiguous.contains(&(x, y)) {
                 interactions.extend(verdicts::interaction(a, x, y, p, margins));
             }
         }
