@@ -61,6 +61,13 @@ pub struct Form {
     pub patience: String,
     pub min_gain: String,
     pub rerun_every: String,
+    /// Pairs of re-runs (pick, baseline) before the best is named.
+    pub confirm_pairs: String,
+    /// Equivalence margins: speeds and memory in percent, rates in
+    /// points; blank for the defaults.
+    pub margin_speed: String,
+    pub margin_memory: String,
+    pub margin_quality: String,
     pub prompt_tokens: String,
     pub n_predict: String,
     pub repeats: String,
@@ -105,6 +112,10 @@ impl Default for Form {
             patience: String::new(),
             min_gain: String::new(),
             rerun_every: String::new(),
+            confirm_pairs: "3".into(),
+            margin_speed: String::new(),
+            margin_memory: String::new(),
+            margin_quality: String::new(),
             prompt_tokens: "128".into(),
             n_predict: "32".into(),
             repeats: "2".into(),
@@ -316,10 +327,25 @@ impl Form {
             ("patience", &self.patience),
             ("min_gain", &self.min_gain),
             ("rerun_baseline_every", &self.rerun_every),
+            ("confirm_pairs", &self.confirm_pairs),
         ] {
             if let Err(e) = optional_number(&mut budget, key, text) {
                 errors.push(e);
             }
+        }
+        let mut margins = Map::new();
+        for (key, text) in [
+            ("speed_pct", &self.margin_speed),
+            ("memory_pct", &self.margin_memory),
+            ("quality_rate", &self.margin_quality),
+        ] {
+            if let Err(e) = optional_number(&mut margins, key, text) {
+                errors.push(e);
+            }
+        }
+        // Rates are typed in points, kept as a share.
+        if let Some(points) = margins.get("quality_rate").and_then(Value::as_f64) {
+            margins.insert("quality_rate".into(), json!(points / 100.0));
         }
         let mut speed = Map::new();
         for (key, text) in [
@@ -362,6 +388,7 @@ impl Form {
             "objectives": objectives,
             "strategy": strategy,
             "budget": budget,
+            "margins": margins,
             "probes": probes,
         }))
     }
@@ -436,8 +463,15 @@ mod tests {
         assert_eq!(v["objectives"][0], json!({ "metric": "decode_tps", "goal": "max" }));
         assert_eq!(v["budget"]["max_trials"], 30);
         assert!(v["budget"].get("patience").is_none(), "blank numbers are left out");
+        assert_eq!(v["budget"]["confirm_pairs"], 3);
+        assert_eq!(v["margins"], json!({}), "the defaults");
         assert_eq!(v["probes"]["quality"], json!({}));
         assert_eq!(v["probes"]["context"]["sizes"], json!([1024, 2048]));
+        // Margins: quality typed in points, kept as a share.
+        let strict =
+            Form { margin_speed: "2".into(), margin_quality: "1".into(), ..Form::default() };
+        let v = strict.to_json().unwrap();
+        assert_eq!(v["margins"], json!({ "speed_pct": 2, "quality_rate": 0.01 }));
     }
 
     #[test]

@@ -247,6 +247,9 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     fill(&client, "#prompt-tokens", "16").await;
     fill(&client, "#n-predict", "4").await;
     fill(&client, "#repeats", "1").await;
+    // "No effect" within ±5 % on speeds, the pick confirmed in 4 pairs.
+    fill(&client, "#margin-speed", "5").await;
+    fill(&client, "#confirm-pairs", "4").await;
     let planned = text_when(&client, "#planned", "the planner's preview", |t| t == "2").await;
     assert_eq!(planned, "2");
     assert_eq!(client.find(Locator::Css("#not-fit")).await.unwrap().text().await.unwrap(), "0");
@@ -259,7 +262,12 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
         .for_element(Locator::Css("main.study[data-hydrated='true'] #study-state"))
         .await
         .expect("the study's live page opens");
-    assert!(client.current_url().await.unwrap().path().starts_with("/studies/"));
+    let path = client.current_url().await.unwrap().path().to_string();
+    assert!(path.starts_with("/studies/"), "{path}");
+    let row: Value = common::get_json(&server, &format!("/api{path}")).await;
+    assert_eq!(row["definition"]["margins"]["speed_pct"], 5.0, "{row}");
+    assert_eq!(row["definition"]["margins"]["memory_pct"], 3.0, "the default: {row}");
+    assert_eq!(row["definition"]["budget"]["confirm_pairs"], 4, "{row}");
     client.execute("window.tunebookMarker = 7;", vec![]).await.unwrap();
     // Trials arrive without a reload, and the study ends by itself.
     let state = eventually(long, "the study's end on the page", || {

@@ -309,6 +309,11 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     <label>"Stop after this many trials without gain" {text_input(form, "patience", |f| &f.patience, |f, v| f.patience = v)}</label>
                     <label>"Smallest gain that counts" {text_input(form, "min-gain", |f| &f.min_gain, |f, v| f.min_gain = v)}</label>
                     <label>"Re-run the baseline every N trials" {text_input(form, "rerun-every", |f| &f.rerun_every, |f, v| f.rerun_every = v)}</label>
+                    <label>"Confirm the pick: pairs of re-runs against the baseline (0: name it as measured)" {text_input(form, "confirm-pairs", |f| &f.confirm_pairs, |f, v| f.confirm_pairs = v)}</label>
+                    <p class="muted">"\"No effect\" is claimed only inside these margins; blank keeps ±3 % for speeds and memory, ±2 points for quality."</p>
+                    <label>"Margin for speeds (%)" {text_input(form, "margin-speed", |f| &f.margin_speed, |f, v| f.margin_speed = v)}</label>
+                    <label>"Margin for memory (%)" {text_input(form, "margin-memory", |f| &f.margin_memory, |f, v| f.margin_memory = v)}</label>
+                    <label>"Margin for quality (points)" {text_input(form, "margin-quality", |f| &f.margin_quality, |f, v| f.margin_quality = v)}</label>
                     <label>
                         "Run on workers (blank: this server's engine; names separated by commas, or any)"
                         {text_input(form, "machines", |f| &f.machines, |f, v| f.machines = v)}
