@@ -22,6 +22,7 @@ pub mod confirmed;
 mod design;
 mod ols;
 mod rules;
+mod summary;
 mod text;
 mod verdicts;
 
@@ -31,6 +32,7 @@ use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
 
 pub use rules::{Condition, Op, Rule, holds};
+pub use summary::balanced_pick;
 pub use text::{Pick, SECTIONS, markdown, num, section_markdown, value_text};
 
 use crate::study::{Goal, Metric};
@@ -88,6 +90,18 @@ impl Default for Margins {
 }
 
 impl Margins {
+    /// The margin of `metric` on the scale its model is fitted on: a log
+    /// ratio for speeds, memory and perplexity, a share for rates.
+    pub fn on_model_scale(&self, metric: Metric) -> f64 {
+        let pct = |p: f64| (1.0 + p / 100.0).ln();
+        match metric {
+            Metric::QualityScore | Metric::ContextPassRate => self.quality_rate,
+            Metric::Perplexity => pct(self.perplexity_pct),
+            m if m.name().ends_with("_bytes") => pct(self.memory_pct),
+            _ => pct(self.speed_pct),
+        }
+    }
+
     /// What is wrong with these margins, if anything.
     pub fn error(&self) -> Option<String> {
         let pcts = [
@@ -320,7 +334,7 @@ pub fn findings_with(
             });
         }
     }
-    out.extend(balanced(&searched, objectives));
+    out.extend(summary::balanced(&searched, objectives));
     let metrics: Vec<Metric> = objectives.iter().map(|o| o.0).collect();
     let goals: Vec<Goal> = objectives.iter().map(|o| o.1).collect();
     for c in confirmed::confirmations(trials, &metrics) {
@@ -360,10 +374,10 @@ pub fn findings_with(
     for a in analyses.iter().filter(|a| objectives.iter().any(|(m, _)| *m == a.metric)) {
         out.extend(verdicts::anomalies(a));
     }
-    out.extend(failures(trials, varied));
-    out.extend(ceiling(&done, &out));
+    out.extend(summary::failures(trials, varied));
+    out.extend(summary::ceiling(&done, &out));
     if let Some(&(metric, _)) = objectives.first() {
-        out.extend(drift(trials, metric));
+        out.extend(summary::drift(trials, metric));
     }
     out
 }
@@ -381,51 +395,6 @@ fn tested_metrics(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Vec<(M
     out
 }
 
-/// The settings of the balanced pick among `done` (see [`Finding::Balanced`]).
-pub fn balanced_pick(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Option<Settings> {
-    match balanced(done, objectives)? {
-        Finding::Balanced { settings, .. } => Some(settings),
-        _ => None,
-    }
-}
-
-fn balanced(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Option<Finding> {
-    if objectives.len() < 2 {
-        return None;
-    }
-    let points: Vec<(&TrialFacts, Vec<f64>)> = done
-        .iter()
-        .filter_map(|t| {
-            let v: Option<Vec<f64>> =
-                objectives.iter().map(|(m, _)| t.metrics.get(m).copied()).collect();
-            Some((*t, v?))
-        })
-        .collect();
-    let values: Vec<Vec<f64>> = points.iter().map(|(_, v)| v.clone()).collect();
-    let goals: Vec<Goal> = objectives.iter().map(|(_, g)| *g).collect();
-    let front = crate::pareto::front(&values, &goals);
-    if front.len() < 2 {
-        return None;
-    }
-    // Each objective scaled over the front: 1 is the front's best, 0 its worst.
-    let scaled = |i: usize, k: usize| {
-        let oriented = |j: usize| goals[k].oriented(values[j][k]);
-        let (lo, hi) = front
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), &j| (lo.min(oriented(j)), hi.max(oriented(j))));
-        if hi > lo { (oriented(i) - lo) / (hi - lo) } else { 1.0 }
-    };
-    let distance = |i: usize| (0..goals.len()).map(|k| (1.0 - scaled(i, k)).powi(2)).sum::<f64>();
-    let pick = *front.iter().min_by(|&&a, &&b| distance(a).total_cmp(&distance(b)))?;
-    let (t, v) = &points[pick];
-    Some(Finding::Balanced {
-        trial: t.id,
-        values: objectives.iter().map(|(m, _)| *m).zip(v.iter().copied()).collect(),
-        settings: t.settings.clone(),
-        front: front.iter().map(|&i| points[i].0.id).collect(),
-    })
-}
-
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -433,72 +402,6 @@ fn median(values: &mut [f64]) -> f64 {
         return f64::NAN;
     }
     if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
-}
-
-/// Failures by cause, each with the rule that separates it, where one does.
-fn failures(trials: &[TrialFacts], varied: &[String]) -> Vec<Finding> {
-    let mut by: BTreeMap<&str, Vec<&TrialFacts>> = BTreeMap::new();
-    for t in trials {
-        if let Some((cause, _)) = &t.failure {
-            by.entry(cause.as_str()).or_default().push(t);
-        }
-    }
-    let ran: Vec<&TrialFacts> = trials.iter().filter(|t| t.done).collect();
-    by.into_iter()
-        .map(|(cause, failed)| Finding::Failures {
-            cause: cause.to_string(),
-            trials: failed.iter().map(|t| t.id).collect(),
-            message: failed[0].failure.as_ref().map(|f| f.1.clone()).unwrap_or_default(),
-            rule: rules::rule(&failed, &ran, varied),
-        })
-        .collect()
-}
-
-/// The fastest decode against its bandwidth ceiling; the settings found
-/// to move decode.
-fn ceiling(done: &[&TrialFacts], found: &[Finding]) -> Option<Finding> {
-    let (t, decode, ceiling) = done
-        .iter()
-        .filter_map(|t| Some((*t, *t.metrics.get(&Metric::DecodeTps)?, t.ceiling_tps?)))
-        .filter(|(_, _, c)| *c > 0.0)
-        .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    let movers: BTreeSet<String> = found
-        .iter()
-        .filter_map(|f| match f {
-            Finding::Effect { setting, metric: Metric::DecodeTps, .. } => Some(setting.clone()),
-            Finding::Interaction { settings: (a, b), metric: Metric::DecodeTps, .. } => {
-                Some(format!("{a} × {b}"))
-            }
-            _ => None,
-        })
-        .collect();
-    Some(Finding::Ceiling {
-        trial: t.id,
-        decode,
-        ceiling,
-        pct: decode / ceiling * 100.0,
-        movers: movers.into_iter().collect(),
-    })
-}
-
-/// The baseline's first objective over its runs, where it ran more than once.
-fn drift(trials: &[TrialFacts], metric: Metric) -> Option<Finding> {
-    let baseline: Vec<(i64, f64)> = trials
-        .iter()
-        .filter(|t| t.done && matches!(t.role.as_deref(), Some("baseline" | "rerun")))
-        .filter_map(|t| Some((t.id, *t.metrics.get(&metric)?)))
-        .collect();
-    let &(_, first) = baseline.first()?;
-    if baseline.len() < 2 {
-        return None;
-    }
-    let worst_pct = baseline
-        .iter()
-        .map(|(_, v)| (v - first) / first.abs().max(f64::MIN_POSITIVE) * 100.0)
-        .max_by(|a, b| a.abs().total_cmp(&b.abs()))
-        .unwrap_or_default();
-    let flagged = trials.iter().filter(|t| t.drift_pct.is_some()).map(|t| t.id).collect();
-    Some(Finding::Drift { metric, baseline, worst_pct, flagged })
 }
 
 impl Finding {

@@ -59,15 +59,9 @@ fn interval(a: &Analysis, est: f64, se: f64, level: f64) -> Interval {
     Interval { est: f(est), lo: f(est - t * se), hi: f(est + t * se) }
 }
 
-/// The equivalence margin of `metric` on its model's scale.
+/// The equivalence margin of `a`'s metric on its model's scale.
 fn margin(a: &Analysis, margins: &Margins) -> f64 {
-    let pct = |p: f64| (1.0 + p / 100.0).ln();
-    match a.metric {
-        Metric::QualityScore | Metric::ContextPassRate => margins.quality_rate,
-        Metric::Perplexity => pct(margins.perplexity_pct),
-        m if m.name().ends_with("_bytes") => pct(margins.memory_pct),
-        _ => pct(margins.speed_pct),
-    }
+    margins.on_model_scale(a.metric)
 }
 
 /// Each point of factor `i` against its base: (value, estimate, se).

@@ -50,13 +50,7 @@ fn truth_at(world: &World, base: &Settings, changes: &[(&str, &str)], m: Metric)
 
 /// The margin a "no effect" claim on `m` promised, on its scale.
 fn margin(m: Metric, margins: &Margins) -> f64 {
-    let pct = |p: f64| (1.0 + p / 100.0).ln();
-    match m {
-        m if rate(m) => margins.quality_rate,
-        Metric::Perplexity => pct(margins.perplexity_pct),
-        m if m.name().ends_with("_bytes") => pct(margins.memory_pct),
-        _ => pct(margins.speed_pct),
-    }
+    margins.on_model_scale(m)
 }
 
 /// The findings of `study` (run on `world`, `trials`) checked against the truth.
