@@ -16,6 +16,10 @@ use engine_bridge::Settings;
 /// A numeric setting with more distinct values than this is a curve.
 const MAX_LEVELS: usize = 6;
 
+/// A setting of words with more distinct values than this is left out of
+/// the models: a column each would make every fit cost the square of it.
+const MAX_WORDS: usize = 48;
+
 /// At most this many values a curve is stated at.
 const CURVE_POINTS: usize = 9;
 
@@ -44,7 +48,8 @@ pub fn value_of(settings: &Settings, setting: &str) -> String {
 
 impl Factor {
     /// The factor for `setting` over the values the trials gave it, coded
-    /// against `base` (the baseline's value); `None` when it took one value.
+    /// against `base` (the baseline's value); `None` when it took one value,
+    /// or more words than [`MAX_WORDS`].
     pub fn new(setting: &str, values: &[String], base: Option<&str>) -> Option<Factor> {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for v in values {
@@ -62,6 +67,7 @@ impl Factor {
                 let base = base.and_then(|b| b.parse::<f64>().ok()).unwrap_or(xs[xs.len() / 2]);
                 curve(xs, base, log)
             }
+            None if counts.len() > MAX_WORDS => return None,
             None => {
                 // The most common value (the first of equals) stands in for a
                 // baseline the trials never ran.
@@ -286,6 +292,8 @@ mod tests {
         let Coding::Curve { log, .. } = threads.coding else { unreachable!() };
         assert!(log, "1 to 16 spans a factor of 16");
         assert_eq!(Factor::new("mlock", &strings(&["true", "true"]), None), None);
+        let words: Vec<String> = (0..100).map(|k| format!("w{k}")).collect();
+        assert_eq!(Factor::new("chat_template", &words, None), None, "too many words to model");
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
     let n = all.len();
     let is_failed = Bits::new(n, |i| i < failed.len());
     let is_ran = Bits::new(n, |i| i >= failed.len());
-    let candidates = conditions(&all, varied);
+    let candidates = conditions(failed, &all, varied);
     let sets: Vec<Bits> =
         candidates.iter().map(|c| Bits::new(n, |i| holds(c, &all[i].settings))).collect();
     // Conditions that keep at least one failure and drop at least one run.
@@ -146,26 +146,64 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
     Some(Rule { conditions, also, failed: covered, of: failed.len(), ran: ran.len() })
 }
 
-/// Every condition the trials' values suggest.
-fn conditions(trials: &[&TrialFacts], varied: &[String]) -> Vec<Condition> {
+/// Thresholds a numeric setting gets besides the failures' own ends: the
+/// rest spread over its values, so that a study that sampled a thousand
+/// distinct values costs no more than one that tried twenty.
+const MAX_THRESHOLDS: usize = 16;
+/// Words beyond this many distinct values are judged only by those the
+/// failures had.
+const MAX_WORDS: usize = 32;
+
+/// The conditions the trials' values suggest (`failed` first in `all`).
+fn conditions(failed: &[&TrialFacts], all: &[&TrialFacts], varied: &[String]) -> Vec<Condition> {
     let mut out = Vec::new();
     for setting in varied {
-        let values: BTreeSet<String> =
-            trials.iter().map(|t| value_of(&t.settings, setting)).collect();
+        let of = |ts: &[&TrialFacts]| -> BTreeSet<String> {
+            ts.iter().map(|t| value_of(&t.settings, setting)).collect()
+        };
+        let values = of(all);
         if values.len() < 2 {
             continue;
         }
-        let numeric = values.iter().all(|v| v.parse::<f64>().is_ok());
-        let ops: &[Op] = if numeric {
-            &[Op::AtLeast, Op::AtMost]
-        } else if values.len() > 2 {
-            &[Op::Is, Op::IsNot]
-        } else {
-            &[Op::Is]
+        let numbers: Option<Vec<f64>> = values.iter().map(|v| v.parse::<f64>().ok()).collect();
+        let push = |out: &mut Vec<Condition>, op: Op, value: &str| {
+            out.push(Condition { setting: setting.clone(), op, value: value.to_string() });
         };
-        for v in &values {
-            for op in ops {
-                out.push(Condition { setting: setting.clone(), op: op.clone(), value: v.clone() });
+        match numbers {
+            Some(mut xs) => {
+                xs.sort_by(f64::total_cmp);
+                let failing: Vec<f64> = of(failed).iter().filter_map(|v| v.parse().ok()).collect();
+                let (lo, hi) = failing
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+                let mut cuts: Vec<f64> = (0..MAX_THRESHOLDS.min(xs.len()))
+                    .map(|k| xs[k * (xs.len() - 1) / (MAX_THRESHOLDS.min(xs.len()) - 1).max(1)])
+                    .chain([lo, hi].into_iter().filter(|_| !failing.is_empty()))
+                    .collect();
+                cuts.sort_by(f64::total_cmp);
+                cuts.dedup();
+                // Each cut as the trials spelled it.
+                let spelled = |x: f64| {
+                    values
+                        .iter()
+                        .find(|v| v.parse::<f64>().ok() == Some(x))
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                for x in cuts {
+                    let v = spelled(x);
+                    push(&mut out, Op::AtLeast, &v);
+                    push(&mut out, Op::AtMost, &v);
+                }
+            }
+            None => {
+                let words = if values.len() > MAX_WORDS { of(failed) } else { values.clone() };
+                for v in &words {
+                    push(&mut out, Op::Is, v);
+                    if values.len() > 2 {
+                        push(&mut out, Op::IsNot, v);
+                    }
+                }
             }
         }
     }
@@ -257,5 +295,26 @@ mod tests {
         let f: Vec<&TrialFacts> = failed.iter().collect();
         let r: Vec<&TrialFacts> = ran.iter().collect();
         assert_eq!(rule(&f, &r, &["threads".into()]), None);
+    }
+
+    #[test]
+    fn a_thousand_distinct_values_still_give_the_exact_boundary() {
+        // Context sizes sampled finely: out of memory from 40,000 tokens.
+        let trials: Vec<TrialFacts> = (0..1000)
+            .map(|k| {
+                let ctx = (1000 + 61 * k).to_string();
+                let fa = if k % 2 == 0 { "on" } else { "off" };
+                trial(k as i64, &[("ctx_size", &ctx), ("flash_attn", fa)])
+            })
+            .collect();
+        let too_big = |t: &&TrialFacts| t.settings["ctx_size"].parse::<u32>().unwrap() >= 40_000;
+        let f: Vec<&TrialFacts> = trials.iter().filter(too_big).collect();
+        let r: Vec<&TrialFacts> = trials.iter().filter(|t| !too_big(t)).collect();
+        let varied: Vec<String> = ["ctx_size", "flash_attn"].map(String::from).to_vec();
+        let rule = rule(&f, &r, &varied).unwrap();
+        let first = f.iter().map(|t| t.settings["ctx_size"].parse::<u32>().unwrap()).min().unwrap();
+        let c = Condition { setting: "ctx_size".into(), op: Op::AtLeast, value: first.to_string() };
+        assert_eq!(rule.conditions, [c]);
+        assert_eq!((rule.failed, rule.ran), (f.len(), r.len()));
     }
 }
