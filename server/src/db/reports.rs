@@ -92,21 +92,36 @@ pub async fn save(
     notebook: &Notebook,
     note: &str,
 ) -> Result<i64, SaveError> {
-    match try_save(db, id, base, title, notebook, note).await {
-        // Two saves from the same base raced: one wrote first, and the
-        // other's write was refused by the database (the primary key on
-        // PostgreSQL, the write lock on SQLite). Read again: a newer
-        // version means this one is stale, as if it had come second.
-        Err(SaveError::Db(e)) => {
-            let mut conn = db.pool.acquire().await?;
-            match newest_version(&mut conn, id).await? {
-                Some(latest) if latest != base => Err(SaveError::Stale { base, latest }),
-                _ => Err(SaveError::Db(e)),
+    // Two saves from the same base raced: one wrote first, and the other's
+    // write was refused by the database (the primary key on PostgreSQL,
+    // the write lock on SQLite). Read again: a newer version means this
+    // one is stale, as if it had come second. The same version still
+    // means the other has not committed yet (or gave up): try again.
+    let mut attempt = 0;
+    loop {
+        match try_save(db, id, base, title, notebook, note).await {
+            Err(SaveError::Db(e)) => {
+                let mut conn = db.pool.acquire().await?;
+                match newest_version(&mut conn, id).await? {
+                    Some(latest) if latest != base => {
+                        return Err(SaveError::Stale { base, latest });
+                    }
+                    _ if attempt < SAVE_ATTEMPTS => {
+                        drop(conn);
+                        attempt += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(5 << attempt)).await;
+                    }
+                    _ => return Err(SaveError::Db(e)),
+                }
             }
+            other => return other,
         }
-        other => other,
     }
 }
+
+/// How many times a save refused by a concurrent one is tried again
+/// (waiting 10, 20, … 640 ms) before its error is reported.
+const SAVE_ATTEMPTS: u32 = 7;
 
 /// The newest version of report `id`; `None` when there is no such report.
 async fn newest_version(
