@@ -6,7 +6,7 @@
 use tunebook_study::findings::{self, Margins};
 use tunebook_study::planted;
 
-const STRATEGIES: [&str; 5] = ["grid", "random", "two_phase", "motpe", "llm"];
+const STRATEGIES: [&str; 6] = ["grid", "random", "two_phase", "motpe", "bayes", "llm"];
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

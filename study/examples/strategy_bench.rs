@@ -72,7 +72,7 @@ async fn main() {
         pareto::front(&all, &goals).len()
     );
     println!("{:<10} {:>7} {:>7} {:>7}", "strategy", "median", "best", "worst");
-    for kind in ["grid", "random", "two_phase", "motpe"] {
+    for kind in ["grid", "random", "two_phase", "motpe", "bayes"] {
         let mut needed = Vec::new();
         for seed in 1..=SEEDS {
             let s = study(kind, seed);

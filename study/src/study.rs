@@ -183,6 +183,9 @@ pub enum StrategyKind {
     TwoPhase,
     /// Multi-objective tree-structured Parzen estimator.
     Motpe,
+    /// Bayesian models of every objective and of failure over all settings
+    /// and their pairs; Thompson sampling for the largest hypervolume gain.
+    Bayes,
     /// Asks a language model, falling back to two-phase.
     Llm,
 }

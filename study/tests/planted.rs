@@ -36,7 +36,7 @@ fn missed(score: &Score) -> Vec<&Fact> {
 #[tokio::test]
 async fn no_strategy_s_findings_contradict_the_truth() {
     for w in planted::worlds() {
-        for strategy in ["grid", "random", "two_phase", "motpe", "llm"] {
+        for strategy in ["grid", "random", "two_phase", "motpe", "bayes", "llm"] {
             for seed in SEEDS {
                 let (found, score) = run(&w, strategy, seed).await;
                 assert!(
@@ -55,7 +55,7 @@ async fn no_strategy_s_findings_contradict_the_truth() {
 async fn the_searches_that_vary_every_setting_find_what_was_planted() {
     let llama8 = world("llama8");
     let ranges = world("ranges");
-    for strategy in ["random", "two_phase", "motpe", "llm"] {
+    for strategy in ["random", "two_phase", "motpe", "bayes", "llm"] {
         for seed in SEEDS {
             let (found, score) = run(&llama8, strategy, seed).await;
             // Found by every search: the interaction, the peak, the lossy
@@ -86,7 +86,7 @@ async fn the_searches_that_vary_every_setting_find_what_was_planted() {
 #[tokio::test]
 async fn on_pure_noise_nothing_is_claimed_to_matter() {
     let noise = world("noise");
-    for strategy in ["grid", "random", "two_phase", "motpe", "llm"] {
+    for strategy in ["grid", "random", "two_phase", "motpe", "bayes", "llm"] {
         for seed in SEEDS {
             let (found, _) = run(&noise, strategy, seed).await;
             let claims: Vec<&Finding> = found

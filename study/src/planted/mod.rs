@@ -5,6 +5,8 @@
 //! here touches an engine.
 
 mod score;
+mod search;
+mod search_worlds;
 mod worlds;
 
 use std::collections::BTreeMap;
@@ -13,6 +15,8 @@ use engine_bridge::{Catalog, Settings};
 use rand::{Rng, SeedableRng};
 
 pub use score::{Score, score};
+pub use search::{Cost, Judge, Reached, search};
+pub use search_worlds::search_worlds;
 pub use worlds::all as worlds;
 
 use crate::findings::TrialFacts;
@@ -78,7 +82,7 @@ impl World {
     }
 
     /// One measurement of `settings`: the truth with noise.
-    fn measure(
+    pub fn measure(
         &self,
         settings: &Settings,
         rng: &mut impl Rng,
@@ -88,7 +92,7 @@ impl World {
             Truth::Runs(metrics) => Ok(metrics
                 .into_iter()
                 .map(|(m, v)| {
-                    let z = normal(rng);
+                    let z = crate::strategy::normal(rng);
                     let noisy = match m {
                         Metric::QualityScore | Metric::ContextPassRate => {
                             (v + z * self.noise.quality).clamp(0.0, 1.0)
@@ -136,11 +140,4 @@ impl World {
         }
         trials
     }
-}
-
-/// A standard normal draw (Box–Muller: two uniforms, one normal).
-fn normal(rng: &mut impl Rng) -> f64 {
-    let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
-    let v: f64 = rng.random();
-    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
 }

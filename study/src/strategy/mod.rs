@@ -2,6 +2,7 @@
 //! stored history before every proposal, so a study resumed after a restart
 //! continues exactly where it was.
 
+mod bayes;
 mod grid;
 mod llm;
 mod motpe;
@@ -11,6 +12,8 @@ mod two_phase;
 use async_trait::async_trait;
 use engine_bridge::Settings;
 
+pub use bayes::Bayes;
+pub(crate) use bayes::normal;
 pub use grid::Grid;
 pub use llm::{Llm, chat};
 pub use motpe::Motpe;
@@ -42,6 +45,7 @@ pub fn for_study(study: &Study, endpoint: Option<Endpoint>) -> Box<dyn Strategy>
         StrategyKind::Random => Box::new(Random { seed }),
         StrategyKind::TwoPhase => Box::new(TwoPhase { seed }),
         StrategyKind::Motpe => Box::new(Motpe { seed, startup: None }),
+        StrategyKind::Bayes => Box::new(Bayes { seed }),
         StrategyKind::Llm => Box::new(Llm { endpoint, seed }),
     }
 }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Search strategies side by side on the planted search worlds: every
+# project strategy and Optuna's multivariate TPE and NSGA-II, on the same
+# worlds with the same noise and cost model. Prints the median trials and
+# modelled hours to 95 % of the true Pareto hypervolume, and the ratio to
+# TPE. Optuna is installed into a project-local virtual environment
+# (.tools/bench-venv), once.
+# Usage: scripts/bench-strategies.sh [SEEDS (5)] [MAX TRIALS (200)]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+seeds="${1:-5}"
+max="${2:-200}"
+venv="$root/.tools/bench-venv"
+optuna_version="5.0.0"
+if ! "$venv/bin/python" -c "import optuna, sys; sys.exit(optuna.__version__ != '$optuna_version')" 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet "optuna==$optuna_version"
+fi
+cargo build --quiet --release -p tunebook-study --example bench_strategies
+binary="$root/target/release/examples/bench_strategies"
+project="$(mktemp)"
+trap 'rm -f "$project"' EXIT
+"$binary" project "$seeds" "$max" 0.95 > "$project"
+"$venv/bin/python" scripts/bench_strategies.py "$binary" "$project" "$seeds" "$max" 0.95

@@ -1,0 +1,162 @@
+//! How well a search does on a planted world: the trials, and the modelled
+//! hours, until the configurations it tried reach a share of the true
+//! Pareto front's hypervolume (true, noise-free values, so a lucky noisy
+//! measurement earns nothing).
+//!
+//! The hours model a large model's cost: every trial runs its probes
+//! ([`Cost::probe_minutes`]), and a trial whose load-time settings differ
+//! from the trial before it first reloads the engine
+//! ([`Cost::load_minutes`]); request-time settings keep the engine.
+
+use std::collections::BTreeMap;
+
+use engine_bridge::{Catalog, Settings};
+use rand::SeedableRng;
+
+use super::{Truth, World};
+use crate::study::{Goal, Metric, Study};
+
+/// What a trial costs, in minutes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cost {
+    pub load_minutes: f64,
+    pub probe_minutes: f64,
+}
+
+impl Default for Cost {
+    fn default() -> Self {
+        Cost { load_minutes: 5.0, probe_minutes: 1.0 }
+    }
+}
+
+/// The world's true front, and the share of it a set of trials reaches.
+pub struct Judge {
+    metrics: Vec<Metric>,
+    goals: Vec<Goal>,
+    reference: Vec<f64>,
+    truth: f64,
+    world: fn(&Settings) -> Truth,
+    catalog: Catalog,
+    cost: Cost,
+}
+
+impl Judge {
+    /// Runs the truth over the world's whole grid.
+    pub fn new(world: &World, study: &Study, cost: Cost) -> Self {
+        let metrics: Vec<Metric> = study.objectives.iter().map(|t| t.metric).collect();
+        let goals: Vec<Goal> = study.objectives.iter().map(|t| t.goal).collect();
+        let points: Vec<Vec<f64>> = study
+            .space
+            .grid()
+            .filter_map(|c| true_values(world.truth, &metrics, &full(study, &c)))
+            .collect();
+        // A reference point 5 % of each objective's range past its worst.
+        let reference: Vec<f64> = (0..metrics.len())
+            .map(|j| {
+                let col = || points.iter().map(|p| goals[j].oriented(p[j]));
+                let (lo, hi) = (col().fold(f64::MAX, f64::min), col().fold(f64::MIN, f64::max));
+                goals[j].oriented(lo - 0.05 * (hi - lo).max(1e-9))
+            })
+            .collect();
+        let truth = crate::pareto::hypervolume(&points, &goals, &reference);
+        Judge {
+            metrics,
+            goals,
+            reference,
+            truth,
+            world: world.truth,
+            catalog: Catalog::llama_server(),
+            cost,
+        }
+    }
+
+    /// The true objective values of a configuration; `None` if it fails.
+    pub fn values(&self, study: &Study, config: &Settings) -> Option<Vec<f64>> {
+        true_values(self.world, &self.metrics, &full(study, config))
+    }
+
+    /// The share of the true hypervolume the points reach.
+    pub fn share(&self, points: &[Vec<f64>]) -> f64 {
+        if points.is_empty() {
+            return 0.0;
+        }
+        crate::pareto::hypervolume(points, &self.goals, &self.reference) / self.truth
+    }
+
+    /// Minutes a trial of `config` costs after a trial of `previous`.
+    pub fn minutes(&self, previous: Option<&Settings>, config: &Settings) -> f64 {
+        let reload =
+            previous.is_none_or(|p| self.catalog.load_time(p) != self.catalog.load_time(config));
+        self.cost.probe_minutes + if reload { self.cost.load_minutes } else { 0.0 }
+    }
+}
+
+fn true_values(
+    world: fn(&Settings) -> Truth,
+    metrics: &[Metric],
+    s: &Settings,
+) -> Option<Vec<f64>> {
+    match world(s) {
+        Truth::Runs(m) => metrics.iter().map(|k| m.get(k).copied()).collect(),
+        Truth::Fails(_) => None,
+    }
+}
+
+/// A configuration with the baseline's values where it leaves a setting out.
+fn full(study: &Study, c: &Settings) -> Settings {
+    let mut out = study.baseline.clone();
+    out.extend(c.iter().map(|(k, v)| (k.clone(), v.clone())));
+    out
+}
+
+/// What one search reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reached {
+    /// Trials (the baseline included) until the share was reached.
+    pub trials: Option<usize>,
+    /// Modelled hours until then.
+    pub hours: Option<f64>,
+    /// The share reached at the end.
+    pub share: f64,
+}
+
+/// Runs `strategy` on `world` (the baseline first, as the runner does)
+/// until its trials reach `target` of the true hypervolume or `max` trials.
+pub async fn search(
+    world: &World,
+    judge: &Judge,
+    strategy: &str,
+    seed: u64,
+    target: f64,
+    max: usize,
+) -> Reached {
+    let study = world.study(strategy, seed, max);
+    let chosen = crate::strategy::for_study(&study, None);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
+    let mut history = Vec::new();
+    let mut points = Vec::new();
+    let mut baseline: Option<BTreeMap<Metric, f64>> = None;
+    let (mut minutes, mut previous) = (0.0, None::<Settings>);
+    let mut next = Some(study.baseline.clone());
+    while let Some(config) = next.take() {
+        let settings = full(&study, &config);
+        minutes += judge.minutes(previous.as_ref(), &settings);
+        previous = Some(settings.clone());
+        let measured = world.measure(&settings, &mut rng).ok();
+        if history.is_empty() {
+            baseline = measured.clone();
+        }
+        if let Some(v) = judge.values(&study, &config) {
+            points.push(v);
+        }
+        history.push(study.observe(config, measured.as_ref(), baseline.as_ref()));
+        let share = judge.share(&points);
+        if share >= target {
+            return Reached { trials: Some(history.len()), hours: Some(minutes / 60.0), share };
+        }
+        if history.len() < max {
+            next = chosen.propose(&study, &history).await.map(|p| p.config);
+        }
+    }
+    Reached { trials: None, hours: None, share: judge.share(&points) }
+}

@@ -1,0 +1,179 @@
+//! Worlds for judging search strategies (not findings): what a strategy
+//! must find is each world's true Pareto front, worked out by running the
+//! truth over the whole grid ([`super::search`]).
+//!
+//! - `midrange`: six settings and 92,160 configurations; decode peaks at
+//!   12 threads and a middle batch size, mixed K/V cache types halve it
+//!   (an interaction), and configurations past 12 GiB run out of memory.
+//!   Decode ↑, memory ↓, quality ↑.
+//! - `ten`: ten settings, three of which matter (threads, the K cache
+//!   type, flash attention); decode ↑, memory ↓.
+//! - `llama8`: the findings' world (864 configurations, a failing region).
+//! - `noise`: the llama8 space with no structure: each configuration's
+//!   truth is a hash of it, so no model can beat drawing at random.
+
+use engine_bridge::Settings;
+
+use super::{Noise, Truth, World, worlds};
+use crate::study::Metric;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+fn get<'a>(s: &'a Settings, k: &str) -> &'a str {
+    s.get(k).map_or("", String::as_str)
+}
+
+fn number(s: &Settings, k: &str) -> f64 {
+    get(s, k).parse().unwrap_or(0.0)
+}
+
+fn cache_bytes(t: &str) -> f64 {
+    match t {
+        "q8_0" => 0.53,
+        "q4_0" => 0.28,
+        _ => 1.0,
+    }
+}
+
+fn midrange(s: &Settings) -> Truth {
+    let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));
+    let fa = get(s, "flash_attn") == "on";
+    let ctx = number(s, "ctx_size");
+    let threads = number(s, "threads");
+    let batch = number(s, "batch_size");
+    let ubatch = number(s, "ubatch_size");
+    let kv = ctx / 4096.0 * 0.3 * GIB * (cache_bytes(k) + cache_bytes(v)) / 2.0;
+    let scratch = if fa { 0.0 } else { ctx * ubatch * 4.0 * 32.0 };
+    let rss = 3.0 * GIB + kv + scratch + ubatch * 1.5e6;
+    if rss > 12.0 * GIB {
+        return Truth::Fails("out_of_memory");
+    }
+    let thread_curve = 1.0 - 0.6 * ((threads - 12.0) / 20.0).powi(2) * 4.0;
+    let batch_curve = 1.0 - 0.08 * (batch.log2() - 9.0).powi(2);
+    let mixed = if k != v { 0.5 } else { 1.0 };
+    let decode = 45.0
+        * thread_curve.max(0.05)
+        * batch_curve.max(0.05)
+        * mixed
+        * if fa { 1.15 } else { 1.0 }
+        * (1.0 - 0.04 * (ctx / 4096.0).log2());
+    let quality =
+        0.75 - if k == "q4_0" { 0.08 } else { 0.0 } - if v == "q4_0" { 0.02 } else { 0.0 };
+    Truth::Runs(
+        [(Metric::DecodeTps, decode), (Metric::PeakRssBytes, rss), (Metric::QualityScore, quality)]
+            .into(),
+    )
+}
+
+const MIDRANGE: &str = r#"
+name = "midrange"
+profile = "p"
+model = "m"
+[space]
+threads = { min = 1, max = 32, step = 1 }
+batch_size = { min = 64, max = 8192, log = true }
+ubatch_size = [128, 256, 512, 1024]
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+flash_attn = ["off", "on"]
+ctx_size = [4096, 8192, 16384, 32768, 65536]
+[baseline]
+threads = 4
+batch_size = 2048
+ubatch_size = 512
+cache_type_k = "f16"
+cache_type_v = "f16"
+flash_attn = "off"
+ctx_size = 8192
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "peak_rss_bytes"
+[[objectives]]
+metric = "quality_score"
+"#;
+
+fn ten(s: &Settings) -> Truth {
+    let k = get(s, "cache_type_k");
+    let fa = get(s, "flash_attn") == "on";
+    let threads = number(s, "threads");
+    let thread_curve = (-((threads.log2() - 3.0).powi(2)) / 2.0).exp();
+    let decode = 30.0
+        * (0.3 + 0.7 * thread_curve)
+        * if fa { 1.2 } else { 1.0 }
+        * if k == "q4_0" { 0.9 } else { 1.0 };
+    let rss = 4.0 * GIB + 2.0 * GIB * cache_bytes(k);
+    Truth::Runs([(Metric::DecodeTps, decode), (Metric::PeakRssBytes, rss)].into())
+}
+
+const TEN: &str = r#"
+name = "ten"
+profile = "p"
+model = "m"
+[space]
+threads = { min = 1, max = 32, step = 1 }
+cache_type_k = ["f16", "q8_0", "q4_0"]
+flash_attn = ["off", "on"]
+threads_batch = [1, 2, 4, 8, 16]
+batch_size = { min = 128, max = 4096, log = true }
+ubatch_size = [128, 256, 512]
+parallel = [1, 2, 4]
+mlock = [false, true]
+no_mmap = [false, true]
+top_k = [1, 20, 40, 80]
+[baseline]
+threads = 4
+cache_type_k = "f16"
+flash_attn = "off"
+threads_batch = 4
+batch_size = 2048
+ubatch_size = 512
+parallel = 1
+mlock = false
+no_mmap = false
+top_k = 40
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "peak_rss_bytes"
+"#;
+
+/// A number in [0, 1) from a configuration and a salt (FNV-1a).
+fn hashed(s: &Settings, salt: u64) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ salt;
+    for (k, v) in s {
+        for b in k.bytes().chain([b'=']).chain(v.bytes()).chain([b';']) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn structureless(s: &Settings) -> Truth {
+    Truth::Runs(
+        [
+            (Metric::DecodeTps, 20.0 + 20.0 * hashed(s, 1)),
+            (Metric::PeakRssBytes, (4.0 + 4.0 * hashed(s, 2)) * GIB),
+        ]
+        .into(),
+    )
+}
+
+/// The worlds a search is judged on.
+pub fn search_worlds() -> Vec<World> {
+    let noise = Noise { speed: 0.02, memory: 0.005, quality: 0.005 };
+    let llama8 = worlds().into_iter().find(|w| w.name == "llama8").expect("llama8");
+    let llama8_space = llama8.study.clone();
+    vec![
+        World { name: "midrange", study: MIDRANGE.into(), truth: midrange, noise, facts: vec![] },
+        World { name: "ten", study: TEN.into(), truth: ten, noise, facts: vec![] },
+        llama8,
+        World {
+            name: "noise",
+            study: llama8_space.replace("llama8", "noise"),
+            truth: structureless,
+            noise,
+            facts: vec![],
+        },
+    ]
+}

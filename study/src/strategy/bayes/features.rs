@@ -1,0 +1,253 @@
+//! How a configuration becomes a row of numbers for the regression: each
+//! setting's main effect, and products of every two settings' coarse
+//! codes for their interactions.
+//!
+//! - A number (a range, or a list of three or more numbers) is placed at
+//!   `t` in [0, 1] along its values, on a log scale where its domain says
+//!   so or where a list spans a factor of 8 or more; its main effect is a
+//!   slope and a curvature, so a peak anywhere in the range is as easy to
+//!   learn as a slope, and bends at up to 7 inner knots (hat functions,
+//!   shrunk harder) for curves a parabola does not fit.
+//! - A word (a list of texts, a switch) gets one indicator per value
+//!   beyond its first.
+//! - For interactions each setting keeps at most two columns: a number
+//!   its centred slope and curvature, a word its first two indicators.
+//!   That keeps the row short (a few hundred columns for ten settings)
+//!   while a 3×3 pair such as the K and V cache types is still fully
+//!   modelled.
+
+use engine_bridge::Settings;
+
+use crate::space::{Domain, Param};
+
+/// What a column's prior is, and which settings (by index) it belongs
+/// to: the regression shrinks pair columns harder than main effects, and
+/// pairs of settings that show no effect alone hardest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Class {
+    Intercept,
+    Main(usize),
+    /// A number's local bends, beyond its slope and curvature.
+    Shape(usize),
+    Pair(usize, usize),
+}
+
+/// One setting's coding.
+#[derive(Debug, Clone)]
+enum Axis {
+    /// Positions map a value to `t`; a slope, a curvature when there are
+    /// three values or more, and with four or more bends at the
+    /// `knots − 2` inner knots.
+    Number {
+        lo: f64,
+        hi: f64,
+        log: bool,
+        knots: usize,
+    },
+    Word {
+        values: Vec<String>,
+    },
+}
+
+/// Turns configurations into rows.
+#[derive(Debug, Clone)]
+pub(super) struct Encoder {
+    names: Vec<String>,
+    axes: Vec<Axis>,
+    /// The value a configuration that leaves a setting out has.
+    defaults: Vec<String>,
+    pub classes: Vec<Class>,
+}
+
+fn numbers(values: &[String]) -> Option<Vec<f64>> {
+    values.iter().map(|v| v.trim().parse::<f64>().ok().filter(|x| x.is_finite())).collect()
+}
+
+impl Axis {
+    fn of(domain: &Domain) -> Self {
+        let grid = domain.grid();
+        let span = |xs: &[f64], log: bool| {
+            let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let log = log && lo > 0.0;
+            let (lo, hi) = if log { (lo.ln(), hi.ln()) } else { (lo, hi) };
+            Axis::Number { lo, hi, log, knots: grid.len().clamp(2, 5) }
+        };
+        match domain {
+            Domain::Values(v) => match numbers(v) {
+                Some(xs) if xs.len() >= 3 => {
+                    let positive = xs.iter().all(|x| *x > 0.0);
+                    let (lo, hi) =
+                        xs.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+                    span(&xs, positive && hi / lo >= 8.0)
+                }
+                _ => Axis::Word { values: v.clone() },
+            },
+            Domain::Int { log, .. } | Domain::Float { log, .. } => {
+                let xs = numbers(&grid).unwrap_or_default();
+                span(&xs, *log)
+            }
+        }
+    }
+
+    /// Where `value` sits along a number's range, in [0, 1].
+    fn position(&self, value: &str) -> f64 {
+        let Axis::Number { lo, hi, log, .. } = self else { return 0.0 };
+        let x: f64 = value.trim().parse().unwrap_or(*lo);
+        let x = if *log { x.max(f64::MIN_POSITIVE).ln() } else { x };
+        if hi > lo { ((x - lo) / (hi - lo)).clamp(0.0, 1.0) } else { 0.0 }
+    }
+
+    /// The classes of its main-effect columns, as setting `i`.
+    fn main_classes(&self, i: usize) -> Vec<Class> {
+        match self {
+            Axis::Number { knots: 2, .. } => vec![Class::Main(i)],
+            Axis::Number { knots, .. } => {
+                let mut out = vec![Class::Main(i), Class::Main(i)];
+                if *knots >= 4 {
+                    out.extend(std::iter::repeat_n(Class::Shape(i), knots - 2));
+                }
+                out
+            }
+            Axis::Word { values } => vec![Class::Main(i); values.len() - 1],
+        }
+    }
+
+    fn pair_width(&self) -> usize {
+        match self {
+            Axis::Number { knots, .. } => {
+                if *knots > 2 {
+                    2
+                } else {
+                    1
+                }
+            }
+            Axis::Word { values } => (values.len() - 1).min(2),
+        }
+    }
+
+    fn main(&self, value: &str, out: &mut Vec<f64>) {
+        match self {
+            Axis::Number { knots, .. } => {
+                let t = self.position(value);
+                out.push(t);
+                if *knots > 2 {
+                    out.push((2.0 * t - 1.0).powi(2));
+                }
+                // Hat functions at the inner knots.
+                if *knots >= 4 {
+                    let at = t * (knots - 1) as f64;
+                    out.extend((1..knots - 1).map(|k| (1.0 - (at - k as f64).abs()).max(0.0)));
+                }
+            }
+            Axis::Word { values } => {
+                out.extend(values[1..].iter().map(|v| f64::from(u8::from(v == value))));
+            }
+        }
+    }
+
+    fn pair(&self, value: &str) -> [f64; 2] {
+        match self {
+            Axis::Number { .. } => {
+                let c = self.position(value) - 0.5;
+                [2.0 * c, 12.0 * c * c - 1.0]
+            }
+            Axis::Word { values } => {
+                let is = |i: usize| f64::from(u8::from(values.get(i).is_some_and(|v| v == value)));
+                [is(1), is(2)]
+            }
+        }
+    }
+}
+
+impl Encoder {
+    pub fn new(params: &[Param], defaults: &Settings) -> Self {
+        let axes: Vec<Axis> = params.iter().map(|p| Axis::of(&p.domain)).collect();
+        let mut classes = vec![Class::Intercept];
+        for (i, a) in axes.iter().enumerate() {
+            classes.extend(a.main_classes(i));
+        }
+        for (i, a) in axes.iter().enumerate() {
+            for (j, b) in axes.iter().enumerate().skip(i + 1) {
+                let width = a.pair_width() * b.pair_width();
+                classes.extend(std::iter::repeat_n(Class::Pair(i, j), width));
+            }
+        }
+        let defaults = params
+            .iter()
+            .map(|p| defaults.get(&p.name).cloned().unwrap_or_else(|| p.domain.grid()[0].clone()))
+            .collect();
+        Encoder { names: params.iter().map(|p| p.name.clone()).collect(), axes, defaults, classes }
+    }
+
+    pub fn width(&self) -> usize {
+        self.classes.len()
+    }
+
+    /// The row of `config`.
+    pub fn row(&self, config: &Settings) -> Vec<f64> {
+        let values: Vec<&str> = self
+            .names
+            .iter()
+            .zip(&self.defaults)
+            .map(|(n, d)| config.get(n).map_or(d.as_str(), String::as_str))
+            .collect();
+        let mut out = Vec::with_capacity(self.width());
+        out.push(1.0);
+        for (a, v) in self.axes.iter().zip(&values) {
+            a.main(v, &mut out);
+        }
+        let codes: Vec<[f64; 2]> = self.axes.iter().zip(&values).map(|(a, v)| a.pair(v)).collect();
+        for i in 0..self.axes.len() {
+            for j in i + 1..self.axes.len() {
+                for x in &codes[i][..self.axes[i].pair_width()] {
+                    for y in &codes[j][..self.axes[j].pair_width()] {
+                        out.push(x * y);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(name: &str, domain: Domain) -> Param {
+        Param { name: name.into(), domain }
+    }
+
+    #[test]
+    fn rows_have_the_declared_width_and_peaks_are_local() {
+        let params = vec![
+            param("threads", Domain::Int { min: 1, max: 16, step: 1, log: false }),
+            param("batch", Domain::Values(vec!["128".into(), "512".into(), "2048".into()])),
+            param("k", Domain::Values(vec!["f16".into(), "q8_0".into(), "q4_0".into()])),
+        ];
+        let e = Encoder::new(&params, &Settings::new());
+        // 1 + mains (threads: slope, curvature and 7 bends; batch: slope
+        // and curvature; k: 2 indicators) + pairs 2·2 + 2·2 + 2·2.
+        assert_eq!(e.width(), 1 + 13 + 12);
+        let row = |t: &str, b: &str, k: &str| {
+            let c: Settings = [("threads", t), ("batch", b), ("k", k)]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            e.row(&c)
+        };
+        let r = row("8", "512", "q8_0");
+        assert_eq!(r.len(), e.width());
+        // threads 8 of 1..16: t = 7/15, between knots 3 and 4 of 0..8.
+        let t = 7.0 / 15.0;
+        assert!((r[1] - t).abs() < 1e-9 && (r[2] - (2.0 * t - 1.0).powi(2)).abs() < 1e-9);
+        let at = t * 8.0;
+        assert!((r[5] - (4.0 - at)).abs() < 1e-9 && (r[6] - (at - 3.0)).abs() < 1e-9, "{r:?}");
+        assert_eq!(r[3..5].iter().chain(&r[7..10]).sum::<f64>(), 0.0, "{r:?}");
+        // 128…2048 spans 16×: a log axis, 512 in its middle.
+        assert!((r[10] - 0.5).abs() < 1e-9 && r[11].abs() < 1e-9, "{r:?}");
+        assert_eq!(&r[12..14], &[1.0, 0.0], "q8_0 is the first indicator");
+        assert_ne!(row("1", "128", "f16"), row("16", "2048", "q4_0"));
+    }
+}

@@ -1,0 +1,230 @@
+//! Bayesian linear regression over the encoder's columns: a Gaussian prior
+//! on the weights (main effects wider than pairs), Gaussian noise, and the
+//! prior and noise scales chosen by the evidence (the marginal likelihood)
+//! from a small grid. The posterior gives a mean at any row and whole
+//! weight vectors drawn from it (Thompson sampling).
+//!
+//! Everything is computed in weight space: the precision matrix
+//! `A = D⁻¹ + XᵀX/s²` is as wide as the row, not as long as the history,
+//! so a study of a thousand trials costs what a study of fifty does.
+
+use nalgebra::{DMatrix, DVector};
+use rand::Rng;
+
+use super::features::Class;
+
+/// Prior variances tried for main effects and, relative to them, for all
+/// pairs together (each pair column gets its share, so that ten settings'
+/// 45 pairs do not drown the main effects in prior noise), and noise
+/// variances, all in units of the standardized response.
+const MAIN: [f64; 2] = [0.3, 1.0];
+const PAIR_RATIO: [f64; 2] = [0.1, 1.0];
+const NOISE: [f64; 3] = [0.003, 0.03, 0.3];
+/// A number's bends are smaller than its slope and curvature, a priori.
+const SHAPE_RATIO: f64 = 0.3;
+
+/// A fitted model of one response.
+pub(super) struct Posterior {
+    mean: DVector<f64>,
+    /// The Cholesky factor of the precision matrix.
+    l: DMatrix<f64>,
+    /// The response's centre and scale, to map predictions back.
+    centre: f64,
+    scale: f64,
+    /// The noise's standard deviation, on the response's own scale.
+    pub noise: f64,
+}
+
+/// A standard normal draw (Box–Muller).
+pub(crate) fn normal(rng: &mut impl Rng) -> f64 {
+    let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+    let v: f64 = rng.random();
+    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+}
+
+struct Candidate {
+    evidence: f64,
+    noise: f64,
+    mean: DVector<f64>,
+    l: DMatrix<f64>,
+}
+
+fn fit_with(x: &DMatrix<f64>, y: &DVector<f64>, prior: &[f64], noise: f64) -> Option<Candidate> {
+    let n = x.nrows() as f64;
+    let mut a = x.transpose() * x / noise;
+    for (i, p) in prior.iter().enumerate() {
+        a[(i, i)] += 1.0 / p;
+    }
+    let chol = a.cholesky()?;
+    let b = x.transpose() * y / noise;
+    let mean = chol.solve(&b);
+    let log_det_a: f64 = 2.0 * chol.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+    let log_det_d: f64 = prior.iter().map(|p| p.ln()).sum();
+    let fit = (y.dot(y) - y.dot(&(x * &mean))) / noise;
+    let evidence = -0.5 * (n * noise.ln() + log_det_d + log_det_a + fit);
+    Some(Candidate { evidence, noise, mean, l: chol.l() })
+}
+
+/// Each column's prior variance: `main` for main effects, `pair` times
+/// the pair's weight for pairs.
+fn priors(classes: &[Class], main: f64, pair: f64, heredity: &[f64]) -> Vec<f64> {
+    classes
+        .iter()
+        .map(|c| match c {
+            Class::Intercept => 1.0,
+            Class::Main(_) => main,
+            Class::Shape(_) => main * SHAPE_RATIO,
+            Class::Pair(a, b) => pair * (heredity[*a] * heredity[*b]).sqrt().max(1e-4),
+        })
+        .collect()
+}
+
+/// How much each setting moves the response alone, from a main-effects
+/// fit, scaled so that the pair columns' weights average 1.
+fn heredity(x: &DMatrix<f64>, y: &DVector<f64>, classes: &[Class]) -> Vec<f64> {
+    let settings = classes
+        .iter()
+        .filter_map(|c| match c {
+            Class::Main(i) | Class::Shape(i) => Some(i + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let none = vec![1.0; settings];
+    let mains = priors(classes, 1.0, 1e-8, &none);
+    let Some(fit) = NOISE
+        .iter()
+        .filter_map(|n| fit_with(x, y, &mains, *n))
+        .max_by(|a, b| a.evidence.total_cmp(&b.evidence))
+    else {
+        return none;
+    };
+    let mut spread = vec![0.0; settings];
+    for (s, out) in spread.iter_mut().enumerate() {
+        let own = |c: &Class| matches!(c, Class::Main(i) | Class::Shape(i) if *i == s);
+        let part: Vec<f64> = (0..x.nrows())
+            .map(|r| {
+                classes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| own(c))
+                    .map(|(j, _)| x[(r, j)] * fit.mean[j])
+                    .sum()
+            })
+            .collect();
+        let m = part.iter().sum::<f64>() / part.len().max(1) as f64;
+        *out = part.iter().map(|p| (p - m).powi(2)).sum::<f64>() / part.len().max(1) as f64;
+    }
+    let weights: Vec<f64> = classes
+        .iter()
+        .filter_map(|c| match c {
+            Class::Pair(a, b) => Some((spread[*a] * spread[*b]).sqrt()),
+            _ => None,
+        })
+        .collect();
+    let mean = weights.iter().sum::<f64>() / weights.len().max(1) as f64;
+    if mean <= 1e-12 {
+        return none;
+    }
+    spread.iter().map(|s| s / mean).collect()
+}
+
+impl Posterior {
+    /// Fits `y` on the rows `x`, whose columns have the given classes.
+    /// `None` only when there is nothing to fit.
+    pub fn fit(rows: &[Vec<f64>], y: &[f64], classes: &[Class]) -> Option<Self> {
+        if rows.is_empty() {
+            return None;
+        }
+        let centre = y.iter().sum::<f64>() / y.len() as f64;
+        let spread = (y.iter().map(|v| (v - centre).powi(2)).sum::<f64>() / y.len() as f64).sqrt();
+        let scale = if spread > 1e-12 { spread } else { 1.0 };
+        let x = DMatrix::from_fn(rows.len(), classes.len(), |i, j| rows[i][j]);
+        let y = DVector::from_iterator(y.len(), y.iter().map(|v| (v - centre) / scale));
+        let pairs = classes.iter().filter(|c| matches!(c, Class::Pair(..))).count();
+        let mains = classes.iter().filter(|c| matches!(c, Class::Main(_))).count();
+        let share = mains.max(1) as f64 / pairs.max(1) as f64;
+        // Heredity: a pair's prior in proportion to how much its two
+        // settings move the response alone.
+        let heredity = heredity(&x, &y, classes);
+        let mut best: Option<Candidate> = None;
+        for main in MAIN {
+            for ratio in PAIR_RATIO {
+                let prior = priors(classes, main, main * ratio * share, &heredity);
+                for noise in NOISE {
+                    if let Some(c) = fit_with(&x, &y, &prior, noise)
+                        && best.as_ref().is_none_or(|b| c.evidence > b.evidence)
+                    {
+                        best = Some(c);
+                    }
+                }
+            }
+        }
+        let best = best?;
+        Some(Posterior {
+            mean: best.mean,
+            l: best.l,
+            centre,
+            scale,
+            noise: best.noise.sqrt() * scale,
+        })
+    }
+
+    /// The posterior mean at `row`, on the response's own scale.
+    #[cfg(test)]
+    pub fn mean_at(&self, row: &[f64]) -> f64 {
+        self.centre + self.scale * row.iter().zip(self.mean.iter()).map(|(a, b)| a * b).sum::<f64>()
+    }
+
+    /// One weight vector drawn from the posterior, as a function of rows.
+    pub fn draw(&self, rng: &mut impl Rng) -> Draw {
+        let z = DVector::from_fn(self.mean.len(), |_, _| normal(rng));
+        // w = μ + L⁻ᵀz has covariance (LLᵀ)⁻¹ = A⁻¹.
+        let offset = self.l.transpose().solve_upper_triangular(&z).unwrap_or_else(|| z * 0.0);
+        Draw { weights: &self.mean + offset, centre: self.centre, scale: self.scale }
+    }
+}
+
+/// A drawn model.
+pub(super) struct Draw {
+    weights: DVector<f64>,
+    centre: f64,
+    scale: f64,
+}
+
+impl Draw {
+    pub fn at(&self, row: &[f64]) -> f64 {
+        self.centre
+            + self.scale * row.iter().zip(self.weights.iter()).map(|(a, b)| a * b).sum::<f64>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn learns_a_line_and_is_unsure_far_from_the_data() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let classes = [Class::Intercept, Class::Main(0), Class::Main(1)];
+        // y = 3 + 2·a, b never varied.
+        let rows: Vec<Vec<f64>> = (0..12).map(|i| vec![1.0, f64::from(i % 4) / 3.0, 0.0]).collect();
+        let y: Vec<f64> = rows.iter().map(|r| 3.0 + 2.0 * r[1] + 0.01 * normal(&mut rng)).collect();
+        let p = Posterior::fit(&rows, &y, &classes).unwrap();
+        assert!(
+            (p.mean_at(&[1.0, 0.5, 0.0]) - 4.0).abs() < 0.05,
+            "{}",
+            p.mean_at(&[1.0, 0.5, 0.0])
+        );
+        let spread = |row: &[f64], rng: &mut rand::rngs::StdRng| {
+            let draws: Vec<f64> = (0..200).map(|_| p.draw(rng).at(row)).collect();
+            let m = draws.iter().sum::<f64>() / 200.0;
+            (draws.iter().map(|d| (d - m).powi(2)).sum::<f64>() / 200.0).sqrt()
+        };
+        let seen = spread(&[1.0, 0.5, 0.0], &mut rng);
+        let unseen = spread(&[1.0, 0.5, 1.0], &mut rng);
+        assert!(unseen > 10.0 * seen, "seen {seen}, unseen {unseen}");
+    }
+}
