@@ -16,14 +16,17 @@ pub(super) type Worth = (f64, f64);
 
 pub(super) struct Acquisition<'a> {
     pub encoder: &'a Encoder,
-    draws: Vec<Draw>,
-    /// What a gain must clear per objective: the measurement noise.
-    noise: Vec<f64>,
+    samples: Vec<Sample>,
     risk: Option<Draw>,
+    weights: Vec<f64>,
+}
+
+/// One draw of every objective's model, and the measured front it sees.
+struct Sample {
+    draws: Vec<Draw>,
     front: Vec<Vec<f64>>,
     reference: Vec<f64>,
     base: f64,
-    weights: Vec<f64>,
 }
 
 /// The hypervolume `points` dominate above `reference` (all maximized).
@@ -34,16 +37,8 @@ fn volume(points: &[Vec<f64>], reference: &[f64]) -> f64 {
     if kept.is_empty() { 0.0 } else { optimizer::pareto::hypervolume(&kept, reference, &up) }
 }
 
-impl<'a> Acquisition<'a> {
-    /// `measured`: the rows of the trials that ran within every bound.
-    pub fn new(
-        encoder: &'a Encoder,
-        draws: Vec<Draw>,
-        noise: Vec<f64>,
-        risk: Option<Draw>,
-        measured: &[Vec<f64>],
-        rng: &mut impl Rng,
-    ) -> Self {
+impl Sample {
+    fn new(draws: Vec<Draw>, measured: &[Vec<f64>]) -> Self {
         let front: Vec<Vec<f64>> =
             measured.iter().map(|r| draws.iter().map(|d| d.at(r)).collect()).collect();
         let reference: Vec<f64> = (0..draws.len())
@@ -54,25 +49,12 @@ impl<'a> Acquisition<'a> {
             })
             .collect();
         let base = volume(&front, &reference);
-        let weights = (0..draws.len()).map(|_| rng.random::<f64>() + 0.05).collect();
-        Acquisition { encoder, draws, noise, risk, front, reference, base, weights }
+        Sample { draws, front, reference, base }
     }
 
-    /// The drawn chance that `config` fails or breaks a bound.
-    pub fn risk(&self, config: &Settings) -> f64 {
-        self.risk.as_ref().map_or(0.0, |r| r.at(&self.encoder.row(config)))
-    }
-
-    /// `None` when the drawn risk model expects `config` to fail.
-    pub fn worth(&self, config: &Settings) -> Option<Worth> {
-        let row = self.encoder.row(config);
-        if self.risk.as_ref().is_some_and(|r| r.at(&row) >= 0.5) {
-            return None;
-        }
-        // A gain within the noise is no gain: without this, copies of the
-        // best trial with a bystander changed would look as good as new
-        // ground.
-        let v: Vec<f64> = self.draws.iter().zip(&self.noise).map(|(d, n)| d.at(&row) - n).collect();
+    /// The hypervolume gain of `row`, and its random weighting.
+    fn worth(&self, row: &[f64], weights: &[f64]) -> Worth {
+        let v: Vec<f64> = self.draws.iter().map(|d| d.at(row)).collect();
         let dominated = self.front.iter().any(|f| f.iter().zip(&v).all(|(a, b)| a >= b));
         let gain = if dominated {
             0.0
@@ -81,8 +63,46 @@ impl<'a> Acquisition<'a> {
             with.push(v.clone());
             volume(&with, &self.reference) - self.base
         };
-        let tie = v.iter().zip(&self.weights).zip(&self.reference).map(|((v, w), r)| w * (v - r));
-        Some((gain, tie.fold(f64::MAX, f64::min)))
+        let tie = v.iter().zip(weights).zip(&self.reference).map(|((v, w), r)| w * (v - r));
+        (gain, tie.fold(f64::MAX, f64::min))
+    }
+}
+
+impl<'a> Acquisition<'a> {
+    /// `samples`: draws of every objective's model; `measured`: the rows
+    /// of the trials that ran within every bound.
+    pub fn new(
+        encoder: &'a Encoder,
+        samples: Vec<Vec<Draw>>,
+        risk: Option<Draw>,
+        measured: &[Vec<f64>],
+        rng: &mut impl Rng,
+    ) -> Self {
+        let objectives = samples.first().map_or(0, Vec::len);
+        let weights = (0..objectives).map(|_| rng.random::<f64>() + 0.05).collect();
+        let samples = samples.into_iter().map(|d| Sample::new(d, measured)).collect();
+        Acquisition { encoder, samples, risk, weights }
+    }
+
+    /// The drawn chance that `config` fails or breaks a bound.
+    pub fn risk(&self, config: &Settings) -> f64 {
+        self.risk.as_ref().map_or(0.0, |r| r.at(&self.encoder.row(config)))
+    }
+
+    /// The mean worth over the samples; `None` when the drawn risk model
+    /// expects `config` to fail.
+    pub fn worth(&self, config: &Settings) -> Option<Worth> {
+        let row = self.encoder.row(config);
+        if self.risk.as_ref().is_some_and(|r| r.at(&row) >= 0.5) {
+            return None;
+        }
+        let n = self.samples.len() as f64;
+        let (gain, tie) = self
+            .samples
+            .iter()
+            .map(|s| s.worth(&row, &self.weights))
+            .fold((0.0, 0.0), |(g, t), (a, b)| (g + a / n, t + b / n));
+        Some((gain, tie))
     }
 }
 

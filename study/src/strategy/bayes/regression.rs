@@ -31,8 +31,6 @@ pub(super) struct Posterior {
     /// The response's centre and scale, to map predictions back.
     centre: f64,
     scale: f64,
-    /// The noise's standard deviation, on the response's own scale.
-    pub noise: f64,
 }
 
 /// A standard normal draw (Box–Muller).
@@ -44,7 +42,6 @@ pub(crate) fn normal(rng: &mut impl Rng) -> f64 {
 
 struct Candidate {
     evidence: f64,
-    noise: f64,
     mean: DVector<f64>,
     l: DMatrix<f64>,
 }
@@ -62,7 +59,7 @@ fn fit_with(x: &DMatrix<f64>, y: &DVector<f64>, prior: &[f64], noise: f64) -> Op
     let log_det_d: f64 = prior.iter().map(|p| p.ln()).sum();
     let fit = (y.dot(y) - y.dot(&(x * &mean))) / noise;
     let evidence = -0.5 * (n * noise.ln() + log_det_d + log_det_a + fit);
-    Some(Candidate { evidence, noise, mean, l: chol.l() })
+    Some(Candidate { evidence, mean, l: chol.l() })
 }
 
 /// Each column's prior variance: `main` for main effects, `pair` times
@@ -161,13 +158,7 @@ impl Posterior {
             }
         }
         let best = best?;
-        Some(Posterior {
-            mean: best.mean,
-            l: best.l,
-            centre,
-            scale,
-            noise: best.noise.sqrt() * scale,
-        })
+        Some(Posterior { mean: best.mean, l: best.l, centre, scale })
     }
 
     /// The posterior mean at `row`, on the response's own scale.
