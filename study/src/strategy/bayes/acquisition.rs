@@ -3,7 +3,7 @@
 //! through the same drawn models, so that what a draw gets wrong
 //! everywhere alike cancels out), and, where nothing gains, how it fares
 //! under a random weighting of the objectives. A configuration the drawn
-//! risk model expects to fail is worth nothing.
+//! risk model expects to fail gains nothing in that draw.
 
 use engine_bridge::Settings;
 use rand::Rng;
@@ -17,7 +17,8 @@ pub(super) type Worth = (f64, f64);
 pub(super) struct Acquisition<'a> {
     pub encoder: &'a Encoder,
     samples: Vec<Sample>,
-    risk: Option<Draw>,
+    /// Draws of the risk model, one a sample; none when nothing failed.
+    risks: Vec<Draw>,
     weights: Vec<f64>,
 }
 
@@ -74,34 +75,38 @@ impl<'a> Acquisition<'a> {
     pub fn new(
         encoder: &'a Encoder,
         samples: Vec<Vec<Draw>>,
-        risk: Option<Draw>,
+        risks: Vec<Draw>,
         measured: &[Vec<f64>],
         rng: &mut impl Rng,
     ) -> Self {
         let objectives = samples.first().map_or(0, Vec::len);
         let weights = (0..objectives).map(|_| rng.random::<f64>() + 0.05).collect();
         let samples = samples.into_iter().map(|d| Sample::new(d, measured)).collect();
-        Acquisition { encoder, samples, risk, weights }
+        Acquisition { encoder, samples, risks, weights }
     }
 
-    /// The drawn chance that `config` fails or breaks a bound.
+    /// The chance that `config` fails or breaks a bound, as the risk
+    /// model's draws see it on average.
     pub fn risk(&self, config: &Settings) -> f64 {
-        self.risk.as_ref().map_or(0.0, |r| r.at(&self.encoder.row(config)))
+        let row = self.encoder.row(config);
+        self.risks.iter().map(|r| r.at(&row)).sum::<f64>() / self.risks.len().max(1) as f64
     }
 
-    /// The mean worth over the samples; `None` when the drawn risk model
-    /// expects `config` to fail.
+    /// The mean worth over the samples, a sample whose risk draw expects
+    /// `config` to fail counting no gain; `None` when every one does.
     pub fn worth(&self, config: &Settings) -> Option<Worth> {
         let row = self.encoder.row(config);
-        if self.risk.as_ref().is_some_and(|r| r.at(&row) >= 0.5) {
+        let runs = |i: usize| self.risks.get(i).is_none_or(|r| r.at(&row) < 0.5);
+        let running: Vec<Worth> = (0..self.samples.len())
+            .filter(|i| runs(*i))
+            .map(|i| self.samples[i].worth(&row, &self.weights))
+            .collect();
+        if running.is_empty() {
             return None;
         }
         let n = self.samples.len() as f64;
-        let (gain, tie) = self
-            .samples
-            .iter()
-            .map(|s| s.worth(&row, &self.weights))
-            .fold((0.0, 0.0), |(g, t), (a, b)| (g + a / n, t + b / n));
+        let gain = running.iter().map(|w| w.0).sum::<f64>() / n;
+        let tie = running.iter().map(|w| w.1).sum::<f64>() / running.len() as f64;
         Some((gain, tie))
     }
 }

@@ -6,7 +6,7 @@
 //!   `t` in [0, 1] along its values, on a log scale where its domain says
 //!   so or where a list spans a factor of 8 or more; its main effect is a
 //!   slope and a curvature, so a peak anywhere in the range is as easy to
-//!   learn as a slope, and bends at up to 7 inner knots (hat functions,
+//!   learn as a slope, and bends at up to 3 inner knots (hat functions,
 //!   shrunk harder) for curves a parabola does not fit.
 //! - A word (a list of texts, a switch) gets one indicator per value
 //!   beyond its first.
@@ -227,9 +227,9 @@ mod tests {
             param("k", Domain::Values(vec!["f16".into(), "q8_0".into(), "q4_0".into()])),
         ];
         let e = Encoder::new(&params, &Settings::new());
-        // 1 + mains (threads: slope, curvature and 7 bends; batch: slope
+        // 1 + mains (threads: slope, curvature and 3 bends; batch: slope
         // and curvature; k: 2 indicators) + pairs 2·2 + 2·2 + 2·2.
-        assert_eq!(e.width(), 1 + 13 + 12);
+        assert_eq!(e.width(), 1 + 9 + 12);
         let row = |t: &str, b: &str, k: &str| {
             let c: Settings = [("threads", t), ("batch", b), ("k", k)]
                 .into_iter()
@@ -239,15 +239,15 @@ mod tests {
         };
         let r = row("8", "512", "q8_0");
         assert_eq!(r.len(), e.width());
-        // threads 8 of 1..16: t = 7/15, between knots 3 and 4 of 0..8.
+        // threads 8 of 1..16: t = 7/15, between knots 1 and 2 of 0..4.
         let t = 7.0 / 15.0;
         assert!((r[1] - t).abs() < 1e-9 && (r[2] - (2.0 * t - 1.0).powi(2)).abs() < 1e-9);
-        let at = t * 8.0;
-        assert!((r[5] - (4.0 - at)).abs() < 1e-9 && (r[6] - (at - 3.0)).abs() < 1e-9, "{r:?}");
-        assert_eq!(r[3..5].iter().chain(&r[7..10]).sum::<f64>(), 0.0, "{r:?}");
+        let at = t * 4.0;
+        assert!((r[3] - (2.0 - at)).abs() < 1e-9 && (r[4] - (at - 1.0)).abs() < 1e-9, "{r:?}");
+        assert_eq!(r[5], 0.0, "{r:?}");
         // 128…2048 spans 16×: a log axis, 512 in its middle.
-        assert!((r[10] - 0.5).abs() < 1e-9 && r[11].abs() < 1e-9, "{r:?}");
-        assert_eq!(&r[12..14], &[1.0, 0.0], "q8_0 is the first indicator");
+        assert!((r[6] - 0.5).abs() < 1e-9 && r[7].abs() < 1e-9, "{r:?}");
+        assert_eq!(&r[8..10], &[1.0, 0.0], "q8_0 is the first indicator");
         assert_ne!(row("1", "128", "f16"), row("16", "2048", "q4_0"));
     }
 }

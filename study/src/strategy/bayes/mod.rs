@@ -8,7 +8,8 @@
 //! Carlo expected hypervolume improvement, as in qNEHVI, with a linear
 //! model of pairs in place of a Gaussian process: it learns a space of
 //! many settings from a few dozen trials, and its fit is exact and
-//! cheap), among the configurations a drawn risk model expects to run.
+//! cheap); a draw in which the risk model's draw expects the
+//! configuration to fail or break a bound counts no gain.
 //! Spaces too large to list are searched from the best of a random pool
 //! by coordinate ascent ([`climb`]).
 //!
@@ -143,8 +144,7 @@ impl Strategy for Bayes {
             .iter()
             .any(|b| *b > 0.0)
             .then(|| Posterior::fit(&seen, &bad, &encoder.classes))
-            .flatten()
-            .map(|p| p.draw(&mut rng));
+            .flatten();
 
         let measured: Vec<Vec<f64>> = history
             .iter()
@@ -154,7 +154,11 @@ impl Strategy for Bayes {
             .collect();
         let samples: Vec<Vec<Draw>> =
             (0..SAMPLES).map(|_| posteriors.iter().map(|p| p.draw(&mut rng)).collect()).collect();
-        let acquisition = Acquisition::new(&encoder, samples, risk, &measured, &mut rng);
+        let mut risks: Vec<Draw> = Vec::new();
+        if let Some(p) = &risk {
+            risks.extend((0..SAMPLES).map(|_| p.draw(&mut rng)));
+        }
+        let acquisition = Acquisition::new(&encoder, samples, risks, &measured, &mut rng);
         let fresh = |c: &Settings| study.space.allows(c) && !Study::tried(history, c);
         let mut scored: Vec<(usize, Worth)> =
             pool.iter().enumerate().filter_map(|(i, c)| Some((i, acquisition.worth(c)?))).collect();
