@@ -14,26 +14,9 @@
 
 use engine_bridge::Settings;
 
+use super::worlds::{GIB, cache_bytes, get, number};
 use super::{Noise, Truth, World, worlds};
 use crate::study::Metric;
-
-const GIB: f64 = (1u64 << 30) as f64;
-
-fn get<'a>(s: &'a Settings, k: &str) -> &'a str {
-    s.get(k).map_or("", String::as_str)
-}
-
-fn number(s: &Settings, k: &str) -> f64 {
-    get(s, k).parse().unwrap_or(0.0)
-}
-
-fn cache_bytes(t: &str) -> f64 {
-    match t {
-        "q8_0" => 0.53,
-        "q4_0" => 0.28,
-        _ => 1.0,
-    }
-}
 
 fn midrange(s: &Settings) -> Truth {
     let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));

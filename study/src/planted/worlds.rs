@@ -9,16 +9,16 @@ use engine_bridge::Settings;
 use super::{Fact, Noise, Truth, World};
 use crate::study::Metric;
 
-fn get<'a>(s: &'a Settings, k: &str) -> &'a str {
+pub(super) fn get<'a>(s: &'a Settings, k: &str) -> &'a str {
     s.get(k).map_or("", String::as_str)
 }
 
-fn number(s: &Settings, k: &str) -> f64 {
+pub(super) fn number(s: &Settings, k: &str) -> f64 {
     get(s, k).parse().unwrap_or(0.0)
 }
 
 /// Bytes a K or V cache element takes, relative to f16.
-fn cache_bytes(t: &str) -> f64 {
+pub(super) fn cache_bytes(t: &str) -> f64 {
     match t {
         "q8_0" => 0.53,
         "q4_0" => 0.28,
@@ -26,7 +26,7 @@ fn cache_bytes(t: &str) -> f64 {
     }
 }
 
-const GIB: f64 = (1u64 << 30) as f64;
+pub(super) const GIB: f64 = (1u64 << 30) as f64;
 
 /// Eight llama-server settings with the seeds' behaviour: decode peaks at
 /// 8 threads; mixed K/V cache types fall off the fast kernel (0.4×);
