@@ -49,6 +49,15 @@ impl Sample {
                 if front.is_empty() { f64::MIN / 4.0 } else { lo - 0.1 * (hi - lo).max(0.1) }
             })
             .collect();
+        // Only the non-dominated points matter to a gain; keeping just
+        // them makes scoring a candidate cost the front, not the history.
+        let front: Vec<Vec<f64>> = front
+            .iter()
+            .filter(|p| {
+                !front.iter().any(|q| q != *p && q.iter().zip(p.iter()).all(|(a, b)| a >= b))
+            })
+            .cloned()
+            .collect();
         let base = volume(&front, &reference);
         Sample { draws, front, reference, base }
     }
