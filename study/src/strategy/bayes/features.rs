@@ -56,22 +56,35 @@ pub(super) struct Encoder {
     axes: Vec<Axis>,
     /// The value a configuration that leaves a setting out has.
     defaults: Vec<String>,
+    /// How many columns each setting keeps for its pairs (0 to 2).
+    pair_cap: usize,
     pub classes: Vec<Class>,
 }
+
+/// A word setting's values past this many (after its first) share the
+/// first value's row: the model cannot tell them apart, and a list of
+/// thousands of words would otherwise make the row thousands wide.
+const MAX_WORDS: usize = 16;
+/// Pair columns are kept only while the row stays this wide: first two
+/// columns a pair of settings, then one, then none (main effects only, for
+/// a study of dozens of settings).
+const MAX_COLUMNS: usize = 512;
 
 fn numbers(values: &[String]) -> Option<Vec<f64>> {
     values.iter().map(|v| v.trim().parse::<f64>().ok().filter(|x| x.is_finite())).collect()
 }
 
 impl Axis {
+    /// A domain's coding, worked out from its ends and size: a range of a
+    /// million values is never listed.
     fn of(domain: &Domain) -> Self {
-        let grid = domain.grid();
+        let knots = domain.len().clamp(2, 5) as usize;
         let span = |xs: &[f64], log: bool| {
             let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let log = log && lo > 0.0;
             let (lo, hi) = if log { (lo.ln(), hi.ln()) } else { (lo, hi) };
-            Axis::Number { lo, hi, log, knots: grid.len().clamp(2, 5) }
+            Axis::Number { lo, hi, log, knots }
         };
         match domain {
             Domain::Values(v) => match numbers(v) {
@@ -81,11 +94,11 @@ impl Axis {
                         xs.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
                     span(&xs, positive && hi / lo >= 8.0)
                 }
-                _ => Axis::Word { values: v.clone() },
+                _ => Axis::Word { values: v.iter().take(MAX_WORDS + 1).cloned().collect() },
             },
             Domain::Int { log, .. } | Domain::Float { log, .. } => {
-                let xs = numbers(&grid).unwrap_or_default();
-                span(&xs, *log)
+                let (lo, hi) = domain.ends();
+                span(&numbers(&[lo, hi]).unwrap_or_default(), *log)
             }
         }
     }
@@ -167,17 +180,28 @@ impl Encoder {
         for (i, a) in axes.iter().enumerate() {
             classes.extend(a.main_classes(i));
         }
+        let pair_columns = |cap: usize| {
+            let widths: Vec<usize> = axes.iter().map(|a| a.pair_width().min(cap)).collect();
+            let mut n = 0;
+            for (i, a) in widths.iter().enumerate() {
+                n += widths[i + 1..].iter().map(|b| a * b).sum::<usize>();
+            }
+            n
+        };
+        let pair_cap =
+            (0..=2).rev().find(|c| classes.len() + pair_columns(*c) <= MAX_COLUMNS).unwrap_or(0);
         for (i, a) in axes.iter().enumerate() {
             for (j, b) in axes.iter().enumerate().skip(i + 1) {
-                let width = a.pair_width() * b.pair_width();
+                let width = a.pair_width().min(pair_cap) * b.pair_width().min(pair_cap);
                 classes.extend(std::iter::repeat_n(Class::Pair(i, j), width));
             }
         }
         let defaults = params
             .iter()
-            .map(|p| defaults.get(&p.name).cloned().unwrap_or_else(|| p.domain.grid()[0].clone()))
+            .map(|p| defaults.get(&p.name).cloned().unwrap_or_else(|| p.domain.ends().0))
             .collect();
-        Encoder { names: params.iter().map(|p| p.name.clone()).collect(), axes, defaults, classes }
+        let names = params.iter().map(|p| p.name.clone()).collect();
+        Encoder { names, axes, defaults, pair_cap, classes }
     }
 
     pub fn width(&self) -> usize {
@@ -200,8 +224,8 @@ impl Encoder {
         let codes: Vec<[f64; 2]> = self.axes.iter().zip(&values).map(|(a, v)| a.pair(v)).collect();
         for i in 0..self.axes.len() {
             for j in i + 1..self.axes.len() {
-                for x in &codes[i][..self.axes[i].pair_width()] {
-                    for y in &codes[j][..self.axes[j].pair_width()] {
+                for x in &codes[i][..self.axes[i].pair_width().min(self.pair_cap)] {
+                    for y in &codes[j][..self.axes[j].pair_width().min(self.pair_cap)] {
                         out.push(x * y);
                     }
                 }
@@ -217,6 +241,26 @@ mod tests {
 
     fn param(name: &str, domain: Domain) -> Param {
         Param { name: name.into(), domain }
+    }
+
+    #[test]
+    fn many_settings_or_words_keep_the_row_bounded() {
+        let words = |n: usize, k: usize| -> Vec<Param> {
+            let values: Vec<String> = (0..k).map(|v| format!("w{v}")).collect();
+            (0..n).map(|i| param(&format!("s{i}"), Domain::Values(values.clone()))).collect()
+        };
+        // 20 settings of 3 words: two columns a pair would make 801; one makes 231.
+        let e = Encoder::new(&words(20, 3), &Settings::new());
+        assert_eq!(e.width(), 1 + 20 * 2 + 190);
+        // 64 settings of 10,000 words: 16 indicators each, no pairs.
+        let params = words(64, 10_000);
+        let e = Encoder::new(&params, &Settings::new());
+        assert_eq!(e.width(), 1 + 64 * MAX_WORDS);
+        let c: Settings = params.iter().map(|p| (p.name.clone(), "w9999".to_string())).collect();
+        assert_eq!(e.row(&c).len(), e.width());
+        // A range of a million values is coded from its ends.
+        let wide = [param("ctx", Domain::Int { min: 1, max: 1 << 20, step: 1, log: false })];
+        assert_eq!(Encoder::new(&wide, &Settings::new()).width(), 1 + 2 + 3);
     }
 
     #[test]

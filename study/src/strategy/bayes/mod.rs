@@ -22,6 +22,8 @@ mod acquisition;
 mod features;
 mod regression;
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use engine_bridge::Settings;
 use rand::Rng;
@@ -48,6 +50,8 @@ const LISTED: u128 = 20_000;
 const CLIMBS: usize = 8;
 const SWEEPS: usize = 4;
 const MAX_VALUES: usize = 64;
+/// The measured front's trials whose neighbours join the pool.
+const NEAR: usize = 32;
 
 pub struct Bayes {
     pub seed: u64,
@@ -83,14 +87,24 @@ fn floored(mut y: Vec<f64>) -> Vec<f64> {
 }
 
 /// The untried configurations the constraints allow: the whole space when
-/// it is small, else random draws and the neighbours of the best trials.
-fn candidates(study: &Study, history: &[Observation], rng: &mut impl Rng) -> Vec<Settings> {
-    let fresh = |c: &Settings| study.space.allows(c) && !Study::tried(history, c);
+/// it is small, else random draws and the neighbours of the (at most
+/// [`NEAR`]) trials on the measured Pareto front.
+fn candidates(
+    study: &Study,
+    history: &[Observation],
+    fresh: &impl Fn(&Settings) -> bool,
+    rng: &mut impl Rng,
+) -> Vec<Settings> {
     if study.space.grid_size() <= LISTED {
         return study.space.grid().filter(fresh).collect();
     }
     let mut out: Vec<Settings> = (0..SAMPLED).map(|_| study.space.sample(rng)).collect();
-    for o in history.iter().filter(|o| o.feasible) {
+    let measured: Vec<&Observation> =
+        history.iter().filter(|o| o.feasible && o.values.is_some()).collect();
+    let points: Vec<Vec<f64>> = measured.iter().filter_map(|o| o.values.clone()).collect();
+    let goals: Vec<_> = study.objectives.iter().map(|t| t.goal).collect();
+    for i in crate::pareto::front(&points, &goals).into_iter().take(NEAR) {
+        let o = measured[i];
         for p in &study.space.params {
             let current = o.config.get(&p.name).cloned().unwrap_or_default();
             for v in p.domain.neighbours(&current) {
@@ -110,7 +124,9 @@ fn candidates(study: &Study, history: &[Observation], rng: &mut impl Rng) -> Vec
 impl Strategy for Bayes {
     async fn propose(&self, study: &Study, history: &[Observation]) -> Option<Proposal> {
         let mut rng = rng_for(self.seed, history);
-        let pool = candidates(study, history, &mut rng);
+        let tried: BTreeSet<&Settings> = history.iter().map(|o| &o.config).collect();
+        let fresh = |c: &Settings| study.space.allows(c) && !tried.contains(c);
+        let pool = candidates(study, history, &fresh, &mut rng);
         if pool.is_empty() {
             return None;
         }
@@ -118,7 +134,7 @@ impl Strategy for Bayes {
         let seen: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
         let listed = study.space.grid_size() <= LISTED;
 
-        // One drawn model per objective, oriented so that larger is better.
+        // One model per objective, oriented so that larger is better.
         let mut posteriors: Vec<Posterior> = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
             let log = uses_log(t.metric, history, j);
@@ -159,7 +175,6 @@ impl Strategy for Bayes {
             risks.extend((0..SAMPLES).map(|_| p.draw(&mut rng)));
         }
         let acquisition = Acquisition::new(&encoder, samples, risks, &measured, &mut rng);
-        let fresh = |c: &Settings| study.space.allows(c) && !Study::tried(history, c);
         let mut scored: Vec<(usize, Worth)> =
             pool.iter().enumerate().filter_map(|(i, c)| Some((i, acquisition.worth(c)?))).collect();
         scored.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)));

@@ -46,19 +46,34 @@ struct Candidate {
     l: DMatrix<f64>,
 }
 
-fn fit_with(x: &DMatrix<f64>, y: &DVector<f64>, prior: &[f64], noise: f64) -> Option<Candidate> {
-    let n = x.nrows() as f64;
-    let mut a = x.transpose() * x / noise;
+/// What every fit needs of the data, computed once: XᵀX, Xᵀy, yᵀy and n.
+/// The fits of the hyperparameter grid then cost the row's width, not the
+/// history's length.
+struct Data {
+    gram: DMatrix<f64>,
+    xty: DVector<f64>,
+    yty: f64,
+    n: f64,
+}
+
+impl Data {
+    fn new(x: &DMatrix<f64>, y: &DVector<f64>) -> Self {
+        Data { gram: x.tr_mul(x), xty: x.tr_mul(y), yty: y.dot(y), n: x.nrows() as f64 }
+    }
+}
+
+fn fit_with(data: &Data, prior: &[f64], noise: f64) -> Option<Candidate> {
+    let mut a = &data.gram / noise;
     for (i, p) in prior.iter().enumerate() {
         a[(i, i)] += 1.0 / p;
     }
     let chol = a.cholesky()?;
-    let b = x.transpose() * y / noise;
-    let mean = chol.solve(&b);
+    let mean = chol.solve(&(&data.xty / noise));
     let log_det_a: f64 = 2.0 * chol.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
     let log_det_d: f64 = prior.iter().map(|p| p.ln()).sum();
-    let fit = (y.dot(y) - y.dot(&(x * &mean))) / noise;
-    let evidence = -0.5 * (n * noise.ln() + log_det_d + log_det_a + fit);
+    // yᵀ(y − Xμ) = yᵀy − μᵀXᵀy.
+    let fit = (data.yty - mean.dot(&data.xty)) / noise;
+    let evidence = -0.5 * (data.n * noise.ln() + log_det_d + log_det_a + fit);
     Some(Candidate { evidence, mean, l: chol.l() })
 }
 
@@ -78,7 +93,7 @@ fn priors(classes: &[Class], main: f64, pair: f64, heredity: &[f64]) -> Vec<f64>
 
 /// How much each setting moves the response alone, from a main-effects
 /// fit, scaled so that the pair columns' weights average 1.
-fn heredity(x: &DMatrix<f64>, y: &DVector<f64>, classes: &[Class]) -> Vec<f64> {
+fn heredity(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
     let settings = classes
         .iter()
         .filter_map(|c| match c {
@@ -91,7 +106,7 @@ fn heredity(x: &DMatrix<f64>, y: &DVector<f64>, classes: &[Class]) -> Vec<f64> {
     let mains = priors(classes, 1.0, 1e-8, &none);
     let Some(fit) = NOISE
         .iter()
-        .filter_map(|n| fit_with(x, y, &mains, *n))
+        .filter_map(|n| fit_with(data, &mains, *n))
         .max_by(|a, b| a.evidence.total_cmp(&b.evidence))
     else {
         return none;
@@ -143,13 +158,14 @@ impl Posterior {
         let share = mains.max(1) as f64 / pairs.max(1) as f64;
         // Heredity: a pair's prior in proportion to how much its two
         // settings move the response alone.
-        let heredity = heredity(&x, &y, classes);
+        let data = Data::new(&x, &y);
+        let heredity = heredity(&x, &data, classes);
         let mut best: Option<Candidate> = None;
         for main in MAIN {
             for ratio in PAIR_RATIO {
                 let prior = priors(classes, main, main * ratio * share, &heredity);
                 for noise in NOISE {
-                    if let Some(c) = fit_with(&x, &y, &prior, noise)
+                    if let Some(c) = fit_with(&data, &prior, noise)
                         && best.as_ref().is_none_or(|b| c.evidence > b.evidence)
                     {
                         best = Some(c);
