@@ -271,6 +271,26 @@ fn list(text: &str) -> Vec<Value> {
 }
 
 impl Form {
+    /// The settings the form varies or fixes, as what an objective or a
+    /// bound may read (`setting.ctx_size`: the largest context, or at
+    /// least 32K of it); the server refuses one whose values are not
+    /// numbers.
+    pub fn setting_measures(&self) -> Vec<MetricView> {
+        let names = self.vary.iter().map(|r| &r.name).chain(self.fixed.iter().map(|r| &r.name));
+        let mut out: Vec<MetricView> = Vec::new();
+        for name in names.map(|n| n.trim()).filter(|n| !n.is_empty()) {
+            let measure = format!("setting.{name}");
+            if !out.iter().any(|m| m.name == measure) {
+                out.push(MetricView {
+                    name: measure,
+                    label: format!("setting {name} (its value)"),
+                    goal: "max".into(),
+                });
+            }
+        }
+        out
+    }
+
     /// The study as JSON, or what on the form cannot be read (the server
     /// checks everything else).
     pub fn to_json(&self) -> Result<Value, Vec<String>> {
@@ -461,6 +481,8 @@ mod tests {
         assert_eq!(v["fixed"]["ctx_size"], 1024);
         assert_eq!(v["constraints"], json!(["a == b", "c != d"]));
         assert_eq!(v["objectives"][0], json!({ "metric": "decode_tps", "goal": "max" }));
+        let offered: Vec<String> = form.setting_measures().into_iter().map(|m| m.name).collect();
+        assert_eq!(offered, ["setting.cache_type_k", "setting.ctx_size"], "varied, then fixed");
         assert_eq!(v["budget"]["max_trials"], 30);
         assert!(v["budget"].get("patience").is_none(), "blank numbers are left out");
         assert_eq!(v["budget"]["confirm_pairs"], 3);

@@ -106,8 +106,12 @@ impl TrialState {
 }
 
 impl TrialView {
-    /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …).
+    /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …),
+    /// or a numeric setting's as `setting.ctx_size`.
     pub fn metric(&self, name: &str) -> Option<f64> {
+        if let Some(setting) = name.strip_prefix("setting.") {
+            return self.settings.get(setting)?.trim().parse().ok().filter(|v: &f64| v.is_finite());
+        }
         match name {
             "decode_tps" => self.decode_tps,
             "prefill_tps" => self.prefill_tps,
@@ -118,6 +122,7 @@ impl TrialView {
             "peak_gpu_bytes" => self.peak_gpu_bytes.map(|b| b as f64),
             "quality_score" => self.quality_score,
             "context_pass_rate" => self.context_pass_rate,
+            "context_tokens" => self.context_tokens.map(|t| t as f64),
             "pct_of_ceiling" => self.pct_of_ceiling,
             "perplexity" => self.perplexity,
             _ => None,
@@ -154,6 +159,7 @@ impl TrialView {
             peak_gpu_bytes: None,
             quality_score: None,
             context_pass_rate: None,
+            context_tokens: None,
             ceiling_tps: None,
             pct_of_ceiling: None,
             perplexity: None,
@@ -203,6 +209,9 @@ pub struct TrialView {
     pub quality_score: Option<f64>,
     /// Context recall points passed, 0 to 1.
     pub context_pass_rate: Option<f64>,
+    /// The largest context size recalled at every depth probed.
+    #[serde(default)]
+    pub context_tokens: Option<i64>,
     /// Decode speed memory bandwidth allows for this model and cache.
     pub ceiling_tps: Option<f64>,
     /// Engine decode speed as a percentage of that ceiling.

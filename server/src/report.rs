@@ -15,7 +15,7 @@ use tunebook_app::types::{
     Cell, CellBody, Chart, Notebook, ParetoView, RenderedCell, ReportView, TrialState, TrialView,
 };
 use tunebook_study::findings::{self, Finding};
-use tunebook_study::{Goal, Metric};
+use tunebook_study::{Goal, Measure, Metric};
 
 use crate::db::reports::{self, ReportRow, SaveError};
 use crate::db::studies::{self, StudyRow};
@@ -292,8 +292,10 @@ impl Source<'_> {
 
     /// Done trials on `metrics` (of one class of machine, where given).
     async fn pareto(&self, metrics: &[Metric], machine: Option<&str>) -> Result<ParetoView> {
-        let chosen: Vec<(Metric, Goal)> = metrics.iter().map(|m| (*m, self.goal(*m))).collect();
-        let done = trials::points(&self.service.db, self.row.id, metrics, machine).await?;
+        let chosen: Vec<(Measure, Goal)> =
+            metrics.iter().map(|m| (Measure::Metric(*m), self.goal(*m))).collect();
+        let measures: Vec<Measure> = chosen.iter().map(|(m, _)| m.clone()).collect();
+        let done = trials::points(&self.service.db, self.row.id, &measures, machine).await?;
         Ok(crate::studies::pareto_view(done, &chosen, &self.baseline, &self.varied))
     }
 }

@@ -13,7 +13,7 @@ use tunebook_app::types::{
     StudyProgress, StudySummary, StudyUpdate, StudyView, TrialDetail, TrialPage, TrialQuery,
     TrialState, TrialView, WorkerView,
 };
-use tunebook_study::{Goal, Metric, StudyDef};
+use tunebook_study::{Goal, Measure, Metric, StudyDef};
 
 use crate::db::Db;
 use crate::db::studies::{self, StudyRow};
@@ -252,11 +252,11 @@ impl Service {
             })
             .collect();
         Ok(StudyView {
-            objectives: crate::studies::objectives_of(&row.definition)
+            objectives: crate::studies::measures_of(&row.definition)
                 .into_iter()
                 .map(|(m, g)| ObjectiveView {
-                    metric: m.name().into(),
-                    label: m.label().into(),
+                    metric: m.name(),
+                    label: m.label(),
                     goal: goal_name(g).into(),
                 })
                 .collect(),
@@ -462,15 +462,23 @@ impl Backend for Service {
         let what = user_error("study");
         let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
         let row = row.ok_or_else(|| what(Error::NotFound))?;
-        let objectives = crate::studies::objectives_of(&row.definition);
-        let chosen: Vec<(Metric, Goal)> = if metrics.is_empty() {
+        let objectives = crate::studies::measures_of(&row.definition);
+        let def = &row.definition;
+        let chosen: Vec<(Measure, Goal)> = if metrics.is_empty() {
             objectives
         } else {
             metrics
                 .iter()
                 .map(|name| {
-                    let m =
-                        Metric::parse(name).ok_or_else(|| format!("unknown metric `{name}`"))?;
+                    let m = match Measure::parse(name) {
+                        Some(Measure::Setting(s))
+                            if !def.space.contains_key(&s) && !def.fixed.contains_key(&s) =>
+                        {
+                            return Err(format!("study {id} neither varies nor fixes `{s}`"));
+                        }
+                        Some(m) => m,
+                        None => return Err(format!("unknown metric `{name}`")),
+                    };
                     let goal = objectives
                         .iter()
                         .find(|(o, _)| *o == m)
@@ -479,7 +487,7 @@ impl Backend for Service {
                 })
                 .collect::<Result<_, String>>()?
         };
-        let metrics: Vec<Metric> = chosen.iter().map(|(m, _)| *m).collect();
+        let metrics: Vec<Measure> = chosen.iter().map(|(m, _)| m.clone()).collect();
         // Never a front across classes of machine: one at a time.
         let machines = trials::machines(&self.db, id).await.map_err(|e| what(e.into()))?;
         let shown = match machine {
@@ -516,7 +524,9 @@ impl Backend for Service {
             .map_err(|e| what(e.into()))?
             .ok_or_else(|| what(Error::NotFound))?;
         let m = Metric::parse(&metric).ok_or_else(|| format!("unknown metric `{metric}`"))?;
-        let points = trials::points(&self.db, id, &[m], None).await.map_err(|e| what(e.into()))?;
+        let points = trials::points(&self.db, id, &[Measure::Metric(m)], None)
+            .await
+            .map_err(|e| what(e.into()))?;
         Ok(points
             .into_iter()
             .map(|(trial_id, settings, values)| MetricPoint {

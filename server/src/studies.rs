@@ -22,7 +22,7 @@ use tunebook_app::types::{
 };
 use tunebook_study::findings::{self, Finding, TrialFacts};
 use tunebook_study::{
-    Goal, Metric, Observation, Study, StudyDef, StudyError, confirm, pareto, strategy,
+    Goal, Measure, Metric, Observation, Study, StudyDef, StudyError, confirm, pareto, strategy,
 };
 
 use crate::db::queue;
@@ -60,6 +60,7 @@ pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
         (Metric::PeakGpuBytes, t.peak_gpu_bytes.map(|b| b as f64)),
         (Metric::QualityScore, t.quality_score),
         (Metric::ContextPassRate, t.context_pass_rate),
+        (Metric::ContextTokens, t.context_tokens.map(|t| t as f64)),
         (Metric::PctOfCeiling, t.pct_of_ceiling),
         (Metric::Perplexity, t.perplexity),
     ];
@@ -76,12 +77,22 @@ pub fn counts_against_budget(t: &TrialView) -> bool {
     t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t)
 }
 
-/// A study's objectives as written: each metric with its goal.
-pub fn objectives_of(def: &StudyDef) -> Vec<(Metric, Goal)> {
+/// A study's objectives as written: what each reads, with its goal.
+pub fn measures_of(def: &StudyDef) -> Vec<(Measure, Goal)> {
     def.objectives
         .iter()
-        .filter_map(|t| Metric::parse(&t.metric).map(|m| (m, t.goal.unwrap_or(m.natural_goal()))))
+        .filter_map(|t| {
+            let m = Measure::parse(&t.metric)?;
+            let goal = t.goal.unwrap_or(m.natural_goal());
+            Some((m, goal))
+        })
         .collect()
+}
+
+/// The objectives that read a metric, with their goals: what findings
+/// judge (a setting's value is no effect to find).
+pub fn objectives_of(def: &StudyDef) -> Vec<(Metric, Goal)> {
+    measures_of(def).into_iter().filter_map(|(m, g)| Some((m.metric()?, g))).collect()
 }
 
 /// The done trials that measured every chosen metric, with those values.
@@ -104,7 +115,7 @@ pub fn points<'a>(
 /// values each took of the `varied` settings.
 pub fn pareto_view(
     done: Vec<(i64, BTreeMap<String, String>, Vec<f64>)>,
-    chosen: &[(Metric, Goal)],
+    chosen: &[(Measure, Goal)],
     baseline: &BTreeMap<String, String>,
     varied: &[String],
 ) -> ParetoView {
@@ -133,7 +144,7 @@ pub fn pareto_view(
         settings,
         machines: vec![],
         machine: None,
-        metrics: chosen.iter().map(|(m, _)| m.name().to_string()).collect(),
+        metrics: chosen.iter().map(|(m, _)| m.name()).collect(),
         goals: goals
             .iter()
             .map(|g| if *g == Goal::Max { "max" } else { "min" }.to_string())
@@ -481,7 +492,7 @@ fn search_over(study: &Study, h: &History) -> Option<String> {
         if since >= patience {
             return Some(format!(
                 "no improvement of {} beyond {} in {patience} trials",
-                first.metric.name(),
+                first.measure.name(),
                 budget.min_gain
             ));
         }
@@ -1032,14 +1043,16 @@ impl Studies {
         h: &History,
         rerun_id: i64,
     ) -> Result<(), sqlx::Error> {
-        let (Some(first), Some(base)) = (study.objectives.first(), &h.baseline) else {
+        // Drift is in what is measured: the first objective that is a metric.
+        let (Some((first, _)), Some(base)) =
+            (study.metric_objectives().first().copied(), &h.baseline)
+        else {
             return Ok(());
         };
         let Some(rerun) = trials::get(&self.ctx.db, rerun_id).await? else { return Ok(()) };
-        let (Some(before), Some(now)) = (
-            metrics(base).get(&first.metric).copied(),
-            metrics(&rerun).get(&first.metric).copied(),
-        ) else {
+        let (Some(before), Some(now)) =
+            (metrics(base).get(&first).copied(), metrics(&rerun).get(&first).copied())
+        else {
             return Ok(());
         };
         let pct = (now - before) / before.abs().max(f64::MIN_POSITIVE) * 100.0;
@@ -1055,7 +1068,7 @@ impl Studies {
         trials::set_drift(&self.ctx.db, id, from, rerun_id, pct).await?;
         let message = format!(
             "drift: the baseline's {} moved {pct:+.1} % ({before:.2} → {now:.2}); trials {from}–{rerun_id} are flagged",
-            first.metric.name()
+            first.name()
         );
         tracing::warn!(study = id, "{message}");
         record(&self.ctx, id, "drift", &message).await

@@ -198,7 +198,7 @@ pub async fn export(
 }
 
 /// The CSV's fixed columns, before one `setting.NAME` column per setting.
-const CSV_COLUMNS: [&str; 26] = [
+const CSV_COLUMNS: [&str; 27] = [
     "id",
     "study_id",
     "role",
@@ -220,6 +220,7 @@ const CSV_COLUMNS: [&str; 26] = [
     "peak_gpu_bytes",
     "quality_score",
     "context_pass_rate",
+    "context_tokens",
     "ceiling_tps",
     "pct_of_ceiling",
     "perplexity",

@@ -18,7 +18,7 @@ use tunebook::db::Db;
 use tunebook::db::studies::{self, StudyRow, StudyState};
 use tunebook::db::trials::{self, Measured, NewTrial, StudyPart};
 use tunebook_app::types::{TrialQuery, TrialState, TrialView};
-use tunebook_study::{Goal, Metric, StudyDef};
+use tunebook_study::{Goal, Measure, Metric, StudyDef};
 
 fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
     CompletionSample {
@@ -171,13 +171,16 @@ async fn exercise_studies(db: &Db) {
     exact.peak_rss_bytes = Some(i64::MAX / 3);
     exact.settings.insert("quote".into(), "a \"b\" \\ c".into());
     exact.machine = Some("box-a".into());
+    exact.context_tokens = Some(4096);
     exact.state = TrialState::Done;
     let exact_id = trials::import(db, &[exact]).await.unwrap()[0];
     // Plots of one class of machine take only its trials.
-    let on_a = trials::points(db, id, &[Metric::DecodeTps], Some("box-a")).await.unwrap();
+    let decode = [Measure::Metric(Metric::DecodeTps)];
+    let on_a = trials::points(db, id, &decode, Some("box-a")).await.unwrap();
     assert_eq!(on_a.iter().map(|p| p.0).collect::<Vec<_>>(), vec![exact_id]);
-    assert!(trials::points(db, id, &[Metric::DecodeTps], Some("box-b")).await.unwrap().is_empty());
+    assert!(trials::points(db, id, &decode, Some("box-b")).await.unwrap().is_empty());
     let read = trials::get(db, exact_id).await.unwrap().unwrap();
+    assert_eq!(read.context_tokens, Some(4096), "context tokens kept through an import");
     assert_eq!((read.machine.as_deref(), read.worker), (Some("box-a"), None));
     let history = trials::history(db, id).await.unwrap();
     assert_eq!(history.len(), 3);
@@ -235,12 +238,24 @@ async fn exercise_pages(db: &Db) {
     assert_eq!(best.1, rss[0] as f64);
     assert_eq!(trials::counted(db, id).await.unwrap(), n as u64);
     assert!(trials::in_flight(db, id, 10).await.unwrap().is_empty());
-    let points =
-        trials::points(db, id, &[Metric::DecodeTps, Metric::PeakRssBytes], None).await.unwrap();
+    let measures = [
+        Measure::Metric(Metric::DecodeTps),
+        Measure::Metric(Metric::PeakRssBytes),
+        Measure::Setting("threads".into()),
+    ];
+    let points = trials::points(db, id, &measures, None).await.unwrap();
     assert_eq!(points.len(), n);
     let first = &made[0];
     assert_eq!(points[0].1, first.settings);
-    assert_eq!(points[0].2, vec![first.decode_tps.unwrap(), first.peak_rss_bytes.unwrap() as f64]);
+    let threads: f64 = first.settings["threads"].parse().unwrap();
+    assert_eq!(
+        points[0].2,
+        vec![first.decode_tps.unwrap(), first.peak_rss_bytes.unwrap() as f64, threads],
+        "metrics from their columns, a setting from the settings"
+    );
+    // A setting that is not a number leaves every trial out.
+    let words = [Measure::Setting("cache_type_k".into())];
+    assert!(trials::points(db, id, &words, None).await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -52,7 +52,7 @@ fn describe(w: &World) -> Value {
     let objectives: Vec<Value> = study
         .objectives
         .iter()
-        .map(|t| json!({"metric": t.metric.name(), "goal": if t.goal == tunebook_study::Goal::Max { "max" } else { "min" }}))
+        .map(|t| json!({"metric": t.measure.name(), "goal": if t.goal == tunebook_study::Goal::Max { "max" } else { "min" }}))
         .collect();
     json!({"name": w.name, "params": params, "objectives": objectives, "baseline": study.baseline, "configurations": study.space.grid_size() as u64})
 }
@@ -74,7 +74,7 @@ fn oracle(name: &str, seed: u64) {
         let measured = w.measure(&settings, &mut rng).ok();
         let values: Option<Vec<f64>> = measured
             .as_ref()
-            .and_then(|m| study.objectives.iter().map(|t| m.get(&t.metric).copied()).collect());
+            .and_then(|m| study.objectives.iter().map(|t| t.measure.value(m, &settings)).collect());
         if let Some(v) = judge.values(&study, &config) {
             points.push(v);
         }

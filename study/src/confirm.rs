@@ -50,8 +50,11 @@ pub fn next(
     if searched < 4 * pairs {
         return None;
     }
-    let objectives: Vec<(Metric, Goal)> =
-        study.objectives.iter().map(|o| (o.metric, o.goal)).collect();
+    // Settings need no re-measuring: the pick is confirmed on the metrics.
+    let objectives = study.metric_objectives();
+    if objectives.is_empty() {
+        return None;
+    }
     let metrics: Vec<Metric> = objectives.iter().map(|o| o.0).collect();
     let goals: Vec<Goal> = objectives.iter().map(|o| o.1).collect();
     let left = (study.def.budget.max_trials as usize).saturating_sub(spent);
@@ -115,7 +118,9 @@ fn candidates(study: &Study, trials: &[TrialFacts]) -> Vec<Settings> {
         .iter()
         .filter(|t| t.done && t.role.as_deref() == Some("search") && t.settings != study.baseline)
         .filter(|t| study.observe(t.settings.clone(), Some(&t.metrics), baseline).feasible)
-        .filter_map(|t| Some((first.goal.oriented(*t.metrics.get(&first.metric)?), &t.settings)))
+        .filter_map(|t| {
+            Some((first.goal.oriented(first.measure.value(&t.metrics, &t.settings)?), &t.settings))
+        })
         .collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
     let mut out: Vec<Settings> = Vec::new();

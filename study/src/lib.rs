@@ -1,6 +1,7 @@
 //! Studies: what a user varies ([`space`]), the rules between settings and
-//! the bounds on metrics ([`expr`]), what "better" means ([`study`]),
-//! Pareto fronts ([`pareto`]), the bounds on a study's sizes ([`limits`]), and the strategies that pick the next
+//! the bounds on metrics ([`expr`]), what objectives read ([`metric`]),
+//! what "better" means ([`study`]), Pareto fronts ([`pareto`]), the bounds
+//! on a study's sizes ([`limits`]), and the strategies that pick the next
 //! configuration ([`strategy`]). Nothing here launches an engine; the
 //! server's study runner does.
 
@@ -8,12 +9,14 @@ pub mod confirm;
 pub mod expr;
 pub mod findings;
 pub mod limits;
+pub mod metric;
 pub mod pareto;
 pub mod planted;
 pub mod space;
 pub mod strategy;
 pub mod study;
 
+pub use metric::{Goal, Measure, Metric};
 pub use space::{Domain, Space};
 pub use strategy::{Proposal, Strategy};
-pub use study::{Goal, Metric, Observation, Study, StudyDef, StudyError};
+pub use study::{Observation, Study, StudyDef, StudyError};

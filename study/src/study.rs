@@ -8,110 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::expr::{BoundExpr, Constraint};
+pub use crate::metric::{Goal, Measure, Metric};
 use crate::space::{Domain, Param, Space, scalar_text};
-
-/// What a trial is judged on; the names are the trials' own columns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    DecodeTps,
-    PrefillTps,
-    TtftMs,
-    LoadMs,
-    PeakRssBytes,
-    MemAvailableDropBytes,
-    PeakGpuBytes,
-    QualityScore,
-    ContextPassRate,
-    PctOfCeiling,
-    Perplexity,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 11] = [
-        Metric::DecodeTps,
-        Metric::PrefillTps,
-        Metric::TtftMs,
-        Metric::LoadMs,
-        Metric::PeakRssBytes,
-        Metric::MemAvailableDropBytes,
-        Metric::PeakGpuBytes,
-        Metric::QualityScore,
-        Metric::ContextPassRate,
-        Metric::PctOfCeiling,
-        Metric::Perplexity,
-    ];
-
-    /// The column (and the name in study files).
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::DecodeTps => "decode_tps",
-            Metric::PrefillTps => "prefill_tps",
-            Metric::TtftMs => "ttft_ms",
-            Metric::LoadMs => "load_ms",
-            Metric::PeakRssBytes => "peak_rss_bytes",
-            Metric::MemAvailableDropBytes => "mem_available_drop_bytes",
-            Metric::PeakGpuBytes => "peak_gpu_bytes",
-            Metric::QualityScore => "quality_score",
-            Metric::ContextPassRate => "context_pass_rate",
-            Metric::PctOfCeiling => "pct_of_ceiling",
-            Metric::Perplexity => "perplexity",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.name() == name)
-    }
-
-    /// How pages and reports name it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Metric::DecodeTps => "decode tok/s",
-            Metric::PrefillTps => "prefill tok/s",
-            Metric::TtftMs => "time to first token (ms)",
-            Metric::LoadMs => "load time (ms)",
-            Metric::PeakRssBytes => "peak RSS (bytes)",
-            Metric::MemAvailableDropBytes => "drop in available memory (bytes)",
-            Metric::PeakGpuBytes => "peak GPU memory (bytes)",
-            Metric::QualityScore => "quality score",
-            Metric::ContextPassRate => "context recall",
-            Metric::PctOfCeiling => "% of bandwidth ceiling",
-            Metric::Perplexity => "perplexity",
-        }
-    }
-
-    /// Which way is better, unless the study says otherwise.
-    pub fn natural_goal(self) -> Goal {
-        match self {
-            Metric::DecodeTps
-            | Metric::PrefillTps
-            | Metric::QualityScore
-            | Metric::ContextPassRate
-            | Metric::PctOfCeiling => Goal::Max,
-            _ => Goal::Min,
-        }
-    }
-}
-
-/// Which way an objective is better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Goal {
-    #[serde(alias = "maximize")]
-    Max,
-    #[serde(alias = "minimize")]
-    Min,
-}
-
-impl Goal {
-    /// `value` turned so that larger is better.
-    pub fn oriented(self, value: f64) -> f64 {
-        match self {
-            Goal::Max => value,
-            Goal::Min => -value,
-        }
-    }
-}
 
 /// An objective or a bound, as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -274,7 +172,7 @@ fn machines_error(machines: &[String]) -> Option<String> {
 /// A checked objective or bound.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub metric: Metric,
+    pub measure: Measure,
     pub goal: Goal,
     pub min: Option<BoundExpr>,
     pub max: Option<BoundExpr>,
@@ -420,15 +318,21 @@ impl StudyDef {
         let targets = |defs: &[TargetDef], errors: &mut Vec<String>| {
             defs.iter()
                 .filter_map(|t| {
-                    let Some(metric) = Metric::parse(&t.metric) else {
+                    let Some(measure) = Measure::parse(&t.metric) else {
                         let known: Vec<_> = Metric::ALL.iter().map(|m| m.name()).collect();
                         errors.push(format!(
-                            "unknown metric `{}` (known: {})",
+                            "unknown metric `{}` (known: {}, or setting.NAME for a setting's value)",
                             t.metric,
                             known.join(", ")
                         ));
                         return None;
                     };
+                    if let Measure::Setting(name) = &measure
+                        && let Some(why) = numeric_setting(name, &params, &fixed)
+                    {
+                        errors.push(format!("metric `{}`: {why}", t.metric));
+                        return None;
+                    }
                     let bound = |b: &Option<String>, errors: &mut Vec<String>| {
                         b.as_ref().and_then(|text| {
                             BoundExpr::parse(text)
@@ -437,8 +341,8 @@ impl StudyDef {
                         })
                     };
                     Some(Target {
-                        metric,
-                        goal: t.goal.unwrap_or(metric.natural_goal()),
+                        goal: t.goal.unwrap_or(measure.natural_goal()),
+                        measure,
                         min: bound(&t.min, errors),
                         max: bound(&t.max, errors),
                     })
@@ -457,12 +361,20 @@ impl StudyDef {
         if self.strategy.kind == StrategyKind::Llm && self.strategy.endpoint.is_none() {
             tracing::info!("llm strategy without an endpoint: it will search two-phase");
         }
-        let space = Space { params, fixed: fixed.clone(), constraints };
+        let mut space = Space { params, fixed: fixed.clone(), constraints };
         let mut baseline = fixed;
         baseline.extend(baseline_given);
         if errors.is_empty() {
+            // The baseline is the reference, so a bound on a setting may
+            // exclude it; the search keeps within the bound.
             if let Some(why) = space.broken(&baseline) {
                 errors.push(format!("the baseline {why}"));
+            }
+            for t in objectives.iter().chain(&bounds) {
+                match setting_constraints(t, &baseline) {
+                    Ok(list) => space.constraints.extend(list),
+                    Err(e) => errors.push(e),
+                }
             }
             if let Err(e) = satisfiable(&space) {
                 errors.push(e);
@@ -477,6 +389,44 @@ impl StudyDef {
         });
         Ok(Study { def: self.clone(), space, baseline, objectives, bounds, probes })
     }
+}
+
+/// Why `name` cannot be an objective or a bound, if it cannot: the study
+/// must vary or fix it, at numbers.
+fn numeric_setting(name: &str, params: &[Param], fixed: &Settings) -> Option<String> {
+    let number = |v: &String| v.trim().parse::<f64>().is_ok_and(f64::is_finite);
+    match (params.iter().find(|p| p.name == name), fixed.get(name)) {
+        (Some(p), _) => match &p.domain {
+            Domain::Values(values) => (!values.iter().all(number))
+                .then(|| format!("setting `{name}` takes values that are not numbers")),
+            Domain::Int { .. } | Domain::Float { .. } => None,
+        },
+        (None, Some(v)) => {
+            (!number(v)).then(|| format!("setting `{name}` is fixed at `{v}`, not a number"))
+        }
+        (None, None) => Some(format!("the study neither varies nor fixes `{name}`")),
+    }
+}
+
+/// A bound on a setting as the constraints it means (`ctx_size >= 32768`),
+/// so that no trial is spent on a configuration known to break it; a
+/// bound relative to the baseline is read against the baseline's value.
+fn setting_constraints(t: &Target, baseline: &Settings) -> Result<Vec<Constraint>, String> {
+    let Measure::Setting(name) = &t.measure else { return Ok(Vec::new()) };
+    let base = baseline.get(name).and_then(|v| v.trim().parse::<f64>().ok());
+    let mut out = Vec::new();
+    for (bound, op) in [(&t.min, ">="), (&t.max, "<=")] {
+        let Some(bound) = bound else { continue };
+        let Some(limit) = bound.value(base).filter(|l| l.is_finite()) else {
+            return Err(format!(
+                "bound `{}` on setting.{name}: the baseline gives `{name}` no number",
+                bound.text
+            ));
+        };
+        let text = format!("{name} {op} {limit}");
+        out.push(Constraint::parse(&text).map_err(|e| e.to_string())?);
+    }
+    Ok(out)
 }
 
 /// Finds one configuration that satisfies every constraint: the whole grid
@@ -531,6 +481,12 @@ impl Study {
             .map(|(o, _)| o)
     }
 
+    /// The objectives that read a metric, with their goals: what findings
+    /// and confirmations judge (a setting needs no re-measuring).
+    pub fn metric_objectives(&self) -> Vec<(Metric, Goal)> {
+        self.objectives.iter().filter_map(|o| Some((o.measure.metric()?, o.goal))).collect()
+    }
+
     /// An observation from a trial's metrics: objective values in order,
     /// and whether every bound (objectives' and others') holds.
     pub fn observe(
@@ -543,13 +499,14 @@ impl Study {
             return Observation { config, values: None, feasible: false };
         };
         let values: Option<Vec<f64>> =
-            self.objectives.iter().map(|t| metrics.get(&t.metric).copied()).collect();
-        let feasible =
-            self.objectives.iter().chain(&self.bounds).all(|t| match metrics.get(&t.metric) {
-                Some(v) => t.within(*v, baseline.and_then(|b| b.get(&t.metric)).copied()),
+            self.objectives.iter().map(|t| t.measure.value(metrics, &config)).collect();
+        let feasible = self.objectives.iter().chain(&self.bounds).all(|t| {
+            match t.measure.value(metrics, &config) {
+                Some(v) => t.within(v, baseline.and_then(|b| t.measure.value(b, &self.baseline))),
                 // A bounded metric the trial did not measure cannot be vouched for.
                 None => t.min.is_none() && t.max.is_none(),
-            });
+            }
+        });
         Observation { config, feasible: feasible && values.is_some(), values }
     }
 }

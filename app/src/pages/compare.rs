@@ -27,6 +27,7 @@ const METRICS: &[(&str, &str, bool)] = &[
     ("peak_gpu_bytes", "peak GPU memory", false),
     ("quality_score", "quality", true),
     ("context_pass_rate", "context recall", true),
+    ("context_tokens", "context recalled (tokens)", true),
     ("pct_of_ceiling", "% of the bandwidth ceiling", true),
     ("perplexity", "perplexity", false),
 ];

@@ -509,18 +509,26 @@ fn ObjectiveRowView(
         });
     };
     let goal = row.goal.clone();
-    let natural = metrics.clone();
+    // The metrics, then the settings the form varies or fixes, as they
+    // stand when the list is drawn.
+    let metrics = StoredValue::new(metrics);
+    let choices = move || {
+        let mut all = metrics.get_value();
+        all.extend(form.with(|f| f.setting_measures()));
+        all
+    };
+    let current = row.metric.clone();
     view! {
         <tr data-key=k>
             <td>
                 <select class="metric" on:change=move |ev| {
                     let m = event_target_value(&ev);
-                    let g = natural.iter().find(|x| x.name == m).map(|x| x.goal.clone()).unwrap_or_default();
+                    let g = choices().into_iter().find(|x| x.name == m).map(|x| x.goal).unwrap_or_default();
                     edit(|r, v| r.metric = v, m);
                     edit(|r, v| r.goal = v, g);
                 }>
-                    {metrics.iter().map(|m| {
-                        let is = m.name == row.metric;
+                    {move || choices().into_iter().map(|m| {
+                        let is = m.name == current;
                         view! { <option value=m.name.clone() selected=is>{m.label.clone()}</option> }
                     }).collect_view()}
                 </select>

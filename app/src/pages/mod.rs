@@ -81,6 +81,8 @@ pub(crate) fn fmt_metric(metric: &str, v: Option<f64>) -> String {
         "quality_score" | "context_pass_rate" => {
             fmt(v.map(|q| q * 100.0), 0) + if v.is_some() { " %" } else { "" }
         }
+        "context_tokens" => fmt(v, 0),
+        m if m.starts_with("setting.") => v.map(|x| x.to_string()).unwrap_or_default(),
         _ => fmt(v, 1),
     }
 }

@@ -72,6 +72,10 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
         ("peak GPU memory", fmt_metric("peak_gpu_bytes", t.peak_gpu_bytes.map(|b| b as f64))),
         ("quality", fmt_metric("quality_score", t.quality_score)),
         ("context recall", fmt_metric("context_pass_rate", t.context_pass_rate)),
+        (
+            "context recalled (tokens)",
+            fmt_metric("context_tokens", t.context_tokens.map(|n| n as f64)),
+        ),
         ("% of bandwidth ceiling", fmt(t.pct_of_ceiling, 0)),
         ("perplexity", fmt(t.perplexity, 3)),
         ("context the engine allocated", t.n_ctx.map(|n| n.to_string()).unwrap_or_default()),

@@ -79,6 +79,20 @@ impl Measurement {
         let passed = measured.iter().filter(|p| p.passed).count();
         (!measured.is_empty()).then(|| passed as f64 / measured.len() as f64)
     }
+
+    /// The largest probed context size whose recall passed at every depth
+    /// measured there; 0 when none did. A size that did not fit is not a
+    /// pass, so a 4K configuration scores 4K where a 64K one scores 64K.
+    pub fn context_tokens(&self) -> Option<u64> {
+        let points = self.context.as_ref()?;
+        let mut sizes: Vec<usize> = points.iter().map(|p| p.size).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let passed = |size: usize| {
+            points.iter().filter(|p| p.size == size).all(|p| p.skipped.is_none() && p.passed)
+        };
+        Some(sizes.into_iter().rev().find(|s| passed(*s)).unwrap_or(0) as u64)
+    }
 }
 
 impl ProbePlan {
@@ -164,5 +178,40 @@ mod tests {
         assert!(plan.quality.is_none(), "a plan runs only what it names");
         let err = toml::from_str::<ProbePlan>("[sped]\n").unwrap_err();
         assert!(err.to_string().contains("unknown field `sped`"), "{err}");
+    }
+
+    fn point(size: usize, depth: f64, passed: bool, skipped: bool) -> RecallPoint {
+        RecallPoint {
+            size,
+            depth,
+            passed,
+            prompt_tokens: 0,
+            answer: String::new(),
+            ms: 0.0,
+            skipped: skipped.then(|| "does not fit".to_string()),
+        }
+    }
+
+    #[test]
+    fn context_tokens_is_the_largest_size_recalled_at_every_depth() {
+        let with = |points| Measurement { context: Some(points), ..Measurement::default() };
+        // 16K did not fit: a 4K configuration scores 4K, not "all passed".
+        let fits_4k = with(vec![
+            point(1024, 0.5, true, false),
+            point(4096, 0.1, true, false),
+            point(4096, 0.9, true, false),
+            point(16384, 0.5, false, true),
+        ]);
+        assert_eq!(fits_4k.context_pass_rate(), Some(1.0));
+        assert_eq!(fits_4k.context_tokens(), Some(4096));
+        // One depth missed at 4K: the size does not count.
+        let missed = with(vec![
+            point(1024, 0.5, true, false),
+            point(4096, 0.1, true, false),
+            point(4096, 0.9, false, false),
+        ]);
+        assert_eq!(missed.context_tokens(), Some(1024));
+        assert_eq!(with(vec![point(1024, 0.5, false, false)]).context_tokens(), Some(0));
+        assert_eq!(Measurement::default().context_tokens(), None, "not probed");
     }
 }

@@ -323,6 +323,7 @@ const RESULT: &[(&str, Col)] = &[
     ("measurement", Col::Text),
     ("quality_score", Col::Real),
     ("context_pass_rate", Col::Real),
+    ("context_tokens", Col::Int),
     ("ceiling_tps", Col::Real),
     ("pct_of_ceiling", Col::Real),
     ("perplexity", Col::Real),

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use engine_bridge::{Failure, Outcome};
 use tunebook_app::types::{SampleView, TrialQuery, TrialState, TrialView};
-use tunebook_study::{Goal, Metric};
+use tunebook_study::{Goal, Measure, Metric};
 
 use super::{Db, Kind, now_ms};
 
@@ -63,6 +63,7 @@ struct Row {
     peak_gpu_bytes: Option<i64>,
     quality_score: Option<f64>,
     context_pass_rate: Option<f64>,
+    context_tokens: Option<i64>,
     ceiling_tps: Option<f64>,
     pct_of_ceiling: Option<f64>,
     perplexity: Option<f64>,
@@ -86,7 +87,8 @@ macro_rules! select_trials {
             "SELECT id, profile, model, settings, state, command, created_ms, load_ms, ttft_ms, ",
             "prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, ",
             "tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, ",
-            "quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, ",
+            "quality_score, context_pass_rate, context_tokens, ceiling_tps, pct_of_ceiling, ",
+            "perplexity, ",
             "started_ms, expected_load_ms, load_state, ",
             "failure_kind, error, study_id, role, note, drift_pct, machine, ",
             "(SELECT name FROM workers WHERE workers.id = trials.worker_id) AS worker FROM trials ",
@@ -123,6 +125,7 @@ impl Row {
             peak_gpu_bytes: self.peak_gpu_bytes,
             quality_score: self.quality_score,
             context_pass_rate: self.context_pass_rate,
+            context_tokens: self.context_tokens,
             ceiling_tps: self.ceiling_tps,
             pct_of_ceiling: self.pct_of_ceiling,
             perplexity: self.perplexity,
@@ -272,7 +275,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
          tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
          mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
          quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
-         pct_of_ceiling = $19, perplexity = $20 WHERE id = $21",
+         pct_of_ceiling = $19, perplexity = $20, context_tokens = $21 WHERE id = $22",
     )
     .bind(TrialState::Done.as_str())
     .bind(now_ms())
@@ -294,6 +297,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(m.ceiling_tps)
     .bind(m.ceiling_tps.zip(s.map(|s| s.decode_tps)).map(|(c, d)| 100.0 * d / c))
     .bind(o.measurement.perplexity.as_ref().map(|p| p.ppl))
+    .bind(o.measurement.context_tokens().map(|t| t as i64))
     .bind(id)
     .execute(&mut *tx)
     .await?;
@@ -487,9 +491,9 @@ pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Er
              ttft_ms, prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, \
              tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, \
              quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, \
-             failure_kind, error, study_id, role, note, drift_pct, machine) VALUES ($1, $2, $3, $4, \
-             $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-             $23, $24, $25, $26, $27, $28, $29, $30) RETURNING id",
+             failure_kind, error, study_id, role, note, drift_pct, machine, context_tokens) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+             $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31) RETURNING id",
         )
         .bind(&t.profile)
         .bind(&t.model)
@@ -521,6 +525,7 @@ pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Er
         .bind(&t.note)
         .bind(t.drift_pct)
         .bind(&t.machine)
+        .bind(t.context_tokens)
         .fetch_one(&mut *tx)
         .await?;
         ids.push(id);
@@ -548,12 +553,13 @@ pub struct HistoryRow {
     pub peak_gpu_bytes: Option<i64>,
     pub quality_score: Option<f64>,
     pub context_pass_rate: Option<f64>,
+    pub context_tokens: Option<i64>,
     pub pct_of_ceiling: Option<f64>,
     pub perplexity: Option<f64>,
 }
 
 /// The columns of [`HistoryRow`], in its field order; REAL ones marked.
-const HISTORY_COLUMNS: [(&str, bool); 16] = [
+const HISTORY_COLUMNS: [(&str, bool); 17] = [
     ("id", false),
     ("state", false),
     ("role", false),
@@ -568,6 +574,7 @@ const HISTORY_COLUMNS: [(&str, bool); 16] = [
     ("peak_gpu_bytes", false),
     ("quality_score", true),
     ("context_pass_rate", true),
+    ("context_tokens", false),
     ("pct_of_ceiling", true),
     ("perplexity", true),
 ];
@@ -755,15 +762,18 @@ pub async fn machines(db: &Db, study_id: i64) -> Result<Vec<String>, sqlx::Error
     .await
 }
 
-/// The done trials that measured every one of `metrics`, oldest first:
-/// id, settings (JSON) and the values, for plots and Pareto fronts.
+/// The done trials that have every one of `measures`, oldest first: id,
+/// settings and the values, for plots and Pareto fronts. A metric is read
+/// from its column, a setting from the trial's settings (a number, else the
+/// trial is left out).
 pub async fn points(
     db: &Db,
     study_id: i64,
-    metrics: &[Metric],
+    measures: &[Measure],
     machine: Option<&str>,
 ) -> Result<Vec<(i64, BTreeMap<String, String>, Vec<f64>)>, sqlx::Error> {
     use sqlx::Row as _;
+    let metrics: Vec<Metric> = measures.iter().filter_map(Measure::metric).collect();
     let values: Vec<String> =
         metrics.iter().map(|m| format!("CAST({} AS DOUBLE PRECISION)", m.name())).collect();
     let measured: String =
@@ -780,15 +790,19 @@ pub async fn points(
         query = query.bind(m);
     }
     let rows = query.fetch_all(&db.pool).await?;
-    rows.iter()
-        .map(|row| {
-            let settings: String = row.try_get(1)?;
-            let settings =
-                serde_json::from_str(&settings).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-            let values = (0..metrics.len())
-                .map(|i| row.try_get::<f64, _>(i + 2))
-                .collect::<Result<Vec<f64>, _>>()?;
-            Ok((row.try_get(0)?, settings, values))
-        })
-        .collect()
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let settings: String = row.try_get(1)?;
+        let settings: BTreeMap<String, String> =
+            serde_json::from_str(&settings).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+        let measured: BTreeMap<Metric, f64> = (0..metrics.len())
+            .map(|i| Ok((metrics[i], row.try_get::<f64, _>(i + 2)?)))
+            .collect::<Result<_, sqlx::Error>>()?;
+        let values: Option<Vec<f64>> =
+            measures.iter().map(|m| m.value(&measured, &settings)).collect();
+        if let Some(values) = values {
+            out.push((row.try_get(0)?, settings, values));
+        }
+    }
+    Ok(out)
 }

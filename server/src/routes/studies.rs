@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use tunebook_app::backend::Backend;
 use tunebook_app::types::{CheckView, ParetoFigure, ParetoView, TrialView};
-use tunebook_study::{Metric, StudyDef};
+use tunebook_study::{Measure, StudyDef};
 
 use crate::AppState;
 use crate::db::studies::{self, Event, StudyRow};
@@ -118,7 +118,7 @@ pub async fn pareto_figure(
     Query(q): Query<ParetoQuery>,
 ) -> Result<Json<ParetoFigure>> {
     let view = pareto_view(&state, id, q).await?;
-    let label = |name: &str| Metric::parse(name).map_or(name.to_string(), |m| m.label().into());
+    let label = |name: &str| Measure::parse(name).map_or(name.to_string(), |m| m.label());
     let (points, figure) = tunebook_app::plot::pareto_plot(&view, &label);
     Ok(Json(ParetoFigure { figure, points, machines: view.machines, machine: view.machine }))
 }

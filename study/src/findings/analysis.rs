@@ -90,6 +90,14 @@ fn gram_of(trials: &[Measured]) -> Gram {
     Gram::new(&rows, &ys)
 }
 
+/// Whether settings' effects on `metric` are modelled at all. Context
+/// tokens is a step between the probed sizes, often 0: neither a ratio nor
+/// a difference of it is a model anyone should act on, so its best and its
+/// front are reported and its effects are not claimed.
+pub fn modelled(metric: Metric) -> bool {
+    metric != Metric::ContextTokens
+}
+
 /// Whether `metric` is modeled on a log scale: everything but rates.
 pub fn log_scale(metric: Metric) -> bool {
     !matches!(metric, Metric::QualityScore | Metric::ContextPassRate)

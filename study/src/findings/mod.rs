@@ -355,6 +355,7 @@ pub fn findings_with(
         .unwrap_or_default();
     let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
         .into_iter()
+        .filter(|(m, _)| analysis::modelled(*m))
         .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, m, g))
         .collect();
     let adjusted = verdicts::adjust(&analyses);

@@ -14,7 +14,7 @@ use engine_bridge::{Catalog, Settings};
 use rand::SeedableRng;
 
 use super::{Truth, World};
-use crate::study::{Goal, Metric, Study};
+use crate::study::{Goal, Measure, Metric, Study};
 
 /// What a trial costs, in minutes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,7 +31,7 @@ impl Default for Cost {
 
 /// The world's true front, and the share of it a set of trials reaches.
 pub struct Judge {
-    metrics: Vec<Metric>,
+    measures: Vec<Measure>,
     goals: Vec<Goal>,
     reference: Vec<f64>,
     truth: f64,
@@ -43,15 +43,15 @@ pub struct Judge {
 impl Judge {
     /// Runs the truth over the world's whole grid.
     pub fn new(world: &World, study: &Study, cost: Cost) -> Self {
-        let metrics: Vec<Metric> = study.objectives.iter().map(|t| t.metric).collect();
+        let measures: Vec<Measure> = study.objectives.iter().map(|t| t.measure.clone()).collect();
         let goals: Vec<Goal> = study.objectives.iter().map(|t| t.goal).collect();
         let points: Vec<Vec<f64>> = study
             .space
             .grid()
-            .filter_map(|c| true_values(world.truth, &metrics, &full(study, &c)))
+            .filter_map(|c| true_values(world.truth, &measures, &full(study, &c)))
             .collect();
         // A reference point 5 % of each objective's range past its worst.
-        let reference: Vec<f64> = (0..metrics.len())
+        let reference: Vec<f64> = (0..measures.len())
             .map(|j| {
                 let col = || points.iter().map(|p| goals[j].oriented(p[j]));
                 let (lo, hi) = (col().fold(f64::MAX, f64::min), col().fold(f64::MIN, f64::max));
@@ -60,7 +60,7 @@ impl Judge {
             .collect();
         let truth = crate::pareto::hypervolume(&points, &goals, &reference);
         Judge {
-            metrics,
+            measures,
             goals,
             reference,
             truth,
@@ -72,7 +72,7 @@ impl Judge {
 
     /// The true objective values of a configuration; `None` if it fails.
     pub fn values(&self, study: &Study, config: &Settings) -> Option<Vec<f64>> {
-        true_values(self.world, &self.metrics, &full(study, config))
+        true_values(self.world, &self.measures, &full(study, config))
     }
 
     /// The share of the true hypervolume the points reach.
@@ -93,11 +93,11 @@ impl Judge {
 
 fn true_values(
     world: fn(&Settings) -> Truth,
-    metrics: &[Metric],
+    measures: &[Measure],
     s: &Settings,
 ) -> Option<Vec<f64>> {
     match world(s) {
-        Truth::Runs(m) => metrics.iter().map(|k| m.get(k).copied()).collect(),
+        Truth::Runs(m) => measures.iter().map(|k| k.value(&m, s)).collect(),
         Truth::Fails(_) => None,
     }
 }

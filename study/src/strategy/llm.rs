@@ -48,7 +48,7 @@ pub fn prompt(study: &Study, history: &[Observation]) -> String {
     }
     p.push_str("Objectives:\n");
     for t in &study.objectives {
-        let _ = writeln!(p, "- {} ({:?})", t.metric.name(), t.goal);
+        let _ = writeln!(p, "- {} ({:?})", t.measure.name(), t.goal);
     }
     p.push_str("Configurations tried so far, with their objective values (none = failed):\n");
     let names: Vec<&str> = study.space.params.iter().map(|p| p.name.as_str()).collect();

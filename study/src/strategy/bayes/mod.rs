@@ -29,7 +29,7 @@ use engine_bridge::Settings;
 use rand::Rng;
 
 use super::{Proposal, Strategy, rng_for};
-use crate::study::{Metric, Observation, Study};
+use crate::study::{Measure, Metric, Observation, Study};
 use acquisition::{Acquisition, Worth, better};
 use features::Encoder;
 pub(crate) use regression::normal;
@@ -63,9 +63,11 @@ fn modelled(v: f64, log: bool) -> f64 {
     if log { v.max(f64::MIN_POSITIVE).ln() } else { v }
 }
 
-fn uses_log(metric: Metric, history: &[Observation], j: usize) -> bool {
-    let rate =
-        matches!(metric, Metric::QualityScore | Metric::ContextPassRate | Metric::PctOfCeiling);
+fn uses_log(measure: &Measure, history: &[Observation], j: usize) -> bool {
+    let rate = matches!(
+        measure.metric(),
+        Some(Metric::QualityScore | Metric::ContextPassRate | Metric::PctOfCeiling)
+    );
     !rate && history.iter().filter_map(|o| o.values.as_ref()?.get(j)).all(|v| *v > 0.0)
 }
 
@@ -137,7 +139,7 @@ impl Strategy for Bayes {
         // One model per objective, oriented so that larger is better.
         let mut posteriors: Vec<Posterior> = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
-            let log = uses_log(t.metric, history, j);
+            let log = uses_log(&t.measure, history, j);
             let (x, y): (Vec<Vec<f64>>, Vec<f64>) = history
                 .iter()
                 .zip(&seen)

@@ -1,0 +1,292 @@
+//! What objectives and bounds read: the [`Metric`]s probes measure, a
+//! setting's own value (`setting.ctx_size`), and which way is better.
+
+use std::collections::BTreeMap;
+
+use engine_bridge::Settings;
+use serde::{Deserialize, Serialize};
+
+/// What a trial is judged on; the names are the trials' own columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    DecodeTps,
+    PrefillTps,
+    TtftMs,
+    LoadMs,
+    PeakRssBytes,
+    MemAvailableDropBytes,
+    PeakGpuBytes,
+    QualityScore,
+    ContextPassRate,
+    /// The largest probed context size whose recall passed at every depth.
+    ContextTokens,
+    PctOfCeiling,
+    Perplexity,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 12] = [
+        Metric::DecodeTps,
+        Metric::PrefillTps,
+        Metric::TtftMs,
+        Metric::LoadMs,
+        Metric::PeakRssBytes,
+        Metric::MemAvailableDropBytes,
+        Metric::PeakGpuBytes,
+        Metric::QualityScore,
+        Metric::ContextPassRate,
+        Metric::ContextTokens,
+        Metric::PctOfCeiling,
+        Metric::Perplexity,
+    ];
+
+    /// The column (and the name in study files).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::DecodeTps => "decode_tps",
+            Metric::PrefillTps => "prefill_tps",
+            Metric::TtftMs => "ttft_ms",
+            Metric::LoadMs => "load_ms",
+            Metric::PeakRssBytes => "peak_rss_bytes",
+            Metric::MemAvailableDropBytes => "mem_available_drop_bytes",
+            Metric::PeakGpuBytes => "peak_gpu_bytes",
+            Metric::QualityScore => "quality_score",
+            Metric::ContextPassRate => "context_pass_rate",
+            Metric::ContextTokens => "context_tokens",
+            Metric::PctOfCeiling => "pct_of_ceiling",
+            Metric::Perplexity => "perplexity",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// How pages and reports name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::DecodeTps => "decode tok/s",
+            Metric::PrefillTps => "prefill tok/s",
+            Metric::TtftMs => "time to first token (ms)",
+            Metric::LoadMs => "load time (ms)",
+            Metric::PeakRssBytes => "peak RSS (bytes)",
+            Metric::MemAvailableDropBytes => "drop in available memory (bytes)",
+            Metric::PeakGpuBytes => "peak GPU memory (bytes)",
+            Metric::QualityScore => "quality score",
+            Metric::ContextPassRate => "context recall",
+            Metric::ContextTokens => "context recalled (tokens)",
+            Metric::PctOfCeiling => "% of bandwidth ceiling",
+            Metric::Perplexity => "perplexity",
+        }
+    }
+
+    /// Which way is better, unless the study says otherwise.
+    pub fn natural_goal(self) -> Goal {
+        match self {
+            Metric::DecodeTps
+            | Metric::PrefillTps
+            | Metric::QualityScore
+            | Metric::ContextPassRate
+            | Metric::ContextTokens
+            | Metric::PctOfCeiling => Goal::Max,
+            _ => Goal::Min,
+        }
+    }
+}
+
+/// Which way an objective is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Goal {
+    #[serde(alias = "maximize")]
+    Max,
+    #[serde(alias = "minimize")]
+    Min,
+}
+
+impl Goal {
+    /// `value` turned so that larger is better.
+    pub fn oriented(self, value: f64) -> f64 {
+        match self {
+            Goal::Max => value,
+            Goal::Min => -value,
+        }
+    }
+}
+
+/// The prefix that names a setting where a metric is expected.
+pub const SETTING_PREFIX: &str = "setting.";
+
+/// What an objective or a bound reads: a metric the probes measure, or the
+/// value a trial gave a numeric setting (`setting.ctx_size`, to ask for
+/// the largest context, or to bound it: `min = "32768"`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Measure {
+    Metric(Metric),
+    Setting(String),
+}
+
+impl Measure {
+    /// A metric's name, or `setting.` and a setting's name; the setting is
+    /// checked against the study by [`crate::StudyDef::check`].
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.strip_prefix(SETTING_PREFIX) {
+            Some(setting) if !setting.is_empty() => Some(Measure::Setting(setting.to_string())),
+            Some(_) => None,
+            None => Metric::parse(name).map(Measure::Metric),
+        }
+    }
+
+    /// As study files write it.
+    pub fn name(&self) -> String {
+        match self {
+            Measure::Metric(m) => m.name().to_string(),
+            Measure::Setting(s) => format!("{SETTING_PREFIX}{s}"),
+        }
+    }
+
+    /// How pages and reports name it.
+    pub fn label(&self) -> String {
+        match self {
+            Measure::Metric(m) => m.label().to_string(),
+            Measure::Setting(s) => format!("setting {s}"),
+        }
+    }
+
+    /// The metric, for what only metrics have (effects, findings).
+    pub fn metric(&self) -> Option<Metric> {
+        match self {
+            Measure::Metric(m) => Some(*m),
+            Measure::Setting(_) => None,
+        }
+    }
+
+    /// Which way is better unless the study says: more of a setting (the
+    /// context size) is what a user asking for it wants.
+    pub fn natural_goal(&self) -> Goal {
+        match self {
+            Measure::Metric(m) => m.natural_goal(),
+            Measure::Setting(_) => Goal::Max,
+        }
+    }
+
+    /// Its value for a trial: the metric measured, or the setting as the
+    /// configuration gave it (a number, else nothing).
+    pub fn value(&self, metrics: &BTreeMap<Metric, f64>, config: &Settings) -> Option<f64> {
+        match self {
+            Measure::Metric(m) => metrics.get(m).copied(),
+            Measure::Setting(s) => {
+                config.get(s)?.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_bridge::Catalog;
+
+    use super::*;
+    use crate::study::{Study, StudyDef, StudyError};
+
+    /// The largest context that runs fast, with at least 16K of it.
+    const CONTEXT: &str = r#"
+name = "context"
+profile = "p"
+model = "m"
+strategy = { kind = "KIND", seed = 3 }
+[baseline]
+ctx_size = 4096
+threads = 4
+[space]
+ctx_size = { min = 2048, max = 65536, log = true }
+threads = [2, 4, 8]
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "setting.ctx_size"
+[[bounds]]
+metric = "setting.ctx_size"
+min = "16384"
+"#;
+
+    fn check(text: &str) -> Result<Study, StudyError> {
+        StudyDef::from_toml(text)?.check(&Catalog::llama_server(), &["m".to_string()])
+    }
+
+    fn ctx(c: &Settings) -> f64 {
+        c["ctx_size"].parse().unwrap()
+    }
+
+    #[test]
+    fn a_setting_is_an_objective_and_its_bound_a_constraint() {
+        let study = check(&CONTEXT.replace("KIND", "random")).unwrap();
+        assert_eq!(study.objectives[1].measure, Measure::Setting("ctx_size".into()));
+        assert_eq!(study.objectives[1].goal, Goal::Max, "more context is what is asked for");
+        assert_eq!(study.baseline["ctx_size"], "4096", "the baseline stays the reference");
+        let allowed: Vec<Settings> = study.space.grid().filter(|c| study.space.allows(c)).collect();
+        assert_eq!(allowed.len(), 3 * 3, "16K, 32K and 64K at each thread count");
+        assert!(allowed.iter().all(|c| ctx(c) >= 16384.0));
+
+        let metrics: BTreeMap<Metric, f64> = [(Metric::DecodeTps, 20.0)].into();
+        let wide = study
+            .space
+            .complete([("ctx_size".into(), "32768".into()), ("threads".into(), "8".into())]);
+        let o = study.observe(wide, Some(&metrics), Some(&metrics));
+        assert_eq!(o.values, Some(vec![20.0, 32768.0]));
+        assert!(o.feasible);
+        let o = study.observe(study.baseline.clone(), Some(&metrics), Some(&metrics));
+        assert_eq!(o.values, Some(vec![20.0, 4096.0]));
+        assert!(!o.feasible, "the baseline's 4K breaks the 16K bound");
+    }
+
+    #[test]
+    fn a_setting_that_cannot_be_read_as_a_number_is_named() {
+        let words = CONTEXT.replace("KIND", "random").replace(
+            "threads = [2, 4, 8]\n",
+            "threads = [2, 4, 8]\ncache_type_k = [\"f16\", \"q8_0\"]\n",
+        ) + "[[objectives]]\nmetric = \"setting.cache_type_k\"\n";
+        let e = check(&words).unwrap_err().to_string();
+        assert!(e.contains("setting `cache_type_k` takes values that are not numbers"), "{e}");
+        let absent = CONTEXT.replace("KIND", "random")
+            + "[[bounds]]\nmetric = \"setting.top_k\"\nmin = \"1\"\n";
+        let e = check(&absent).unwrap_err().to_string();
+        assert!(e.contains("the study neither varies nor fixes `top_k`"), "{e}");
+        let empty = CONTEXT.replace("KIND", "random").replace(
+            "[[objectives]]\nmetric = \"setting.ctx_size\"",
+            "[[objectives]]\nmetric = \"setting.\"",
+        );
+        let e = check(&empty).unwrap_err().to_string();
+        assert!(e.contains("unknown metric `setting.`"), "{e}");
+        let impossible =
+            CONTEXT.replace("KIND", "random").replace("min = \"16384\"", "min = \"1000000\"");
+        let e = check(&impossible).unwrap_err().to_string();
+        assert!(e.contains("no configuration satisfies the constraints"), "{e}");
+        let relative =
+            CONTEXT.replace("KIND", "random").replace("min = \"16384\"", "min = \"baseline * 8\"");
+        let study = check(&relative).unwrap();
+        assert!(study.space.grid().filter(|c| study.space.allows(c)).all(|c| ctx(&c) >= 32768.0));
+    }
+
+    #[tokio::test]
+    async fn every_strategy_keeps_within_a_bound_on_a_setting() {
+        for kind in ["grid", "random", "two_phase", "motpe", "bayes"] {
+            let study = check(&CONTEXT.replace("KIND", kind)).unwrap();
+            let strategy = crate::strategy::for_study(&study, None);
+            // Decode falls with context and peaks at 4 threads.
+            let measure = |c: &Settings| -> BTreeMap<Metric, f64> {
+                let t: f64 = c["threads"].parse().unwrap();
+                [(Metric::DecodeTps, 50.0 - ctx(c).log2() - (t - 4.0).abs())].into()
+            };
+            let base = measure(&study.baseline);
+            let mut history = vec![study.observe(study.baseline.clone(), Some(&base), Some(&base))];
+            while let Some(p) = strategy.propose(&study, &history).await {
+                assert!(ctx(&p.config) >= 16384.0, "{kind} proposed {:?}", p.config);
+                let m = measure(&p.config);
+                history.push(study.observe(p.config, Some(&m), Some(&base)));
+            }
+            assert_eq!(history.len(), 1 + 9, "{kind} tried every allowed configuration once");
+        }
+    }
+}
