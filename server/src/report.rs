@@ -99,6 +99,9 @@ pub fn draft(
                 (format!("config:best:{}", metric.name()), *trial)
             }
             Finding::Balanced { trial, .. } => ("config:balanced".to_string(), *trial),
+            Finding::Boundary { setting, held: Some((trial, _)), .. } => {
+                (format!("config:boundary:{setting}"), *trial)
+            }
             Finding::Confirmed { trials, held: true, balanced, .. } if !trials.is_empty() => {
                 let what = if *balanced { "confirmed_balanced" } else { "confirmed" };
                 (format!("config:{what}"), trials[0])

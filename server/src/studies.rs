@@ -169,7 +169,9 @@ pub fn pareto_view(
 pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
     let facts = facts_of(trials);
     let varied: Vec<String> = def.space.keys().cloned().collect();
-    findings::findings_with(&facts, &varied, &objectives_of(def), &def.margins)
+    let mut found: Vec<Finding> = findings::boundary(def, &facts).into_iter().collect();
+    found.extend(findings::findings_with(&facts, &varied, &objectives_of(def), &def.margins));
+    found
 }
 
 /// Trials as the findings see them: those that ended, neither pruned nor
@@ -320,6 +322,10 @@ pub async fn write_up(
         let (why, trial) = match f {
             Finding::Best { metric, trial, .. } => (format!("best {}", metric.label()), trial),
             Finding::Balanced { trial, .. } => ("balanced pick".to_string(), trial),
+            Finding::Boundary { setting, held: Some((trial, _)), goal, .. } => {
+                let most = if *goal == Goal::Max { "largest" } else { "smallest" };
+                (format!("{most} {setting} that holds"), trial)
+            }
             _ => continue,
         };
         let Some(t) = list.iter().find(|t| t.id == *trial) else { continue };

@@ -194,6 +194,62 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     server.stop().await;
 }
 
+/// "The largest context that still recalls": the context size itself an
+/// objective, at least 512 of it, and recall counted in tokens.
+#[tokio::test]
+async fn the_context_size_is_an_objective_and_recall_is_counted_in_tokens() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let def = json!({
+        "name": "largest context",
+        "profile": "demo",
+        "model": "tiny-llama",
+        "space": { "ctx_size": [256, 512, 1024] },
+        "fixed": { "threads": 2 },
+        "baseline": { "ctx_size": 256 },
+        "objectives": [{ "metric": "decode_tps" }, { "metric": "setting.ctx_size" }],
+        "bounds": [{ "metric": "setting.ctx_size", "min": "512" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 10, "confirm_pairs": 0, "skip_dominated": false },
+        "probes": {
+            "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 },
+            "context": { "sizes": [200, 400, 800], "depths": [0.5], "max_tokens": 4 }
+        }
+    });
+    let created = post(&server, "/api/studies", &def).await;
+    assert_eq!(created.status(), 201);
+    let study: StudyRow = created.json().await.unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done, "{row:?}");
+    let trials: Vec<TrialView> =
+        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    let ctx = |t: &TrialView| t.settings["ctx_size"].parse::<i64>().unwrap();
+    assert_eq!(trials.len(), 3, "the baseline, then the two sizes the bound allows");
+    for t in &trials {
+        assert_eq!(t.state, TrialState::Done, "{t:?}");
+        if t.role.as_deref() != Some("baseline") {
+            assert!(ctx(t) >= 512, "the search kept within the bound: {t:?}");
+        }
+        // Only a size that fits the context (with the answer) can count.
+        let tokens = t.context_tokens.expect("context probed");
+        assert!([0, 200, 400, 800].contains(&tokens), "{t:?}");
+        assert!(tokens == 0 || tokens + 4 <= ctx(t), "{t:?}");
+    }
+    assert_eq!(trials[0].context_tokens, Some(0), "256 tokens fit no probed size");
+    // The front is drawn on the setting as on a metric.
+    let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", study.id)).await;
+    assert_eq!(pareto["metrics"], json!(["decode_tps", "setting.ctx_size"]));
+    for p in pareto["points"].as_array().unwrap() {
+        let t = trials.iter().find(|t| p["trial_id"] == t.id).unwrap();
+        assert_eq!(p["values"][1].as_f64(), Some(ctx(t) as f64));
+    }
+    let url = format!("/api/studies/{}/pareto?metrics=decode_tps,setting.top_k", study.id);
+    let r = http().get(server.url(&url)).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("neither varies nor fixes `top_k`"));
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn request_time_settings_reuse_the_running_engine() {
     common::require_demo_engine();
@@ -463,6 +519,56 @@ async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
     let row = wait_state(&server, study.id, |s| s.is_final()).await;
     assert_eq!(row.state, StudyState::Failed);
     assert!(row.stop_reason.as_deref().unwrap().contains("the baseline"), "{row:?}");
+    server.stop().await;
+}
+
+/// Bisection on a memory boundary: the ends first, then halves, and the
+/// findings name the largest size that ran and the nearest that did not.
+#[tokio::test]
+async fn bisection_finds_the_largest_context_that_fits() {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(
+        profiles.path(),
+        "small",
+        &["--fake", "ok", "--fake-oom-ctx", "5000"],
+    );
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+    let def = json!({
+        "name": "largest context",
+        "profile": "small",
+        "model": "m",
+        "space": { "ctx_size": { "min": 1024, "max": 8192, "step": 1024 } },
+        "baseline": { "ctx_size": 1024 },
+        "objectives": [{ "metric": "setting.ctx_size" }],
+        "strategy": { "kind": "bisect" },
+        "budget": { "max_trials": 20 },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
+    let row = wait_state(&server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done, "{row:?}");
+    let trials: Vec<TrialView> =
+        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    let sizes: Vec<&str> = trials.iter().map(|t| t.settings["ctx_size"].as_str()).collect();
+    assert_eq!(sizes, ["1024", "8192", "4096", "6144", "5120"], "the ends, then halves");
+    let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
+    let markdown = found["markdown"].as_str().unwrap();
+    let (ran, oom) = (trials[2].id, trials[4].id);
+    assert!(
+        markdown.contains(&format!(
+            "**Largest `ctx_size` that holds every bound: 4096** — trial {ran}; the nearest value beyond it that was tried, 5120, did not (trial {oom}: out of memory)."
+        )),
+        "{markdown}"
+    );
+    // A bisection needs a setting to bisect.
+    let mut wrong = def.clone();
+    wrong["objectives"] = json!([{ "metric": "decode_tps" }]);
+    let r = post(&server, "/api/studies", &wrong).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("strategy `bisect` needs the first objective"));
     server.stop().await;
 }
 

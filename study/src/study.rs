@@ -84,6 +84,9 @@ pub enum StrategyKind {
     /// Bayesian models of every objective and of failure over all settings
     /// and their pairs; Thompson sampling for the largest hypervolume gain.
     Bayes,
+    /// Bisection of the first objective, a setting (`setting.ctx_size`),
+    /// against the bounds: the largest (or smallest) value that holds.
+    Bisect,
     /// Asks a language model, falling back to two-phase.
     Llm,
 }
@@ -167,6 +170,34 @@ fn machines_error(machines: &[String]) -> Option<String> {
         .iter()
         .find(|m| !seen.insert(m.as_str()))
         .map(|m| format!("machine `{m}` is named twice"))
+}
+
+impl TargetDef {
+    /// The target as written, its names and bounds read; whether a setting
+    /// it names suits the study is [`StudyDef::check`]'s to say.
+    pub fn read(&self) -> Result<Target, Vec<String>> {
+        let mut errors = Vec::new();
+        let Some(measure) = Measure::parse(&self.metric) else {
+            let known: Vec<_> = Metric::ALL.iter().map(|m| m.name()).collect();
+            return Err(vec![format!(
+                "unknown metric `{}` (known: {}, or setting.NAME for a setting's value)",
+                self.metric,
+                known.join(", ")
+            )]);
+        };
+        let mut bound = |b: &Option<String>| {
+            b.as_ref().and_then(|text| {
+                BoundExpr::parse(text)
+                    .map_err(|e| errors.push(format!("bound on {}: {e}", self.metric)))
+                    .ok()
+            })
+        };
+        let (min, max) = (bound(&self.min), bound(&self.max));
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Target { goal: self.goal.unwrap_or(measure.natural_goal()), measure, min, max })
+    }
 }
 
 /// A checked objective or bound.
@@ -318,34 +349,14 @@ impl StudyDef {
         let targets = |defs: &[TargetDef], errors: &mut Vec<String>| {
             defs.iter()
                 .filter_map(|t| {
-                    let Some(measure) = Measure::parse(&t.metric) else {
-                        let known: Vec<_> = Metric::ALL.iter().map(|m| m.name()).collect();
-                        errors.push(format!(
-                            "unknown metric `{}` (known: {}, or setting.NAME for a setting's value)",
-                            t.metric,
-                            known.join(", ")
-                        ));
-                        return None;
-                    };
-                    if let Measure::Setting(name) = &measure
+                    let target = t.read().map_err(|e| errors.extend(e)).ok()?;
+                    if let Measure::Setting(name) = &target.measure
                         && let Some(why) = numeric_setting(name, &params, &fixed)
                     {
                         errors.push(format!("metric `{}`: {why}", t.metric));
                         return None;
                     }
-                    let bound = |b: &Option<String>, errors: &mut Vec<String>| {
-                        b.as_ref().and_then(|text| {
-                            BoundExpr::parse(text)
-                                .map_err(|e| errors.push(format!("bound on {}: {e}", t.metric)))
-                                .ok()
-                        })
-                    };
-                    Some(Target {
-                        goal: t.goal.unwrap_or(measure.natural_goal()),
-                        measure,
-                        min: bound(&t.min, errors),
-                        max: bound(&t.max, errors),
-                    })
+                    Some(target)
                 })
                 .collect::<Vec<_>>()
         };
@@ -357,6 +368,18 @@ impl StudyDef {
         }
         if self.budget.max_trials == 0 {
             errors.push("the budget allows no trial (max_trials = 0)".into());
+        }
+        if self.strategy.kind == StrategyKind::Bisect
+            && !objectives.first().is_some_and(|t| match &t.measure {
+                Measure::Setting(name) => params.iter().any(|p| &p.name == name),
+                Measure::Metric(_) => false,
+            })
+        {
+            errors.push(
+                "strategy `bisect` needs the first objective to be a setting the study varies \
+                 (metric = \"setting.ctx_size\")"
+                    .into(),
+            );
         }
         if self.strategy.kind == StrategyKind::Llm && self.strategy.endpoint.is_none() {
             tracing::info!("llm strategy without an endpoint: it will search two-phase");

@@ -298,6 +298,7 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                             <option value="random">"random"</option>
                             <option value="motpe">"model-based (multi-objective TPE)"</option>
                             <option value="bayes">"model-based (Bayesian, all settings and pairs)"</option>
+                            <option value="bisect">"bisection: the largest (or smallest) setting that holds the bounds"</option>
                             <option value="llm">"proposed by an LLM"</option>
                         </select>
                     </label>

@@ -101,6 +101,16 @@ impl ContextProbe {
                 points.push(skipped(size, depth, why));
                 continue;
             };
+            // The engine's tokenizer sized the filler; one that counts
+            // oddly must not make the prompt read past it.
+            if engine.takes_tokens() && fill > filler.len() {
+                let why = format!(
+                    "the tokenizer gave {} filler tokens, {fill} were needed",
+                    filler.len()
+                );
+                points.push(skipped(size, depth, why));
+                continue;
+            }
             let input = if engine.takes_tokens() {
                 let at = (fill as f64 * depth.clamp(0.0, 1.0)).round() as usize;
                 let mut prompt = filler[..at].to_vec();

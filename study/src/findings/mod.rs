@@ -18,6 +18,7 @@
 //! - the decode ceiling, and drift of the baseline between its runs.
 
 mod analysis;
+mod boundary;
 pub mod confirmed;
 mod design;
 mod ols;
@@ -31,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
 
+pub use boundary::boundary;
 pub use rules::{Condition, Op, Rule, holds};
 pub use summary::balanced_pick;
 pub use text::{Pick, SECTIONS, markdown, num, section_markdown, value_text};
@@ -216,6 +218,15 @@ pub struct Cell {
 pub enum Finding {
     /// The best trial on an objective.
     Best { metric: Metric, goal: Goal, trial: i64, value: f64, settings: Settings },
+    /// A bisection's answer: the most ambitious value of `setting` that
+    /// held every bound (trial, value), and the nearest beyond it that did
+    /// not (trial, value, why).
+    Boundary {
+        setting: String,
+        goal: Goal,
+        held: Option<(i64, String)>,
+        failed: Option<(i64, String, String)>,
+    },
     /// A pick run again interleaved with the baseline once the search was
     /// over: the paired ratio on each objective (95 % intervals), and
     /// whether it held up (see [`confirmed`]).
@@ -418,6 +429,9 @@ impl Finding {
             | Finding::FreeWin { trials, .. }
             | Finding::Confirmed { trials, .. } => trials.clone(),
             Finding::Ceiling { trial, .. } => vec![*trial],
+            Finding::Boundary { held, failed, .. } => {
+                held.iter().map(|h| h.0).chain(failed.iter().map(|f| f.0)).collect()
+            }
             Finding::NotDetermined { .. } | Finding::Interaction { .. } => vec![],
             Finding::Drift { baseline, flagged, .. } => {
                 let mut ids: BTreeSet<i64> = baseline.iter().map(|(id, _)| *id).collect();
@@ -433,6 +447,7 @@ impl Finding {
         match self {
             Finding::Best { metric, .. } => format!("best:{}", metric.name()),
             Finding::Balanced { .. } => "balanced".into(),
+            Finding::Boundary { setting, .. } => format!("boundary:{setting}"),
             Finding::Confirmed { trials, .. } => {
                 format!("confirmed:{}", trials.first().copied().unwrap_or_default())
             }

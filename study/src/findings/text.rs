@@ -119,6 +119,9 @@ impl Finding {
                     config_text(settings)
                 );
             }
+            Finding::Boundary { setting, goal, held, failed } => {
+                s.push_str(&super::boundary::markdown(setting, *goal, held, failed));
+            }
             Finding::Confirmed { settings, balanced, ratios, pairs, trials, held } => {
                 let each: Vec<String> = ratios
                     .iter()
@@ -453,7 +456,13 @@ pub type Pick = fn(&Finding) -> bool;
 /// find their cells by it), a title and which findings it holds.
 pub const SECTIONS: [(&str, &str, Pick); 10] = [
     ("best", "Best configurations", |f| {
-        matches!(f, Finding::Best { .. } | Finding::Balanced { .. } | Finding::Confirmed { .. })
+        matches!(
+            f,
+            Finding::Best { .. }
+                | Finding::Boundary { .. }
+                | Finding::Balanced { .. }
+                | Finding::Confirmed { .. }
+        )
     }),
     ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
     ("effects", "What each setting changes", |f| matches!(f, Finding::Effect { .. })),

@@ -3,6 +3,7 @@
 //! continues exactly where it was.
 
 mod bayes;
+mod bisect;
 mod grid;
 mod llm;
 mod motpe;
@@ -14,6 +15,7 @@ use engine_bridge::Settings;
 
 pub use bayes::Bayes;
 pub(crate) use bayes::normal;
+pub use bisect::Bisect;
 pub use grid::Grid;
 pub use llm::{Llm, chat};
 pub use motpe::Motpe;
@@ -46,6 +48,7 @@ pub fn for_study(study: &Study, endpoint: Option<Endpoint>) -> Box<dyn Strategy>
         StrategyKind::TwoPhase => Box::new(TwoPhase { seed }),
         StrategyKind::Motpe => Box::new(Motpe { seed, startup: None }),
         StrategyKind::Bayes => Box::new(Bayes { seed }),
+        StrategyKind::Bisect => Box::new(Bisect),
         StrategyKind::Llm => Box::new(Llm { endpoint, seed }),
     }
 }

@@ -1,0 +1,130 @@
+//! A bisection's answer: the most ambitious value of its setting that held
+//! every objective's and bound's limits, and the nearest value beyond it
+//! that did not, each with its trial.
+
+use super::{Finding, TrialFacts};
+use crate::study::{Goal, Measure, StrategyKind, StudyDef, Target};
+
+/// What a bisection study found, or `None` for other studies (or one
+/// whose objectives cannot be read).
+pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
+    if def.strategy.kind != StrategyKind::Bisect {
+        return None;
+    }
+    let targets: Vec<Target> =
+        def.objectives.iter().chain(&def.bounds).map(|t| t.read().ok()).collect::<Option<_>>()?;
+    let first = targets.first()?;
+    let Measure::Setting(setting) = &first.measure else { return None };
+    let goal = first.goal;
+    let baseline = trials.iter().find(|t| t.role.as_deref() == Some("baseline"));
+    // Why a trial did not hold, or `None` when it held.
+    let miss = |t: &TrialFacts| -> Option<String> {
+        if !t.done {
+            return Some(t.failure.as_ref().map_or("it did not finish".into(), |f| f.0.clone()));
+        }
+        targets.iter().find_map(|target| {
+            let value = target.measure.value(&t.metrics, &t.settings);
+            let base = baseline.and_then(|b| target.measure.value(&b.metrics, &b.settings));
+            match value {
+                Some(v) if target.within(v, base) => None,
+                Some(v) => Some(format!("{} was {v}, outside its bound", target.measure.name())),
+                None => (target.min.is_some() || target.max.is_some())
+                    .then(|| format!("{} was not measured", target.measure.name())),
+            }
+        })
+    };
+    let value = |t: &TrialFacts| t.settings.get(setting)?.trim().parse::<f64>().ok();
+    let rungs: Vec<(f64, &TrialFacts, Option<String>)> = trials
+        .iter()
+        .filter(|t| matches!(t.role.as_deref(), Some("baseline" | "search")))
+        .filter_map(|t| Some((goal.oriented(value(t)?), t, miss(t))))
+        .collect();
+    let held = rungs
+        .iter()
+        .filter(|r| r.2.is_none())
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|r| (r.1.id, r.1.settings[setting].clone()));
+    let beyond = held
+        .as_ref()
+        .map_or(f64::MIN, |(id, _)| rungs.iter().find(|r| r.1.id == *id).map_or(f64::MIN, |r| r.0));
+    let failed = rungs
+        .iter()
+        .filter(|r| r.0 > beyond)
+        .filter_map(|r| Some((r.0, r.1, r.2.clone()?)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, t, why)| (t.id, t.settings[setting].clone(), why));
+    Some(Finding::Boundary { setting: setting.clone(), goal, held, failed })
+}
+
+/// The finding as a sentence.
+pub(super) fn markdown(
+    setting: &str,
+    goal: Goal,
+    held: &Option<(i64, String)>,
+    failed: &Option<(i64, String, String)>,
+) -> String {
+    let most = if goal == Goal::Max { "Largest" } else { "Smallest" };
+    match (held, failed) {
+        (Some((trial, v)), Some((ft, fv, why))) => format!(
+            "**{most} `{setting}` that holds every bound: {v}** — trial {trial}; the nearest \
+             value beyond it that was tried, {fv}, did not (trial {ft}: {why})."
+        ),
+        (Some((trial, v)), None) => format!(
+            "**{most} `{setting}` that holds every bound: {v}** — trial {trial}; no value \
+             beyond it failed (it is the end of the range tried)."
+        ),
+        (None, Some((ft, fv, why))) => format!(
+            "**No value of `{setting}` held every bound**: even {fv} did not (trial {ft}: {why})."
+        ),
+        (None, None) => format!("**No trial of `{setting}` has ended yet.**"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::study::Metric;
+
+    fn facts(id: i64, ctx: u32, decode: Option<f64>, role: &str) -> TrialFacts {
+        TrialFacts {
+            id,
+            settings: [("ctx_size".to_string(), ctx.to_string())].into(),
+            done: decode.is_some(),
+            failure: decode.is_none().then(|| ("out_of_memory".into(), "oom".into())),
+            metrics: decode.map_or(BTreeMap::new(), |d| [(Metric::DecodeTps, d)].into()),
+            ceiling_tps: None,
+            role: Some(role.into()),
+            drift_pct: None,
+        }
+    }
+
+    #[test]
+    fn the_largest_value_that_held_and_the_nearest_that_did_not() {
+        let def = StudyDef::from_toml(
+            "name = \"b\"\nprofile = \"p\"\nmodel = \"m\"\nstrategy = { kind = \"bisect\" }\n\
+             [space]\nctx_size = [1024, 2048, 4096, 8192, 16384]\n\
+             [[objectives]]\nmetric = \"setting.ctx_size\"\n\
+             [[bounds]]\nmetric = \"decode_tps\"\nmin = \"10\"\n",
+        )
+        .unwrap();
+        let trials = [
+            facts(1, 1024, Some(30.0), "baseline"),
+            facts(2, 16384, None, "search"),
+            facts(3, 4096, Some(12.0), "search"),
+            facts(4, 8192, Some(9.0), "search"),
+        ];
+        let Some(Finding::Boundary { held, failed, .. }) = boundary(&def, &trials) else {
+            panic!("a boundary")
+        };
+        assert_eq!(held, Some((3, "4096".into())));
+        let (trial, value, why) = failed.unwrap();
+        assert_eq!((trial, value.as_str()), (4, "8192"), "the nearest beyond, not the end");
+        assert!(why.contains("decode_tps was 9"), "{why}");
+        let text = markdown("ctx_size", Goal::Max, &Some((3, "4096".into())), &None);
+        assert!(text.contains("Largest `ctx_size` that holds every bound: 4096"), "{text}");
+        let other = StudyDef { strategy: Default::default(), ..def };
+        assert!(boundary(&other, &trials).is_none(), "only a bisection claims a boundary");
+    }
+}
