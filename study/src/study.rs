@@ -228,6 +228,9 @@ pub struct Study {
     pub objectives: Vec<Target>,
     pub bounds: Vec<Target>,
     pub probes: ProbePlan,
+    /// The settings the engine takes with each request: changing only
+    /// these keeps the running engine (no reload).
+    pub request_time: std::collections::BTreeSet<String>,
 }
 
 /// Everything wrong with a study, one line each.
@@ -410,7 +413,17 @@ impl StudyDef {
             speed: Some(Default::default()),
             ..ProbePlan::default()
         });
-        Ok(Study { def: self.clone(), space, baseline, objectives, bounds, probes })
+        let request_time = space
+            .params
+            .iter()
+            .map(|p| (p.name.clone(), p.domain.ends().0))
+            .chain(space.fixed.clone())
+            .filter(|(name, value)| {
+                catalog.load_time(&[(name.clone(), value.clone())].into()).is_empty()
+            })
+            .map(|(name, _)| name)
+            .collect();
+        Ok(Study { def: self.clone(), space, baseline, objectives, bounds, probes, request_time })
     }
 }
 

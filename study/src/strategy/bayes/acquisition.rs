@@ -3,7 +3,14 @@
 //! through the same drawn models, so that what a draw gets wrong
 //! everywhere alike cancels out), and, where nothing gains, how it fares
 //! under a random weighting of the objectives. A configuration the drawn
-//! risk model expects to fail gains nothing in that draw.
+//! risk model expects to fail gains nothing in that draw. A gain is
+//! counted per unit of cost: a configuration that keeps the running
+//! engine (it changes only request-time settings) costs its probes, one
+//! that needs a reload costs [`RELOAD`] more.
+
+/// What a reload costs, in units of a trial's probes. Loads of the models
+/// this is for take minutes, their quick probes about one.
+pub(super) const RELOAD: f64 = 3.0;
 
 use engine_bridge::Settings;
 use rand::Rng;
@@ -16,6 +23,9 @@ pub(super) type Worth = (f64, f64);
 
 pub(super) struct Acquisition<'a> {
     pub encoder: &'a Encoder,
+    /// The running engine's load-time settings (the last trial's), and
+    /// which settings are request-time; `None` when nothing ran yet.
+    pub engine: Option<(Settings, &'a std::collections::BTreeSet<String>)>,
     samples: Vec<Sample>,
     /// Draws of the risk model, one a sample; none when nothing failed.
     risks: Vec<Draw>,
@@ -91,7 +101,36 @@ impl<'a> Acquisition<'a> {
         let objectives = samples.first().map_or(0, Vec::len);
         let weights = (0..objectives).map(|_| rng.random::<f64>() + 0.05).collect();
         let samples = samples.into_iter().map(|d| Sample::new(d, measured)).collect();
-        Acquisition { encoder, samples, risks, weights }
+        Acquisition { encoder, engine: None, samples, risks, weights }
+    }
+
+    /// The load-time part of `config`.
+    fn load_part(config: &Settings, request_time: &std::collections::BTreeSet<String>) -> Settings {
+        config
+            .iter()
+            .filter(|(k, _)| !request_time.contains(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Keeps the engine of the last trial running: what `config` costs is
+    /// its probes; else a reload too.
+    pub fn cost(&self, config: &Settings) -> f64 {
+        match &self.engine {
+            Some((running, request_time)) if Self::load_part(config, request_time) == *running => {
+                1.0
+            }
+            _ => 1.0 + RELOAD,
+        }
+    }
+
+    /// Notes the engine that runs now: the load-time settings of `last`.
+    pub fn running(
+        &mut self,
+        last: &Settings,
+        request_time: &'a std::collections::BTreeSet<String>,
+    ) {
+        self.engine = Some((Self::load_part(last, request_time), request_time));
     }
 
     /// The chance that `config` fails or breaks a bound, as the risk
@@ -114,7 +153,7 @@ impl<'a> Acquisition<'a> {
             return None;
         }
         let n = self.samples.len() as f64;
-        let gain = running.iter().map(|w| w.0).sum::<f64>() / n;
+        let gain = running.iter().map(|w| w.0).sum::<f64>() / n / self.cost(config);
         let tie = running.iter().map(|w| w.1).sum::<f64>() / running.len() as f64;
         Some((gain, tie))
     }
@@ -123,4 +162,30 @@ impl<'a> Acquisition<'a> {
 /// Whether `a` is worth more than `b`.
 pub(super) fn better(a: Worth, b: Worth) -> bool {
     a.0 > b.0 || (a.0 == b.0 && a.1 > b.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::testing;
+    use super::*;
+
+    #[test]
+    fn a_reload_costs_more_than_a_request_time_change() {
+        let mut def = testing::study("bayes", "").def;
+        def.space.insert("top_k".into(), serde_json::json!([1, 40]));
+        def.baseline.insert("top_k".into(), serde_json::json!(40));
+        let study = def.check(&engine_bridge::Catalog::llama_server(), &["m".into()]).unwrap();
+        assert_eq!(study.request_time, ["top_k".to_string()].into(), "from the catalog");
+        let encoder = Encoder::new(&study.space.params, &study.baseline);
+        let mut rng = rand::rng();
+        let mut acquisition = Acquisition::new(&encoder, vec![], vec![], &[], &mut rng);
+        assert_eq!(acquisition.cost(&study.baseline), 1.0 + RELOAD, "no engine runs yet");
+        acquisition.running(&study.baseline, &study.request_time);
+        let mut other_top_k = study.baseline.clone();
+        other_top_k.insert("top_k".into(), "1".into());
+        assert_eq!(acquisition.cost(&other_top_k), 1.0, "the engine keeps running");
+        let mut other_threads = study.baseline.clone();
+        other_threads.insert("threads".into(), "8".into());
+        assert_eq!(acquisition.cost(&other_threads), 1.0 + RELOAD);
+    }
 }

@@ -176,7 +176,10 @@ impl Strategy for Bayes {
         if let Some(p) = &risk {
             risks.extend((0..SAMPLES).map(|_| p.draw(&mut rng)));
         }
-        let acquisition = Acquisition::new(&encoder, samples, risks, &measured, &mut rng);
+        let mut acquisition = Acquisition::new(&encoder, samples, risks, &measured, &mut rng);
+        if let Some(last) = history.last() {
+            acquisition.running(&last.config, &study.request_time);
+        }
         let mut scored: Vec<(usize, Worth)> =
             pool.iter().enumerate().filter_map(|(i, c)| Some((i, acquisition.worth(c)?))).collect();
         scored.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)));
