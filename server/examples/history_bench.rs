@@ -14,7 +14,7 @@ use tunebook::db::Db;
 use tunebook::db::trials;
 use tunebook_app::types::TrialQuery;
 
-use tunebook_study::{Goal, Metric, pareto};
+use tunebook_study::{Goal, Measure, Metric, pareto};
 
 #[path = "../tests/common/synthetic.rs"]
 mod synthetic;
@@ -105,8 +105,8 @@ async fn main() -> anyhow::Result<()> {
     let mut points_ms = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let points =
-            trials::points(&db, study, &[Metric::DecodeTps, Metric::PeakRssBytes], None).await?;
+        let chosen = [Measure::Metric(Metric::DecodeTps), Measure::Metric(Metric::PeakRssBytes)];
+        let points = trials::points(&db, study, &chosen, None).await?;
         assert_eq!(points.len(), TRIALS);
         points_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
