@@ -138,6 +138,11 @@ impl Outcome {
         registry: Option<&std::path::Path>,
     ) {
         let Some(probe) = &plan.perplexity else { return };
+        // A configuration the gate found clearly beaten is not worth a
+        // second load of the model.
+        if self.measurement.skipped.is_some() {
+            return;
+        }
         let Some(entry) = profile.model(model) else { return };
         match probe.run(profile, &entry.path, settings, scratch, registry).await {
             Ok(r) => self.measurement.perplexity = Some(r),

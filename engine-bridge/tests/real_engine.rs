@@ -96,6 +96,26 @@ async fn launch_probe_and_stop_free_the_port() {
     assert_eq!(summary.prompt_tokens, 64);
     assert!(summary.decode_tps > 0.0 && summary.prefill_tps > 0.0 && summary.ttft_ms > 0.0);
 
+    // A gate that finds the configuration beaten after one sample stops
+    // the repeats there, and the plan skips its slow probes.
+    let probe = SpeedProbe { repeats: 5, ..probe };
+    let beaten = |s: &engine_bridge::probes::SpeedResult| {
+        (s.samples.len() == 1).then(|| "trial 1 is faster".to_string())
+    };
+    let gated = probe.run_gated(&engine, Some(&beaten)).await.unwrap();
+    assert_eq!(gated.samples.len(), 1, "four repeats saved");
+    assert_eq!(gated.cut_short.as_deref(), Some("trial 1 is faster; 1 of 5 repeats run"));
+    let plan = engine_bridge::ProbePlan {
+        speed: Some(probe.clone()),
+        quality: Some(QualityProbe::default()),
+        ..Default::default()
+    };
+    let m = plan.run_gated(&engine, None, Some(&beaten)).await.unwrap();
+    assert!(m.quality.is_none(), "the slow probes are skipped");
+    assert!(m.skipped.as_deref().unwrap().starts_with("repeats cut short"), "{m:?}");
+    let never = |_: &engine_bridge::probes::SpeedResult| None;
+    assert_eq!(probe.run_gated(&engine, Some(&never)).await.unwrap().samples.len(), 5);
+
     let pid = engine.pid().unwrap();
     let exit = engine.stop(Duration::from_secs(5)).await;
     assert!(exit.code.is_some() || exit.signal.is_some());

@@ -1170,8 +1170,9 @@ async fn conclude(
     record(ctx, id, state.as_str(), reason).await
 }
 
-/// A gate that skips the slow probes of a trial some earlier trial of the
-/// study beats by more than 20 % in both decode and prefill speed.
+/// A gate that cuts short the speed repeats and skips the slow probes of a
+/// trial some earlier trial of the study beats by more than 20 % in both
+/// decode and prefill speed.
 fn dominance_gate(
     study: &Study,
     h: &History,
@@ -1189,7 +1190,7 @@ fn dominance_gate(
         let (decode, prefill) = (speed.summary.decode_tps, speed.summary.prefill_tps);
         let (id, d, p) = done.iter().find(|(_, d, p)| *d > decode * 1.2 && *p > prefill * 1.2)?;
         Some(format!(
-            "slow probes skipped: trial {id} is faster in decode ({d:.1} vs {decode:.1} tok/s) and prefill ({p:.1} vs {prefill:.1} tok/s)"
+            "trial {id} is faster in decode ({d:.1} vs {decode:.1} tok/s) and prefill ({p:.1} vs {prefill:.1} tok/s)"
         ))
     })
 }

@@ -45,8 +45,9 @@ pub struct Budget {
     /// A re-run baseline further than this (percent, first objective) from
     /// the first flags drift.
     pub drift_pct: f64,
-    /// Skip the slower probes (quality, context, depth, concurrency) of a
-    /// trial another trial beats by more than 20 % in decode and prefill.
+    /// Cut short the speed repeats and skip the slower probes (quality,
+    /// context, depth, concurrency, perplexity) of a trial another trial
+    /// beats by more than 20 % in decode and prefill.
     pub skip_dominated: bool,
     /// Before the best configuration is named, it is run again this many
     /// times interleaved with the baseline (A-B-A-B…), out of the budget;

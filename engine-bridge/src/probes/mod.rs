@@ -66,9 +66,10 @@ pub struct Measurement {
     pub skipped: Option<String>,
 }
 
-/// Looks at the speed result and says whether the slower probes (quality,
-/// depth, concurrency, context) are worth their time: `Some(reason)` skips
-/// them (a configuration already clearly beaten on speed, say).
+/// Looks at the speed result so far and says whether the rest of the speed
+/// repeats and the slower probes (quality, depth, concurrency, context,
+/// perplexity) are worth their time: `Some(reason)` skips them (a
+/// configuration already clearly beaten on speed, say).
 pub type Gate<'a> = &'a (dyn Fn(&SpeedResult) -> Option<String> + Send + Sync);
 
 impl Measurement {
@@ -106,8 +107,9 @@ impl ProbePlan {
         self.run_gated(engine, n_ctx, None).await
     }
 
-    /// Runs the chosen probes, asking `gate` after the speed probe whether
-    /// the slower ones should run.
+    /// Runs the chosen probes, asking `gate` after each speed sample but
+    /// the last whether the repeats should go on, and after the speed probe
+    /// whether the slower ones should run.
     pub async fn run_gated(
         &self,
         engine: &RunningEngine,
@@ -116,7 +118,15 @@ impl ProbePlan {
     ) -> Result<Measurement, Failure> {
         let mut m = Measurement::default();
         if let Some(p) = &self.speed {
-            m.speed = Some(p.run(engine).await?);
+            let speed = p.run_gated(engine, gate).await?;
+            // Beaten before its repeats were done: beaten for the slow
+            // probes too.
+            if let Some(why) = &speed.cut_short {
+                m.skipped = Some(format!("repeats cut short and slow probes skipped: {why}"));
+                m.speed = Some(speed);
+                return Ok(m);
+            }
+            m.speed = Some(speed);
         }
         let slow = self.quality.is_some()
             || self.depth.is_some()
@@ -125,7 +135,7 @@ impl ProbePlan {
         if let (true, Some(gate), Some(speed)) = (slow, gate, &m.speed)
             && let Some(why) = gate(speed)
         {
-            m.skipped = Some(why);
+            m.skipped = Some(format!("slow probes skipped: {why}"));
             return Ok(m);
         }
         if let Some(p) = &self.quality {

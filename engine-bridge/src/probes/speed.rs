@@ -70,11 +70,26 @@ pub struct SpeedResult {
     /// it reports them): what was sent, read back.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub read_back: BTreeMap<String, serde_json::Value>,
+    /// Why the repeats stopped before the plan's count, where a gate
+    /// found the configuration clearly beaten already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
 }
 
 impl SpeedProbe {
     /// Runs the probe on a ready engine.
     pub async fn run(&self, engine: &RunningEngine) -> Result<SpeedResult, Failure> {
+        self.run_gated(engine, None).await
+    }
+
+    /// Runs the probe, asking `gate` after each measured request but the
+    /// last whether the rest are worth their time: a configuration another
+    /// clearly beats after one sample does not need its repeats.
+    pub async fn run_gated(
+        &self,
+        engine: &RunningEngine,
+        gate: Option<super::Gate<'_>>,
+    ) -> Result<SpeedResult, Failure> {
         let prompt = engine.prompt_of_len(self.prompt_tokens).await?;
         let request = CompletionRequest {
             prompt: prompt.as_prompt(),
@@ -94,6 +109,14 @@ impl SpeedProbe {
             }
             if i >= self.warmup {
                 samples.push(done.sample);
+                let more = (samples.len() as u32) < self.repeats;
+                if let (true, Some(gate)) = (more, gate)
+                    && let Some(why) = gate(&summarize(samples.clone()))
+                {
+                    let cut_short =
+                        Some(format!("{why}; {} of {} repeats run", samples.len(), self.repeats));
+                    return Ok(SpeedResult { read_back, cut_short, ..summarize(samples) });
+                }
             }
         }
         Ok(SpeedResult { read_back, ..summarize(samples) })
@@ -130,5 +153,6 @@ pub fn summarize(samples: Vec<CompletionSample>) -> SpeedResult {
         client_engine_ratio,
         samples,
         read_back: BTreeMap::new(),
+        cut_short: None,
     }
 }
