@@ -104,7 +104,7 @@ impl Default for Form {
                     ..Default::default()
                 },
             ],
-            strategy: "two_phase".into(),
+            strategy: "bayes".into(),
             seed: "0".into(),
             endpoint: String::new(),
             max_trials: "30".into(),

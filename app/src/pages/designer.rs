@@ -293,11 +293,11 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                             prop:value=move || form.with(|f| f.strategy.clone())
                             on:change=move |ev| form.update(|f| f.strategy = event_target_value(&ev))
                         >
+                            <option value="bayes">"model-based (Bayesian, all settings and pairs)"</option>
                             <option value="two_phase">"two-phase: each axis alone, then around the best"</option>
                             <option value="grid">"grid: every combination"</option>
                             <option value="random">"random"</option>
                             <option value="motpe">"model-based (multi-objective TPE)"</option>
-                            <option value="bayes">"model-based (Bayesian, all settings and pairs)"</option>
                             <option value="bisect">"bisection: the largest (or smallest) setting that holds the bounds"</option>
                             <option value="llm">"proposed by an LLM"</option>
                         </select>
