@@ -38,6 +38,17 @@ async fn post(server: &TestServer, path: &str, body: &Value) -> reqwest::Respons
     http().post(server.url(path)).json(body).send().await.unwrap()
 }
 
+/// A server whose only profile, `name`, runs the fake engine with `args`;
+/// the profiles' folder is kept alive with it (more profiles may go there).
+async fn on_fake_engine(name: &str, args: &[&str]) -> (TestServer, tempfile::TempDir) {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(profiles.path(), name, args);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    (TestServer::start_with(settings, data).await, profiles)
+}
+
 async fn wait_state(server: &TestServer, id: i64, done: impl Fn(StudyState) -> bool) -> StudyRow {
     eventually(LIMIT, "the study's state", || async {
         let row: StudyRow = http()
@@ -371,16 +382,8 @@ async fn a_wrong_study_is_refused_with_every_reason_and_nothing_is_stored() {
 
 #[tokio::test]
 async fn pause_resume_and_stop() {
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    common::write_fake_profile(
-        profiles.path(),
-        "slow",
-        &["--fake", "slow-load", "--fake-ms", "300"],
-    );
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.profiles_dir = profiles.path().to_path_buf();
-    let server = TestServer::start_with(settings, data).await;
+    let (server, profiles) =
+        on_fake_engine("slow", &["--fake", "slow-load", "--fake-ms", "300"]).await;
     let mut def = json!({
         "name": "threads",
         "profile": "slow",
@@ -460,16 +463,8 @@ async fn pause_resume_and_stop() {
 
 #[tokio::test]
 async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    common::write_fake_profile(
-        profiles.path(),
-        "small",
-        &["--fake", "ok", "--fake-oom-ctx", "2048"],
-    );
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.profiles_dir = profiles.path().to_path_buf();
-    let server = TestServer::start_with(settings, data).await;
+    let (server, _profiles) =
+        on_fake_engine("small", &["--fake", "ok", "--fake-oom-ctx", "2048"]).await;
     let mut def = json!({
         "name": "context",
         "profile": "small",
@@ -526,16 +521,8 @@ async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
 /// findings name the largest size that ran and the nearest that did not.
 #[tokio::test]
 async fn bisection_finds_the_largest_context_that_fits() {
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    common::write_fake_profile(
-        profiles.path(),
-        "small",
-        &["--fake", "ok", "--fake-oom-ctx", "5000"],
-    );
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.profiles_dir = profiles.path().to_path_buf();
-    let server = TestServer::start_with(settings, data).await;
+    let (server, _profiles) =
+        on_fake_engine("small", &["--fake", "ok", "--fake-oom-ctx", "5000"]).await;
     let def = json!({
         "name": "largest context",
         "profile": "small",
@@ -574,12 +561,7 @@ async fn bisection_finds_the_largest_context_that_fits() {
 
 #[tokio::test]
 async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    common::write_fake_profile(profiles.path(), "even", &["--fake", "ok"]);
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.profiles_dir = profiles.path().to_path_buf();
-    let server = TestServer::start_with(settings, data).await;
+    let (server, _profiles) = on_fake_engine("even", &["--fake", "ok"]).await;
     // Fifteen configurations the fake engine runs alike, a budget of 22:
     // the search's best is only the luckiest, and three A-B pairs say so.
     let def = json!({
