@@ -49,6 +49,16 @@ async fn on_fake_engine(name: &str, args: &[&str]) -> (TestServer, tempfile::Tem
     (TestServer::start_with(settings, data).await, profiles)
 }
 
+/// Creates the study `def`, waits until it is done (it must not fail) and
+/// reads its trials.
+async fn run_to_the_end(server: &TestServer, def: &Value) -> (StudyRow, Vec<TrialView>) {
+    let study: StudyRow = post(server, "/api/studies", def).await.json().await.unwrap();
+    let row = wait_state(server, study.id, |s| s.is_final()).await;
+    assert_eq!(row.state, StudyState::Done, "{row:?}");
+    let trials = get_json(server, &format!("/api/studies/{}/trials", study.id)).await;
+    (row, trials)
+}
+
 async fn wait_state(server: &TestServer, id: i64, done: impl Fn(StudyState) -> bool) -> StudyRow {
     eventually(LIMIT, "the study's state", || async {
         let row: StudyRow = http()
@@ -475,11 +485,7 @@ async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
         "strategy": { "kind": "two_phase" },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
-    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
-    let row = wait_state(&server, study.id, |s| s.is_final()).await;
-    assert_eq!(row.state, StudyState::Done, "{row:?}");
-    let trials: Vec<TrialView> =
-        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    let (study, trials) = run_to_the_end(&server, &def).await;
     assert_eq!(trials.len(), 4);
     for t in &trials {
         let ctx: u64 = t.settings["ctx_size"].parse().unwrap();
@@ -534,11 +540,7 @@ async fn bisection_finds_the_largest_context_that_fits() {
         "budget": { "max_trials": 20 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
-    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
-    let row = wait_state(&server, study.id, |s| s.is_final()).await;
-    assert_eq!(row.state, StudyState::Done, "{row:?}");
-    let trials: Vec<TrialView> =
-        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    let (study, trials) = run_to_the_end(&server, &def).await;
     let sizes: Vec<&str> = trials.iter().map(|t| t.settings["ctx_size"].as_str()).collect();
     assert_eq!(sizes, ["1024", "8192", "4096", "6144", "5120"], "the ends, then halves");
     let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
@@ -575,11 +577,7 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
         "budget": { "max_trials": 22, "confirm_pairs": 3 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
-    let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();
-    let row = wait_state(&server, study.id, |s| s.is_final()).await;
-    assert_eq!(row.state, StudyState::Done, "{row:?}");
-    let trials: Vec<TrialView> =
-        get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
+    let (study, trials) = run_to_the_end(&server, &def).await;
     let roles: Vec<&str> = trials.iter().map(|t| t.role.as_deref().unwrap_or("")).collect();
     // The grid's fifteen, then the best of them and the baseline in turn;
     // a second candidate would not fit in the one trial left.
