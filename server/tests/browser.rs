@@ -243,6 +243,21 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
         .click()
         .await
         .unwrap();
+    // The form's settings are offered as objectives, and a pick stays put
+    // while the rest of the form changes.
+    let second = "#objective-rows tbody tr:nth-child(2) select.metric";
+    let pick = |value: &'static str| {
+        let client = client.clone();
+        async move {
+            let select = client.find(Locator::Css(second)).await.unwrap();
+            select.select_by_value(value).await.unwrap();
+        }
+    };
+    pick("setting.ctx_size").await;
+    fill(&client, "#repeats", "2").await;
+    let shown = client.find(Locator::Css(second)).await.unwrap().prop("value").await.unwrap();
+    assert_eq!(shown.as_deref(), Some("setting.ctx_size"));
+    pick("peak_rss_bytes").await;
     client.find(Locator::Css("#strategy")).await.unwrap().select_by_value("grid").await.unwrap();
     fill(&client, "#prompt-tokens", "16").await;
     fill(&client, "#n-predict", "4").await;

@@ -512,24 +512,27 @@ fn ObjectiveRowView(
     let goal = row.goal.clone();
     // The metrics, then the settings the form varies or fixes, as they
     // stand when the list is drawn.
-    let metrics = StoredValue::new(metrics);
-    let choices = move || {
-        let mut all = metrics.get_value();
+    // A memo: the options are drawn again only when the list changes, not
+    // on every keystroke elsewhere in the form.
+    let choices = Memo::new(move |_| {
+        let mut all = metrics.clone();
         all.extend(form.with(|f| f.setting_measures()));
         all
+    });
+    let current = move || {
+        form.with_untracked(|f| f.objectives.iter().find(|r| r.key == k).map(|r| r.metric.clone()))
     };
-    let current = row.metric.clone();
     view! {
         <tr data-key=k>
             <td>
                 <select class="metric" on:change=move |ev| {
                     let m = event_target_value(&ev);
-                    let g = choices().into_iter().find(|x| x.name == m).map(|x| x.goal).unwrap_or_default();
+                    let g = choices.with_untracked(|all| all.iter().find(|x| x.name == m).map(|x| x.goal.clone())).unwrap_or_default();
                     edit(|r, v| r.metric = v, m);
                     edit(|r, v| r.goal = v, g);
                 }>
-                    {move || choices().into_iter().map(|m| {
-                        let is = m.name == current;
+                    {move || choices.get().into_iter().map(|m| {
+                        let is = current().is_some_and(|c| c == m.name);
                         view! { <option value=m.name.clone() selected=is>{m.label.clone()}</option> }
                     }).collect_view()}
                 </select>
