@@ -529,7 +529,12 @@ async fn a_worker_trial_with_megabytes_of_engine_output_finishes_with_its_end_ke
     let log =
         std::fs::read_to_string(server.data.path().join(format!("logs/trial-{}.log", trial.id)))
             .unwrap();
-    assert!(log.contains("end of the noise"), "the end of the output is kept");
+    let tail: String = log.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
+    assert!(
+        log.contains("end of the noise"),
+        "the end of the output is kept: {} bytes, ending {tail:?}",
+        log.len()
+    );
     assert!(log.len() < 3 << 20, "not all 3 MB were sent: {} bytes", log.len());
     drop(worker);
     server.stop().await;
