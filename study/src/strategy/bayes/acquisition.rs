@@ -23,8 +23,8 @@ pub(super) type Worth = (f64, f64);
 
 pub(super) struct Acquisition<'a> {
     pub encoder: &'a Encoder,
-    /// The running engine's load-time settings (the last trial's), and
-    /// which settings are request-time; `None` when nothing ran yet.
+    /// The last trial's settings (its engine runs now), and which settings
+    /// are request-time; `None` when nothing ran yet.
     pub engine: Option<(Settings, &'a std::collections::BTreeSet<String>)>,
     samples: Vec<Sample>,
     /// Draws of the risk model, one a sample; none when nothing failed.
@@ -104,33 +104,37 @@ impl<'a> Acquisition<'a> {
         Acquisition { encoder, engine: None, samples, risks, weights }
     }
 
-    /// The load-time part of `config`.
-    fn load_part(config: &Settings, request_time: &std::collections::BTreeSet<String>) -> Settings {
-        config
-            .iter()
-            .filter(|(k, _)| !request_time.contains(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+    /// The load-time part of `config`, in order, without copying it: what
+    /// [`Self::cost`] compares for every candidate scored.
+    fn load_part<'s>(
+        config: &'s Settings,
+        request_time: &'s std::collections::BTreeSet<String>,
+    ) -> impl Iterator<Item = (&'s String, &'s String)> {
+        config.iter().filter(|(k, _)| !request_time.contains(*k))
     }
 
     /// Keeps the engine of the last trial running: what `config` costs is
     /// its probes; else a reload too.
     pub fn cost(&self, config: &Settings) -> f64 {
         match &self.engine {
-            Some((running, request_time)) if Self::load_part(config, request_time) == *running => {
+            Some((running, request_time))
+                if Self::load_part(config, request_time)
+                    .eq(Self::load_part(running, request_time)) =>
+            {
                 1.0
             }
             _ => 1.0 + RELOAD,
         }
     }
 
-    /// Notes the engine that runs now: the load-time settings of `last`.
+    /// Notes the engine that runs now: the settings of `last`, the trial
+    /// it was loaded for.
     pub fn running(
         &mut self,
         last: &Settings,
         request_time: &'a std::collections::BTreeSet<String>,
     ) {
-        self.engine = Some((Self::load_part(last, request_time), request_time));
+        self.engine = Some((last.clone(), request_time));
     }
 
     /// The chance that `config` fails or breaks a bound, as the risk
