@@ -7,9 +7,8 @@
 //!   configuration); answers one line each: the measured values (with the
 //!   world's noise; `null` when the configuration fails), the share of the
 //!   true hypervolume the trials so far reach, and the modelled minutes.
-//! - `project SEEDS MAX [TARGET [A,B]]`: every project strategy (or those
-//!   named) on every world,
-//!   one JSON line per run: trials and hours to TARGET (0.95) of the true
+//! - `project SEEDS MAX [TARGET [A,B [W,V]]]`: every project strategy (or
+//!   those named) on every world (or those named), one JSON line per run: trials and hours to TARGET (0.95) of the true
 //!   hypervolume, or `null` when MAX trials did not reach it.
 //!
 //! Run through the script, which also runs Optuna's samplers on the same
@@ -83,13 +82,13 @@ fn oracle(name: &str, seed: u64) {
     }
 }
 
-async fn project(seeds: u64, max: usize, target: f64, only: Option<&str>) {
-    for w in search_worlds() {
+async fn project(seeds: u64, max: usize, target: f64, only: Option<&str>, worlds: Option<&str>) {
+    let named =
+        |list: Option<&str>, name: &str| list.is_none_or(|l| l.split(',').any(|x| x == name));
+    for w in search_worlds().into_iter().filter(|w| named(worlds, w.name)) {
         let study = w.study("random", 0, max);
         let judge = Judge::new(&w, &study, Cost::default());
-        for strategy in
-            STRATEGIES.into_iter().filter(|s| only.is_none_or(|o| o.split(',').any(|x| x == *s)))
-        {
+        for strategy in STRATEGIES.into_iter().filter(|s| named(only, s)) {
             for seed in 1..=seeds {
                 let r = search(&w, &judge, strategy, seed, target, max).await;
                 let line = json!({"world": w.name, "strategy": strategy, "seed": seed, "trials": r.trials, "hours": r.hours, "share": r.share});
@@ -118,12 +117,13 @@ async fn main() {
                 arg(2, "200").parse().expect("max trials"),
                 arg(3, "0.95").parse().expect("target"),
                 args.get(4).map(String::as_str),
+                args.get(5).map(String::as_str),
             )
             .await
         }
         _ => {
             eprintln!(
-                "usage: bench_strategies worlds | oracle WORLD SEED | project SEEDS MAX [TARGET [STRATEGY,…]]"
+                "usage: bench_strategies worlds | oracle WORLD SEED | project SEEDS MAX [TARGET [STRATEGY,… [WORLD,…]]]"
             );
             std::process::exit(2)
         }

@@ -374,8 +374,10 @@ impl Analysis {
     }
 }
 
-/// Each curve on the scale (log or plain) that fits the main-effects
-/// model better: a speed may follow the thread count or its logarithm.
+/// Each curve on the scale (log or plain), and with the bends (at the
+/// values' quantiles or evenly along the range), that fits the
+/// main-effects model best: a speed may follow the thread count or its
+/// logarithm. Every choice has as many columns.
 fn choose_scales(factors: &mut [Factor], measured: &[(&TrialFacts, f64)]) {
     let rss = |factors: &[Factor]| {
         let design = Design::new(factors.to_vec(), 0);
@@ -385,11 +387,12 @@ fn choose_scales(factors: &mut [Factor], measured: &[(&TrialFacts, f64)]) {
         Fit::new(&Gram::new(&rows, &ys), &design.columns(&mains)).rss
     };
     for i in 0..factors.len() {
-        let Some(other) = factors[i].rescaled() else { continue };
-        let before = rss(factors);
-        let kept = std::mem::replace(&mut factors[i], other);
-        if rss(factors) >= before {
-            factors[i] = kept;
+        for other in factors[i].alternatives() {
+            let before = rss(factors);
+            let kept = std::mem::replace(&mut factors[i], other);
+            if rss(factors) >= before {
+                factors[i] = kept;
+            }
         }
     }
 }

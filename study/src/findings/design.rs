@@ -65,7 +65,7 @@ impl Factor {
                 xs.sort_by(f64::total_cmp);
                 let log = xs[0] > 0.0 && xs[xs.len() - 1] / xs[0] >= 8.0;
                 let base = base.and_then(|b| b.parse::<f64>().ok()).unwrap_or(xs[xs.len() / 2]);
-                curve(xs, base, log)
+                curve(xs, base, log, false)
             }
             None if counts.len() > MAX_WORDS => return None,
             None => {
@@ -80,14 +80,19 @@ impl Factor {
         Some(Factor { setting: setting.to_string(), coding })
     }
 
-    /// The same curve on the other scale (log or plain); `None` for
-    /// levels, or where the other scale cannot take its values.
-    pub fn rescaled(&self) -> Option<Factor> {
-        let Coding::Curve { log, base, values, .. } = &self.coding else { return None };
-        (*log || values[0] > 0.0).then(|| Factor {
-            setting: self.setting.clone(),
-            coding: curve(values.clone(), *base, !log),
-        })
+    /// The same curve with its bends placed otherwise, and on the other
+    /// scale (log or plain) where its values allow: as many columns each,
+    /// for the data to choose from. None for levels.
+    pub fn alternatives(&self) -> Vec<Factor> {
+        let Coding::Curve { log, base, values, .. } = &self.coding else { return vec![] };
+        let scales = if values[0] > 0.0 { vec![*log, !log] } else { vec![false] };
+        scales
+            .into_iter()
+            .flat_map(|log| [(log, false), (log, true)])
+            .map(|(log, even)| curve(values.clone(), *base, log, even))
+            .filter(|c| *c != self.coding)
+            .map(|coding| Factor { setting: self.setting.clone(), coding })
+            .collect()
     }
 
     /// Columns it takes in a model.
@@ -162,13 +167,23 @@ impl Factor {
 }
 
 /// A curve through the sorted distinct `xs`: bends at 3 to 5 evenly
-/// spread quantiles (more where more values were tried).
-fn curve(xs: Vec<f64>, base: f64, log: bool) -> Coding {
+/// spread quantiles of them (more where more values were tried), or with
+/// `even` evenly along the range, which follows a curve that falls away
+/// across a stretch few values were tried in.
+fn curve(xs: Vec<f64>, base: f64, log: bool, even: bool) -> Coding {
     let t = |x: f64| if log { x.ln() } else { x };
     let (lo, hi) = (xs[0], xs[xs.len() - 1]);
     let scale = ((t(hi) - t(lo)) / 2.0).max(f64::MIN_POSITIVE);
     let bends = ((xs.len() - 1) / 3).clamp(3, 5);
-    let knots = (1..=bends).map(|q| t(xs[q * (xs.len() - 1) / (bends + 1)])).collect();
+    let knots = (1..=bends)
+        .map(|q| {
+            if even {
+                t(lo) + (t(hi) - t(lo)) * q as f64 / (bends + 1) as f64
+            } else {
+                t(xs[q * (xs.len() - 1) / (bends + 1)])
+            }
+        })
+        .collect();
     Coding::Curve { log, base, scale, knots, values: xs }
 }
 
@@ -291,6 +306,18 @@ mod tests {
         assert_eq!(threads.points().len(), 9);
         let Coding::Curve { log, .. } = threads.coding else { unreachable!() };
         assert!(log, "1 to 16 spans a factor of 16");
+        // The alternatives the data choose from: the other scale, and
+        // bends evenly along the range on each.
+        let others = threads.alternatives();
+        assert_eq!(others.len(), 3, "{others:?}");
+        assert!(others.iter().all(|f| f.width() == threads.width()));
+        let even = others.iter().find_map(|f| match &f.coding {
+            Coding::Curve { log: false, knots, .. } if knots[0] == 1.0 + 15.0 / 6.0 => Some(knots),
+            _ => None,
+        });
+        assert!(
+            even.is_some_and(|k| k.len() == 5 && (k[4] - (1.0 + 5.0 * 15.0 / 6.0)).abs() < 1e-9)
+        );
         assert_eq!(Factor::new("mlock", &strings(&["true", "true"]), None), None);
         let words: Vec<String> = (0..100).map(|k| format!("w{k}")).collect();
         assert_eq!(Factor::new("chat_template", &words, None), None, "too many words to model");

@@ -15,26 +15,41 @@ pub(super) const RELOAD: f64 = 3.0;
 use engine_bridge::Settings;
 use rand::Rng;
 
-use super::features::Encoder;
-use super::regression::Draw;
-
 /// A configuration's worth: hypervolume gain first, the weighting second.
 pub(super) type Worth = (f64, f64);
 
+/// A fitted model read through its draws: a configuration's value under
+/// each one (the same draws for every configuration, so that each draw is
+/// one whole function).
+pub(super) trait Drawn {
+    fn at(&self, config: &Settings) -> Vec<f64>;
+}
+
+/// Several models' draws side by side, as one model: a mixture, whose
+/// draws are some from each.
+pub(super) struct Pooled<'a>(pub Vec<Box<dyn Drawn + 'a>>);
+
+impl Drawn for Pooled<'_> {
+    fn at(&self, config: &Settings) -> Vec<f64> {
+        self.0.iter().flat_map(|m| m.at(config)).collect()
+    }
+}
+
 pub(super) struct Acquisition<'a> {
-    pub encoder: &'a Encoder,
     /// The last trial's settings (its engine runs now), and which settings
     /// are request-time; `None` when nothing ran yet.
     pub engine: Option<(Settings, &'a std::collections::BTreeSet<String>)>,
+    /// Every objective's model, oriented so that larger is better.
+    objectives: Vec<Box<dyn Drawn + 'a>>,
     samples: Vec<Sample>,
-    /// Draws of the risk model, one a sample; none when nothing failed.
-    risks: Vec<Draw>,
+    /// The risk model: a draw above one half expects a failure; `None`
+    /// when nothing failed.
+    risk: Option<Box<dyn Drawn + 'a>>,
     weights: Vec<f64>,
 }
 
-/// One draw of every objective's model, and the measured front it sees.
+/// The measured front as one draw of the models sees it.
 struct Sample {
-    draws: Vec<Draw>,
     front: Vec<Vec<f64>>,
     reference: Vec<f64>,
     base: f64,
@@ -49,10 +64,9 @@ fn volume(points: &[Vec<f64>], reference: &[f64]) -> f64 {
 }
 
 impl Sample {
-    fn new(draws: Vec<Draw>, measured: &[Vec<f64>]) -> Self {
-        let front: Vec<Vec<f64>> =
-            measured.iter().map(|r| draws.iter().map(|d| d.at(r)).collect()).collect();
-        let reference: Vec<f64> = (0..draws.len())
+    /// `front`: the measured configurations' values under this draw.
+    fn new(front: Vec<Vec<f64>>, objectives: usize) -> Self {
+        let reference: Vec<f64> = (0..objectives)
             .map(|j| {
                 let col = || front.iter().map(|p| p[j]);
                 let (lo, hi) = (col().fold(f64::MAX, f64::min), col().fold(f64::MIN, f64::max));
@@ -69,18 +83,17 @@ impl Sample {
             .cloned()
             .collect();
         let base = volume(&front, &reference);
-        Sample { draws, front, reference, base }
+        Sample { front, reference, base }
     }
 
-    /// The hypervolume gain of `row`, and its random weighting.
-    fn worth(&self, row: &[f64], weights: &[f64]) -> Worth {
-        let v: Vec<f64> = self.draws.iter().map(|d| d.at(row)).collect();
-        let dominated = self.front.iter().any(|f| f.iter().zip(&v).all(|(a, b)| a >= b));
+    /// The hypervolume gain of the values `v`, and their random weighting.
+    fn worth(&self, v: &[f64], weights: &[f64]) -> Worth {
+        let dominated = self.front.iter().any(|f| f.iter().zip(v).all(|(a, b)| a >= b));
         let gain = if dominated {
             0.0
         } else {
             let mut with = self.front.clone();
-            with.push(v.clone());
+            with.push(v.to_vec());
             volume(&with, &self.reference) - self.base
         };
         let tie = v.iter().zip(weights).zip(&self.reference).map(|((v, w), r)| w * (v - r));
@@ -89,19 +102,25 @@ impl Sample {
 }
 
 impl<'a> Acquisition<'a> {
-    /// `samples`: draws of every objective's model; `measured`: the rows
-    /// of the trials that ran within every bound.
+    /// `objectives`: every objective's model, `draws` draws each;
+    /// `measured`: the trials that ran within every bound.
     pub fn new(
-        encoder: &'a Encoder,
-        samples: Vec<Vec<Draw>>,
-        risks: Vec<Draw>,
-        measured: &[Vec<f64>],
+        objectives: Vec<Box<dyn Drawn + 'a>>,
+        risk: Option<Box<dyn Drawn + 'a>>,
+        measured: &[&Settings],
+        draws: usize,
         rng: &mut impl Rng,
     ) -> Self {
-        let objectives = samples.first().map_or(0, Vec::len);
-        let weights = (0..objectives).map(|_| rng.random::<f64>() + 0.05).collect();
-        let samples = samples.into_iter().map(|d| Sample::new(d, measured)).collect();
-        Acquisition { encoder, engine: None, samples, risks, weights }
+        let weights = (0..objectives.len()).map(|_| rng.random::<f64>() + 0.05).collect();
+        let values: Vec<Vec<Vec<f64>>> =
+            measured.iter().map(|c| objectives.iter().map(|m| m.at(c)).collect()).collect();
+        let samples = (0..draws)
+            .map(|s| {
+                let front = values.iter().map(|v| v.iter().map(|m| m[s]).collect()).collect();
+                Sample::new(front, objectives.len())
+            })
+            .collect();
+        Acquisition { engine: None, objectives, samples, risk, weights }
     }
 
     /// The load-time part of `config`, in order, without copying it: what
@@ -140,18 +159,22 @@ impl<'a> Acquisition<'a> {
     /// The chance that `config` fails or breaks a bound, as the risk
     /// model's draws see it on average.
     pub fn risk(&self, config: &Settings) -> f64 {
-        let row = self.encoder.row(config);
-        self.risks.iter().map(|r| r.at(&row)).sum::<f64>() / self.risks.len().max(1) as f64
+        let draws = self.risk.as_ref().map(|r| r.at(config)).unwrap_or_default();
+        draws.iter().sum::<f64>() / draws.len().max(1) as f64
     }
 
-    /// The mean worth over the samples, a sample whose risk draw expects
+    /// The mean worth over the draws, a draw whose risk model expects
     /// `config` to fail counting no gain; `None` when every one does.
     pub fn worth(&self, config: &Settings) -> Option<Worth> {
-        let row = self.encoder.row(config);
-        let runs = |i: usize| self.risks.get(i).is_none_or(|r| r.at(&row) < 0.5);
+        let values: Vec<Vec<f64>> = self.objectives.iter().map(|m| m.at(config)).collect();
+        let risks = self.risk.as_ref().map(|r| r.at(config));
+        let runs = |s: usize| risks.as_ref().is_none_or(|r| r.get(s).is_none_or(|v| *v < 0.5));
         let running: Vec<Worth> = (0..self.samples.len())
-            .filter(|i| runs(*i))
-            .map(|i| self.samples[i].worth(&row, &self.weights))
+            .filter(|s| runs(*s))
+            .map(|s| {
+                let v: Vec<f64> = values.iter().map(|m| m[s]).collect();
+                self.samples[s].worth(&v, &self.weights)
+            })
             .collect();
         if running.is_empty() {
             return None;
@@ -180,9 +203,8 @@ mod tests {
         def.baseline.insert("top_k".into(), serde_json::json!(40));
         let study = def.check(&engine_bridge::Catalog::llama_server(), &["m".into()]).unwrap();
         assert_eq!(study.request_time, ["top_k".to_string()].into(), "from the catalog");
-        let encoder = Encoder::new(&study.space.params, &study.baseline);
         let mut rng = rand::rng();
-        let mut acquisition = Acquisition::new(&encoder, vec![], vec![], &[], &mut rng);
+        let mut acquisition = Acquisition::new(vec![], None, &[], 1, &mut rng);
         assert_eq!(acquisition.cost(&study.baseline), 1.0 + RELOAD, "no engine runs yet");
         acquisition.running(&study.baseline, &study.request_time);
         let mut other_top_k = study.baseline.clone();

@@ -159,6 +159,27 @@ impl Axis {
         }
     }
 
+    /// The setting's coordinates for a distance-based model: a number its
+    /// position, a word one coordinate a value, scaled so that any two
+    /// different words lie at distance 1.
+    fn inputs(&self, value: &str, out: &mut Vec<f64>) {
+        match self {
+            Axis::Number { .. } => out.push(self.position(value)),
+            Axis::Word { values } => out.extend(
+                values
+                    .iter()
+                    .map(|v| if v == value { std::f64::consts::FRAC_1_SQRT_2 } else { 0.0 }),
+            ),
+        }
+    }
+
+    fn input_width(&self) -> usize {
+        match self {
+            Axis::Number { .. } => 1,
+            Axis::Word { values } => values.len(),
+        }
+    }
+
     fn pair(&self, value: &str) -> [f64; 2] {
         match self {
             Axis::Number { .. } => {
@@ -208,14 +229,41 @@ impl Encoder {
         self.classes.len()
     }
 
-    /// The row of `config`.
-    pub fn row(&self, config: &Settings) -> Vec<f64> {
-        let values: Vec<&str> = self
-            .names
+    fn values<'c>(&'c self, config: &'c Settings) -> Vec<&'c str> {
+        self.names
             .iter()
             .zip(&self.defaults)
             .map(|(n, d)| config.get(n).map_or(d.as_str(), String::as_str))
-            .collect();
+            .collect()
+    }
+
+    /// How many settings there are.
+    pub fn settings(&self) -> usize {
+        self.axes.len()
+    }
+
+    /// Which setting each of [`Self::inputs`]' coordinates belongs to.
+    pub fn groups(&self) -> Vec<usize> {
+        self.axes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| std::iter::repeat_n(i, a.input_width()))
+            .collect()
+    }
+
+    /// The coordinates of `config` for a distance-based model (see
+    /// [`Axis::inputs`]).
+    pub fn inputs(&self, config: &Settings) -> Vec<f64> {
+        let mut out = Vec::new();
+        for (a, v) in self.axes.iter().zip(self.values(config)) {
+            a.inputs(v, &mut out);
+        }
+        out
+    }
+
+    /// The row of `config`.
+    pub fn row(&self, config: &Settings) -> Vec<f64> {
+        let values = self.values(config);
         let mut out = Vec::with_capacity(self.width());
         out.push(1.0);
         for (a, v) in self.axes.iter().zip(&values) {
@@ -293,5 +341,19 @@ mod tests {
         assert!((r[6] - 0.5).abs() < 1e-9 && r[7].abs() < 1e-9, "{r:?}");
         assert_eq!(&r[8..10], &[1.0, 0.0], "q8_0 is the first indicator");
         assert_ne!(row("1", "128", "f16"), row("16", "2048", "q4_0"));
+        // A distance model's coordinates: a number its position, a word
+        // one coordinate a value, two different words 1 apart.
+        assert_eq!(e.groups(), [0, 1, 2, 2, 2]);
+        let inputs = |t: &str, b: &str, k: &str| {
+            let c: Settings = [("threads", t), ("batch", b), ("k", k)]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            e.inputs(&c)
+        };
+        let (a, b) = (inputs("8", "512", "q8_0"), inputs("8", "512", "f16"));
+        assert!((a[0] - t).abs() < 1e-9 && (a[1] - 0.5).abs() < 1e-9, "{a:?}");
+        let distance: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum();
+        assert!((distance - 1.0).abs() < 1e-9, "{a:?} {b:?}");
     }
 }

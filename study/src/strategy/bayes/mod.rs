@@ -1,17 +1,20 @@
-//! Model-based multi-objective search (`kind = "bayes"`): every objective,
-//! and the chance that a configuration fails or breaks a bound, is a
-//! Bayesian linear model over all settings at once and every pair of them
-//! ([`features`], [`regression`]). Each proposal draws the objectives'
-//! models [`SAMPLES`] times from their posteriors and picks the untried
-//! configuration with the largest mean gain of hypervolume over the
-//! Pareto front of what was measured, as each draw sees both (a Monte
-//! Carlo expected hypervolume improvement, as in qNEHVI, with a linear
-//! model of pairs in place of a Gaussian process: it learns a space of
-//! many settings from a few dozen trials, and its fit is exact and
-//! cheap); a draw in which the risk model's draw expects the
-//! configuration to fail or break a bound counts no gain.
-//! Spaces too large to list are searched from the best of a random pool
-//! by coordinate ascent ([`climb`]).
+//! Model-based multi-objective search (`kind = "bayes"`). Every objective
+//! is modelled twice over all settings at once: a Bayesian linear model of
+//! each setting and every pair of them ([`features`], [`regression`]),
+//! which learns the shape of an effect from few trials, and a Gaussian
+//! process with one length scale a setting ([`gp`]), which finds for
+//! itself which settings matter and bends where the linear model cannot.
+//! The chance that a configuration fails or breaks a bound is a linear
+//! model too.
+//!
+//! Each proposal draws the objectives' models [`SAMPLES`] times, half
+//! from each, and picks the untried configuration with the largest mean
+//! gain of hypervolume over the Pareto front of what was measured, as each
+//! draw sees both (a Monte Carlo expected hypervolume improvement, as in
+//! qNEHVI), per unit of what it costs to run ([`acquisition`]); a draw in
+//! which the risk model's draw expects the configuration to fail or break
+//! a bound counts no gain. Spaces too large to list are searched from the
+//! best of a random pool by coordinate ascent ([`climb`]).
 //!
 //! Speeds, times and memory are modelled on a log scale, with the worst
 //! quarter of the values raised to the quartile ([`floored`]); numbers
@@ -20,6 +23,7 @@
 
 mod acquisition;
 mod features;
+mod gp;
 mod regression;
 
 use std::collections::BTreeSet;
@@ -30,10 +34,11 @@ use rand::Rng;
 
 use super::{Proposal, Strategy, rng_for};
 use crate::study::{Measure, Metric, Observation, Study};
-use acquisition::{Acquisition, Worth, better};
+use acquisition::{Acquisition, Drawn, Pooled, Worth, better};
 use features::Encoder;
+use gp::{Process, ProcessDraws};
 pub(crate) use regression::normal;
-use regression::{Draw, Posterior};
+use regression::{LinearDraws, Posterior};
 
 /// Draws of the models whose hypervolume gains are averaged: a Monte
 /// Carlo expected gain, steadier than one draw's (Thompson sampling)
@@ -137,46 +142,61 @@ impl Strategy for Bayes {
         let listed = study.space.grid_size() <= LISTED;
 
         // One model per objective, oriented so that larger is better.
-        let mut posteriors: Vec<Posterior> = Vec::new();
+        let inputs: Vec<Vec<f64>> = history.iter().map(|o| encoder.inputs(&o.config)).collect();
+        let groups = encoder.groups();
+        let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
             let log = uses_log(&t.measure, history, j);
-            let (x, y): (Vec<Vec<f64>>, Vec<f64>) = history
+            let (rows, y): (Vec<usize>, Vec<f64>) = history
                 .iter()
-                .zip(&seen)
-                .filter_map(|(o, r)| {
+                .enumerate()
+                .filter_map(|(i, o)| {
                     let v = *o.values.as_ref()?.get(j)?;
-                    Some((r.clone(), t.goal.oriented(modelled(v, log))))
+                    Some((i, t.goal.oriented(modelled(v, log))))
                 })
                 .unzip();
-            let y = floored(y);
-            let Some(post) = Posterior::fit(&x, &y, &encoder.classes) else {
+            if rows.is_empty() {
                 let pick = rng.random_range(0..pool.len());
                 let note = "model: nothing measured yet; a random draw".into();
                 return Some(Proposal { config: pool[pick].clone(), note });
+            }
+            let y = floored(y);
+            // Half the draws from each model: the acquisition averages
+            // over both views of the response.
+            let x: Vec<Vec<f64>> = rows.iter().map(|i| inputs[*i].clone()).collect();
+            let process = Process::fit(&x, &y, &groups, encoder.settings(), SAMPLES / 2, &mut rng);
+            let linear = SAMPLES - process.as_ref().map_or(0, |_| SAMPLES / 2);
+            let x: Vec<Vec<f64>> = rows.iter().map(|i| seen[*i].clone()).collect();
+            let Some(post) = Posterior::fit(&x, &y, &encoder.classes) else {
+                let pick = rng.random_range(0..pool.len());
+                let note = "model: the measurements could not be fitted; a random draw".into();
+                return Some(Proposal { config: pool[pick].clone(), note });
             };
-            posteriors.push(post);
+            let draws = (0..linear).map(|_| post.draw(&mut rng)).collect();
+            let mut models: Vec<Box<dyn Drawn + '_>> =
+                vec![Box::new(LinearDraws { encoder: &encoder, draws })];
+            if let Some(process) = process {
+                models.push(Box::new(ProcessDraws { encoder: &encoder, process }));
+            }
+            objectives.push(Box::new(Pooled(models)));
         }
         // The chance of failing or breaking a bound, where anything did.
         let bad: Vec<f64> = history.iter().map(|o| f64::from(u8::from(!o.feasible))).collect();
-        let risk = bad
+        let risk: Option<Box<dyn Drawn + '_>> = bad
             .iter()
             .any(|b| *b > 0.0)
             .then(|| Posterior::fit(&seen, &bad, &encoder.classes))
-            .flatten();
-
-        let measured: Vec<Vec<f64>> = history
+            .flatten()
+            .map(|p| {
+                let draws = (0..SAMPLES).map(|_| p.draw(&mut rng)).collect();
+                Box::new(LinearDraws { encoder: &encoder, draws }) as Box<dyn Drawn + '_>
+            });
+        let measured: Vec<&Settings> = history
             .iter()
-            .zip(seen)
-            .filter(|(o, _)| o.feasible && o.values.is_some())
-            .map(|(_, r)| r)
+            .filter(|o| o.feasible && o.values.is_some())
+            .map(|o| &o.config)
             .collect();
-        let samples: Vec<Vec<Draw>> =
-            (0..SAMPLES).map(|_| posteriors.iter().map(|p| p.draw(&mut rng)).collect()).collect();
-        let mut risks: Vec<Draw> = Vec::new();
-        if let Some(p) = &risk {
-            risks.extend((0..SAMPLES).map(|_| p.draw(&mut rng)));
-        }
-        let mut acquisition = Acquisition::new(&encoder, samples, risks, &measured, &mut rng);
+        let mut acquisition = Acquisition::new(objectives, risk, &measured, SAMPLES, &mut rng);
         if let Some(last) = history.last() {
             acquisition.running(&last.config, &study.request_time);
         }

@@ -11,7 +11,10 @@
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 
-use super::features::Class;
+use engine_bridge::Settings;
+
+use super::acquisition::Drawn;
+use super::features::{Class, Encoder};
 
 /// Prior variances tried for main effects and, relative to them, for all
 /// pairs together (each pair column gets its share, so that ten settings'
@@ -189,6 +192,19 @@ impl Posterior {
         // w = μ + L⁻ᵀz has covariance (LLᵀ)⁻¹ = A⁻¹.
         let offset = self.l.transpose().solve_upper_triangular(&z).unwrap_or_else(|| z * 0.0);
         Draw { weights: &self.mean + offset, centre: self.centre, scale: self.scale }
+    }
+}
+
+/// Draws of a linear model, read at configurations through the encoder.
+pub(super) struct LinearDraws<'a> {
+    pub encoder: &'a Encoder,
+    pub draws: Vec<Draw>,
+}
+
+impl Drawn for LinearDraws<'_> {
+    fn at(&self, config: &Settings) -> Vec<f64> {
+        let row = self.encoder.row(config);
+        self.draws.iter().map(|d| d.at(&row)).collect()
     }
 }
 
