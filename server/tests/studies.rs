@@ -523,8 +523,9 @@ async fn an_out_of_memory_trial_fails_with_its_cause_and_the_study_goes_on() {
     server.stop().await;
 }
 
-/// Bisection on a memory boundary: the ends first, then halves, and the
-/// findings name the largest size that ran and the nearest that did not.
+/// Bisection on a memory boundary: the ends first, then halves, the answer
+/// measured again, and the findings name the largest size that ran (twice)
+/// and the nearest that did not.
 #[tokio::test]
 async fn bisection_finds_the_largest_context_that_fits() {
     let (server, _profiles) =
@@ -542,13 +543,17 @@ async fn bisection_finds_the_largest_context_that_fits() {
     });
     let (study, trials) = run_to_the_end(&server, &def).await;
     let sizes: Vec<&str> = trials.iter().map(|t| t.settings["ctx_size"].as_str()).collect();
-    assert_eq!(sizes, ["1024", "8192", "4096", "6144", "5120"], "the ends, then halves");
+    assert_eq!(
+        sizes,
+        ["1024", "8192", "4096", "6144", "5120", "4096"],
+        "the ends, then halves, then the answer again"
+    );
     let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
     let markdown = found["markdown"].as_str().unwrap();
-    let (ran, oom) = (trials[2].id, trials[4].id);
+    let (ran, oom, again) = (trials[2].id, trials[4].id, trials[5].id);
     assert!(
         markdown.contains(&format!(
-            "**Largest `ctx_size` that holds every bound: 4096** — trial {ran}; the nearest value beyond it that was tried, 5120, did not (trial {oom}: out of memory)."
+            "**Largest `ctx_size` that holds every bound: 4096** — trial {ran}, and again in trial {again}; the nearest value beyond it that was tried, 5120, did not (trial {oom}: out of memory)."
         )),
         "{markdown}"
     );

@@ -39,11 +39,16 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
         .filter(|t| matches!(t.role.as_deref(), Some("baseline" | "search")))
         .filter_map(|t| Some((goal.oriented(value(t)?), t, miss(t))))
         .collect();
+    // A value holds when none of its runs missed.
+    let held_always = |v: f64| rungs.iter().filter(|r| r.0 == v).all(|r| r.2.is_none());
     let held = rungs
         .iter()
-        .filter(|r| r.2.is_none())
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .filter(|r| held_always(r.0))
+        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.id.cmp(&a.1.id)))
         .map(|r| (r.1.id, r.1.settings[setting].clone()));
+    let again = held.as_ref().and_then(|(id, v)| {
+        rungs.iter().find(|r| r.1.id != *id && r.1.settings[setting] == *v).map(|r| r.1.id)
+    });
     let beyond = held
         .as_ref()
         .map_or(f64::MIN, |(id, _)| rungs.iter().find(|r| r.1.id == *id).map_or(f64::MIN, |r| r.0));
@@ -53,7 +58,7 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
         .filter_map(|r| Some((r.0, r.1, r.2.clone()?)))
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, t, why)| (t.id, t.settings[setting].clone(), why));
-    Some(Finding::Boundary { setting: setting.clone(), goal, held, failed })
+    Some(Finding::Boundary { setting: setting.clone(), goal, held, again, failed })
 }
 
 /// The finding as a sentence.
@@ -61,17 +66,19 @@ pub(super) fn markdown(
     setting: &str,
     goal: Goal,
     held: &Option<(i64, String)>,
+    again: Option<i64>,
     failed: &Option<(i64, String, String)>,
 ) -> String {
     let most = if goal == Goal::Max { "Largest" } else { "Smallest" };
+    let again = again.map_or(String::new(), |t| format!(", and again in trial {t}"));
     match (held, failed) {
         (Some((trial, v)), Some((ft, fv, why))) => format!(
-            "**{most} `{setting}` that holds every bound: {v}** — trial {trial}; the nearest \
-             value beyond it that was tried, {fv}, did not (trial {ft}: {why})."
+            "**{most} `{setting}` that holds every bound: {v}** — trial {trial}{again}; the \
+             nearest value beyond it that was tried, {fv}, did not (trial {ft}: {why})."
         ),
         (Some((trial, v)), None) => format!(
-            "**{most} `{setting}` that holds every bound: {v}** — trial {trial}; no value \
-             beyond it failed (it is the end of the range tried)."
+            "**{most} `{setting}` that holds every bound: {v}** — trial {trial}{again}; no \
+             value beyond it failed (it is the end of the range tried)."
         ),
         (None, Some((ft, fv, why))) => format!(
             "**No value of `{setting}` held every bound**: even {fv} did not (trial {ft}: {why})."
@@ -122,8 +129,25 @@ mod tests {
         let (trial, value, why) = failed.unwrap();
         assert_eq!((trial, value.as_str()), (4, "8192"), "the nearest beyond, not the end");
         assert!(why.contains("decode_tps was 9"), "{why}");
-        let text = markdown("ctx_size", Goal::Max, &Some((3, "4096".into())), &None);
+        let text = markdown("ctx_size", Goal::Max, &Some((3, "4096".into())), None, &None);
         assert!(text.contains("Largest `ctx_size` that holds every bound: 4096"), "{text}");
+        // Measured again: 4096 holds a second time and the finding says
+        // so; had it failed, 2048 would be the answer and 4096 the failure.
+        let mut again = trials.to_vec();
+        again.extend([facts(5, 2048, Some(20.0), "search"), facts(6, 4096, Some(11.0), "search")]);
+        let Some(Finding::Boundary { held, again: second, .. }) = boundary(&def, &again) else {
+            panic!("a boundary")
+        };
+        assert_eq!((held, second), (Some((3, "4096".into())), Some(6)));
+        let text = markdown("ctx_size", Goal::Max, &Some((3, "4096".into())), Some(6), &None);
+        assert!(text.contains("trial 3, and again in trial 6"), "{text}");
+        again[5] = facts(6, 4096, Some(9.5), "search");
+        let Some(Finding::Boundary { held, again: second, failed, .. }) = boundary(&def, &again)
+        else {
+            panic!("a boundary")
+        };
+        assert_eq!((held, second), (Some((5, "2048".into())), None));
+        assert_eq!(failed.map(|f| (f.0, f.1)), Some((6, "4096".into())), "its failed run");
         let other = StudyDef { strategy: Default::default(), ..def };
         assert!(boundary(&other, &trials).is_none(), "only a bisection claims a boundary");
     }

@@ -219,12 +219,15 @@ pub enum Finding {
     /// The best trial on an objective.
     Best { metric: Metric, goal: Goal, trial: i64, value: f64, settings: Settings },
     /// A bisection's answer: the most ambitious value of `setting` that
-    /// held every bound (trial, value), and the nearest beyond it that did
-    /// not (trial, value, why).
+    /// held every bound in every run of it (trial, value), the trial that
+    /// measured it again, and the nearest value beyond it that did not
+    /// hold (trial, value, why).
     Boundary {
         setting: String,
         goal: Goal,
         held: Option<(i64, String)>,
+        #[serde(default)]
+        again: Option<i64>,
         failed: Option<(i64, String, String)>,
     },
     /// A pick run again interleaved with the baseline once the search was
@@ -429,8 +432,8 @@ impl Finding {
             | Finding::FreeWin { trials, .. }
             | Finding::Confirmed { trials, .. } => trials.clone(),
             Finding::Ceiling { trial, .. } => vec![*trial],
-            Finding::Boundary { held, failed, .. } => {
-                held.iter().map(|h| h.0).chain(failed.iter().map(|f| f.0)).collect()
+            Finding::Boundary { held, again, failed, .. } => {
+                held.iter().map(|h| h.0).chain(*again).chain(failed.iter().map(|f| f.0)).collect()
             }
             Finding::NotDetermined { .. } | Finding::Interaction { .. } => vec![],
             Finding::Drift { baseline, flagged, .. } => {

@@ -119,8 +119,8 @@ impl Finding {
                     config_text(settings)
                 );
             }
-            Finding::Boundary { setting, goal, held, failed } => {
-                s.push_str(&super::boundary::markdown(setting, *goal, held, failed));
+            Finding::Boundary { setting, goal, held, again, failed } => {
+                s.push_str(&super::boundary::markdown(setting, *goal, held, *again, failed));
             }
             Finding::Confirmed { settings, balanced, ratios, pairs, trials, held } => {
                 let each: Vec<String> = ratios

@@ -7,8 +7,11 @@
 //! answer in one trial; if the least ambitious fails, nothing will. Then the
 //! gap between the best value known to hold and the nearest known to fail
 //! is halved until they are neighbours: about log₂ of the values in all.
-//! It assumes what it searches for is monotone (more context never fits
-//! better); measured noise that breaks that still ends at a boundary.
+//! The answer is then measured once more before it is named: a value that
+//! held by luck (a bound met within noise) fails the second time, and the
+//! search goes on below it. It assumes what it searches for is monotone
+//! (more context never fits better); measured noise that breaks that
+//! still ends at a boundary.
 
 use async_trait::async_trait;
 use engine_bridge::Settings;
@@ -53,19 +56,25 @@ impl Strategy for Bisect {
     async fn propose(&self, study: &Study, history: &[Observation]) -> Option<Proposal> {
         let (name, goal) = axis(study)?;
         let rungs = ladder(study, name, goal);
+        // A value holds while its latest measurement did.
         let held = |i: usize| -> Option<bool> {
             history.iter().rev().find(|o| o.config == rungs[i]).map(|o| o.feasible)
         };
+        let runs = |i: usize| history.iter().filter(|o| o.config == rungs[i]).count();
         let propose = |i: usize, why: String| {
             Some(Proposal {
                 config: rungs[i].clone(),
                 note: format!("bisection on {name}: {} = {}, {why}", name, rungs[i][name]),
             })
         };
+        // The answer `i`, measured again unless it was.
+        let confirm = |i: usize| {
+            (runs(i) < 2).then(|| propose(i, "measured again before it is named".into())).flatten()
+        };
         let top = rungs.len().checked_sub(1)?;
         match held(top) {
             None => return propose(top, "the most ambitious end first".into()),
-            Some(true) => return None,
+            Some(true) => return confirm(top),
             Some(false) => {}
         }
         match held(0) {
@@ -78,7 +87,7 @@ impl Strategy for Bisect {
         let good = (0..=top).rev().find(|&i| held(i) == Some(true))?;
         let bad = (good + 1..=top).find(|&i| held(i) == Some(false))?;
         if bad - good <= 1 {
-            return None;
+            return confirm(good);
         }
         let mid = good + (bad - good) / 2;
         let why =
@@ -122,7 +131,8 @@ mod tests {
             .map(|v| BTreeMap::from([(Metric::DecodeTps, v)]));
         let mut history: Vec<Observation> = vec![first];
         while let Some(p) = strategy.propose(study, &history).await {
-            assert!(!Study::tried(&history[1..], &p.config), "proposed twice: {p:?}");
+            let runs = history[1..].iter().filter(|o| o.config == p.config).count();
+            assert!(runs < 2, "proposed a third time: {p:?}");
             history.push(observe(&p.config, base.as_ref()));
             assert!(history.len() < 40, "the bisection does not end");
         }
@@ -145,7 +155,7 @@ mod tests {
         );
         let (trials, best) = run(&s, |ctx| (ctx <= 45_000.0).then_some(20.0), "ctx_size").await;
         assert_eq!(best, Some(44_032.0));
-        assert!(trials <= 1 + 2 + 7, "{trials} trials for 128 values");
+        assert!(trials <= 1 + 2 + 7 + 1, "{trials} trials for 128 values");
     }
 
     #[tokio::test]
@@ -158,7 +168,7 @@ mod tests {
         );
         let (trials, best) = run(&s, |layers| Some(10.0 + layers), "n_gpu_layers").await;
         assert_eq!(best, Some(20.0));
-        assert!(trials <= 1 + 2 + 6, "{trials} trials for 41 values");
+        assert!(trials <= 1 + 2 + 6 + 1, "{trials} trials for 41 values");
     }
 
     #[tokio::test]
@@ -169,8 +179,40 @@ mod tests {
             "[[objectives]]\nmetric = \"setting.ctx_size\"\n",
         );
         let (trials, best) = run(&s, |_| Some(20.0), "ctx_size").await;
-        assert_eq!((trials, best), (2, Some(131_072.0)), "the largest holds: one trial");
+        assert_eq!((trials, best), (3, Some(131_072.0)), "the largest holds, twice");
         let (trials, best) = run(&s, |_| None, "ctx_size").await;
         assert_eq!((trials, best), (3, None), "the smallest fails too: nothing holds");
+    }
+
+    #[tokio::test]
+    async fn a_value_that_held_by_luck_fails_its_second_run_and_the_search_goes_on_below() {
+        // Up to 40 layers hold; 41 to 45 hold only on their first run (a
+        // bound met within noise); above 45 nothing holds.
+        let s = study(
+            "n_gpu_layers = { min = 0, max = 60, step = 1 }",
+            "n_gpu_layers = 0",
+            "[[objectives]]\nmetric = \"setting.n_gpu_layers\"\n",
+        );
+        let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let world = |layers: f64| {
+            let first = seen.lock().unwrap().insert(layers.to_bits());
+            (layers <= 40.0 || (layers <= 45.0 && first)).then_some(20.0)
+        };
+        let strategy = super::super::for_study(&s, None);
+        let measure = |c: &engine_bridge::Settings| {
+            world(c["n_gpu_layers"].parse().unwrap())
+                .map(|v| BTreeMap::from([(Metric::DecodeTps, v)]))
+        };
+        let mut history = vec![s.observe(s.baseline.clone(), measure(&s.baseline).as_ref(), None)];
+        while let Some(p) = strategy.propose(&s, &history).await {
+            let m = measure(&p.config);
+            history.push(s.observe(p.config, m.as_ref(), None));
+            assert!(history.len() < 40, "the bisection does not end");
+        }
+        let last = history.last().unwrap();
+        assert_eq!(last.config["n_gpu_layers"], "40", "ends re-measuring the answer");
+        assert!(last.feasible);
+        let runs = history.iter().filter(|o| o.config["n_gpu_layers"] == "40").count();
+        assert_eq!(runs, 2);
     }
 }
