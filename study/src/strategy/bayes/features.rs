@@ -322,13 +322,13 @@ mod tests {
         // 1 + mains (threads: slope, curvature and 3 bends; batch: slope
         // and curvature; k: 2 indicators) + pairs 2·2 + 2·2 + 2·2.
         assert_eq!(e.width(), 1 + 9 + 12);
-        let row = |t: &str, b: &str, k: &str| {
-            let c: Settings = [("threads", t), ("batch", b), ("k", k)]
+        let config = |t: &str, b: &str, k: &str| -> Settings {
+            [("threads", t), ("batch", b), ("k", k)]
                 .into_iter()
                 .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect();
-            e.row(&c)
+                .collect()
         };
+        let row = |t: &str, b: &str, k: &str| e.row(&config(t, b, k));
         let r = row("8", "512", "q8_0");
         assert_eq!(r.len(), e.width());
         // threads 8 of 1..16: t = 7/15, between knots 1 and 2 of 0..4.
@@ -344,13 +344,7 @@ mod tests {
         // A distance model's coordinates: a number its position, a word
         // one coordinate a value, two different words 1 apart.
         assert_eq!(e.groups(), [0, 1, 2, 2, 2]);
-        let inputs = |t: &str, b: &str, k: &str| {
-            let c: Settings = [("threads", t), ("batch", b), ("k", k)]
-                .into_iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect();
-            e.inputs(&c)
-        };
+        let inputs = |t: &str, b: &str, k: &str| e.inputs(&config(t, b, k));
         let (a, b) = (inputs("8", "512", "q8_0"), inputs("8", "512", "f16"));
         assert!((a[0] - t).abs() < 1e-9 && (a[1] - 0.5).abs() < 1e-9, "{a:?}");
         let distance: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum();
