@@ -258,6 +258,19 @@ pub async fn heartbeat(
     Ok(done.rows_affected() == 1)
 }
 
+/// Whether worker `worker` holds the lease on `trial`, still in flight.
+pub async fn holds(db: &Db, trial: i64, worker: i64) -> Result<bool, sqlx::Error> {
+    let sql = format!(
+        "SELECT COUNT(*) FROM trials WHERE id = $1 AND worker_id = $2 AND state IN {IN_FLIGHT}"
+    );
+    let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(trial)
+        .bind(worker)
+        .fetch_one(&db.pool)
+        .await?;
+    Ok(n == 1)
+}
+
 /// Trials whose lease ran out: back in the queue, or failed (as a crash,
 /// which a study counts and does not try again) after [`MAX_ATTEMPTS`].
 /// Returns their ids.

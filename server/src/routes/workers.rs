@@ -354,12 +354,20 @@ pub async fn result(
     let (id, name) = worker(&state, &headers).await?;
     let service = &state.service;
     implausible(&body).map_or(Ok(()), |why| Err(Error::BadRequest(why)))?;
-    if !queue::finish(&service.db, trial, id, &body).await? {
-        return Err(Error::Conflict(format!(
+    let refused = || {
+        Error::Conflict(format!(
             "trial {trial} is no longer this worker's, or the result is not final: not stored"
-        )));
+        ))
+    };
+    // The engine's last words are kept before the trial shows as ended, so
+    // that whoever sees it ended finds its whole log.
+    if !queue::holds(&service.db, trial, id).await? {
+        return Err(refused());
     }
     append_log(service, trial, &body.log).await;
+    if !queue::finish(&service.db, trial, id, &body).await? {
+        return Err(refused());
+    }
     tracing::info!(worker = %name, trial, "trial finished by its worker");
     if let Some(view) = trials::get(&service.db, trial).await? {
         service.events.publish(Payload::Trial(view));
