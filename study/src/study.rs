@@ -81,9 +81,10 @@ pub enum StrategyKind {
     TwoPhase,
     /// Multi-objective tree-structured Parzen estimator.
     Motpe,
-    /// Bayesian models of every objective and of failure over all settings
-    /// and their pairs; the largest expected hypervolume gain per unit of
-    /// cost. The default: on the planted search worlds it is the only
+    /// Bayesian models of every objective (a linear model of all settings
+    /// and their pairs, and a Gaussian process with a length scale a
+    /// setting) and of failure; the largest expected hypervolume gain per
+    /// unit of cost. The default: on the planted search worlds it is the only
     /// strategy that beats random on every one (`scripts/bench-strategies.sh`).
     #[default]
     Bayes,

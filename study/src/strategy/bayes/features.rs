@@ -162,14 +162,18 @@ impl Axis {
     /// The setting's coordinates for a distance-based model: a number its
     /// position, a word one coordinate a value, scaled so that any two
     /// different words lie at distance 1.
+    /// A word past [`MAX_WORDS`] stands where the first value does, as in
+    /// its row.
     fn inputs(&self, value: &str, out: &mut Vec<f64>) {
         match self {
             Axis::Number { .. } => out.push(self.position(value)),
-            Axis::Word { values } => out.extend(
-                values
-                    .iter()
-                    .map(|v| if v == value { std::f64::consts::FRAC_1_SQRT_2 } else { 0.0 }),
-            ),
+            Axis::Word { values } => {
+                let at = values.iter().position(|v| v == value).unwrap_or(0);
+                out.extend(
+                    (0..values.len())
+                        .map(|i| if i == at { std::f64::consts::FRAC_1_SQRT_2 } else { 0.0 }),
+                );
+            }
         }
     }
 
@@ -306,6 +310,11 @@ mod tests {
         assert_eq!(e.width(), 1 + 64 * MAX_WORDS);
         let c: Settings = params.iter().map(|p| (p.name.clone(), "w9999".to_string())).collect();
         assert_eq!(e.row(&c).len(), e.width());
+        // A word past the sixteenth stands where the first does, in a
+        // distance model's coordinates as in the row.
+        let first: Settings = params.iter().map(|p| (p.name.clone(), "w0".to_string())).collect();
+        assert_eq!(e.inputs(&c), e.inputs(&first));
+        assert_eq!(e.inputs(&c).len(), 64 * (MAX_WORDS + 1));
         // A range of a million values is coded from its ends.
         let wide = [param("ctx", Domain::Int { min: 1, max: 1 << 20, step: 1, log: false })];
         assert_eq!(Encoder::new(&wide, &Settings::new()).width(), 1 + 2 + 3);

@@ -60,6 +60,7 @@ impl Hyper {
 /// the planted worlds smoothed away the peaks that matter (a thread count
 /// of 8 in 1..32), so it stays at the range here.
 const SCALE_CENTRE: f64 = 0.0;
+/// √3, BoTorch's width.
 const SCALE_WIDTH: f64 = 1.732_050_807_568_877_2;
 /// The prior on the log noise variance (standardized units): about 2 %.
 const NOISE_CENTRE: f64 = -4.0;
