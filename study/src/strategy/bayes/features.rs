@@ -9,7 +9,10 @@
 //!   learn as a slope, and bends at up to 3 inner knots (hat functions,
 //!   shrunk harder) for curves a parabola does not fit.
 //! - A word (a list of texts, a switch) gets one indicator per value
-//!   beyond its first.
+//!   beyond its first. Words with a known order (K/V cache types, by the
+//!   bytes an element takes) also get their place along it, so that what
+//!   was learned of `f16` and `q4_0` says something of `q8_0` before it is
+//!   tried, while the indicators still let a value stray from the trend.
 //! - For interactions each setting keeps at most two columns: a number
 //!   its centred slope and curvature, a word its first two indicators.
 //!   That keeps the row short (a few hundred columns for ten settings)
@@ -38,14 +41,12 @@ enum Axis {
     /// Positions map a value to `t`; a slope, a curvature when there are
     /// three values or more, and with four or more bends at the
     /// `knots − 2` inner knots.
-    Number {
-        lo: f64,
-        hi: f64,
-        log: bool,
-        knots: usize,
-    },
+    Number { lo: f64, hi: f64, log: bool, knots: usize },
     Word {
         values: Vec<String>,
+        /// Each value's place in [0, 1] along a known order, when every
+        /// value has one.
+        order: Option<Vec<f64>>,
     },
 }
 
@@ -74,6 +75,19 @@ fn numbers(values: &[String]) -> Option<Vec<f64>> {
     values.iter().map(|v| v.trim().parse::<f64>().ok().filter(|x| x.is_finite())).collect()
 }
 
+/// The places of `values` along the order of precision, when every one is
+/// a K/V cache type ([`engine_bridge::planner::cache_type_bytes`], on a log
+/// scale) and they are not all alike: memory, quality and often speed move
+/// with it.
+fn ordered(values: &[String]) -> Option<Vec<f64>> {
+    let bytes: Vec<f64> = values
+        .iter()
+        .map(|v| engine_bridge::planner::cache_type_bytes(v).map(f64::ln))
+        .collect::<Option<_>>()?;
+    let (lo, hi) = bytes.iter().fold((f64::MAX, f64::MIN), |(l, h), b| (l.min(*b), h.max(*b)));
+    (hi > lo).then(|| bytes.iter().map(|b| (b - lo) / (hi - lo)).collect())
+}
+
 impl Axis {
     /// A domain's coding, worked out from its ends and size: a range of a
     /// million values is never listed.
@@ -94,7 +108,11 @@ impl Axis {
                         xs.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
                     span(&xs, positive && hi / lo >= 8.0)
                 }
-                _ => Axis::Word { values: v.iter().take(MAX_WORDS + 1).cloned().collect() },
+                _ => {
+                    let values: Vec<String> = v.iter().take(MAX_WORDS + 1).cloned().collect();
+                    let order = ordered(&values);
+                    Axis::Word { values, order }
+                }
             },
             Domain::Int { log, .. } | Domain::Float { log, .. } => {
                 let (lo, hi) = domain.ends();
@@ -122,7 +140,9 @@ impl Axis {
                 }
                 out
             }
-            Axis::Word { values } => vec![Class::Main(i); values.len() - 1],
+            Axis::Word { values, order } => {
+                vec![Class::Main(i); values.len() - 1 + usize::from(order.is_some())]
+            }
         }
     }
 
@@ -135,7 +155,7 @@ impl Axis {
                     1
                 }
             }
-            Axis::Word { values } => (values.len() - 1).min(2),
+            Axis::Word { values, .. } => (values.len() - 1).min(2),
         }
     }
 
@@ -153,7 +173,8 @@ impl Axis {
                     out.extend((1..knots - 1).map(|k| (1.0 - (at - k as f64).abs()).max(0.0)));
                 }
             }
-            Axis::Word { values } => {
+            Axis::Word { values, .. } => {
+                out.extend(self.place(value));
                 out.extend(values[1..].iter().map(|v| f64::from(u8::from(v == value))));
             }
         }
@@ -161,14 +182,16 @@ impl Axis {
 
     /// The setting's coordinates for a distance-based model: a number its
     /// position, a word one coordinate a value, scaled so that any two
-    /// different words lie at distance 1.
+    /// different words lie at distance 1 (and further apart along their
+    /// order, where they have one).
     /// A word past [`MAX_WORDS`] stands where the first value does, as in
     /// its row.
     fn inputs(&self, value: &str, out: &mut Vec<f64>) {
         match self {
             Axis::Number { .. } => out.push(self.position(value)),
-            Axis::Word { values } => {
-                let at = values.iter().position(|v| v == value).unwrap_or(0);
+            Axis::Word { values, .. } => {
+                out.extend(self.place(value));
+                let at = Self::index(values, value);
                 out.extend(
                     (0..values.len())
                         .map(|i| if i == at { std::f64::consts::FRAC_1_SQRT_2 } else { 0.0 }),
@@ -177,10 +200,20 @@ impl Axis {
         }
     }
 
+    fn index(values: &[String], value: &str) -> usize {
+        values.iter().position(|v| v == value).unwrap_or(0)
+    }
+
+    /// A word's place along its order, if it has one.
+    fn place(&self, value: &str) -> Option<f64> {
+        let Axis::Word { values, order: Some(order) } = self else { return None };
+        Some(order[Self::index(values, value)])
+    }
+
     fn input_width(&self) -> usize {
         match self {
             Axis::Number { .. } => 1,
-            Axis::Word { values } => values.len(),
+            Axis::Word { values, order } => values.len() + usize::from(order.is_some()),
         }
     }
 
@@ -190,7 +223,7 @@ impl Axis {
                 let c = self.position(value) - 0.5;
                 [2.0 * c, 12.0 * c * c - 1.0]
             }
-            Axis::Word { values } => {
+            Axis::Word { values, .. } => {
                 let is = |i: usize| f64::from(u8::from(values.get(i).is_some_and(|v| v == value)));
                 [is(1), is(2)]
             }
@@ -325,11 +358,12 @@ mod tests {
         let params = vec![
             param("threads", Domain::Int { min: 1, max: 16, step: 1, log: false }),
             param("batch", Domain::Values(vec!["128".into(), "512".into(), "2048".into()])),
-            param("k", Domain::Values(vec!["f16".into(), "q8_0".into(), "q4_0".into()])),
+            param("k", Domain::Values(vec!["x".into(), "y".into(), "z".into()])),
         ];
         let e = Encoder::new(&params, &Settings::new());
         // 1 + mains (threads: slope, curvature and 3 bends; batch: slope
-        // and curvature; k: 2 indicators) + pairs 2·2 + 2·2 + 2·2.
+        // and curvature; k: 2 indicators, words with no known order) +
+        // pairs 2·2 + 2·2 + 2·2.
         assert_eq!(e.width(), 1 + 9 + 12);
         let config = |t: &str, b: &str, k: &str| -> Settings {
             [("threads", t), ("batch", b), ("k", k)]
@@ -338,7 +372,7 @@ mod tests {
                 .collect()
         };
         let row = |t: &str, b: &str, k: &str| e.row(&config(t, b, k));
-        let r = row("8", "512", "q8_0");
+        let r = row("8", "512", "y");
         assert_eq!(r.len(), e.width());
         // threads 8 of 1..16: t = 7/15, between knots 1 and 2 of 0..4.
         let t = 7.0 / 15.0;
@@ -348,15 +382,39 @@ mod tests {
         assert_eq!(r[5], 0.0, "{r:?}");
         // 128…2048 spans 16×: a log axis, 512 in its middle.
         assert!((r[6] - 0.5).abs() < 1e-9 && r[7].abs() < 1e-9, "{r:?}");
-        assert_eq!(&r[8..10], &[1.0, 0.0], "q8_0 is the first indicator");
-        assert_ne!(row("1", "128", "f16"), row("16", "2048", "q4_0"));
+        assert_eq!(&r[8..10], &[1.0, 0.0], "y is the first indicator");
+        assert_ne!(row("1", "128", "x"), row("16", "2048", "z"));
         // A distance model's coordinates: a number its position, a word
         // one coordinate a value, two different words 1 apart.
         assert_eq!(e.groups(), [0, 1, 2, 2, 2]);
         let inputs = |t: &str, b: &str, k: &str| e.inputs(&config(t, b, k));
-        let (a, b) = (inputs("8", "512", "q8_0"), inputs("8", "512", "f16"));
+        let (a, b) = (inputs("8", "512", "y"), inputs("8", "512", "x"));
         assert!((a[0] - t).abs() < 1e-9 && (a[1] - 0.5).abs() < 1e-9, "{a:?}");
         let distance: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum();
         assert!((distance - 1.0).abs() < 1e-9, "{a:?} {b:?}");
+    }
+
+    #[test]
+    fn cache_types_also_stand_along_their_precision() {
+        let types = |v: &[&str]| Domain::Values(v.iter().map(|s| s.to_string()).collect());
+        let e = Encoder::new(&[param("k", types(&["f16", "q8_0", "q4_0"]))], &Settings::new());
+        // The intercept, the place along the order, then two indicators.
+        assert_eq!(e.width(), 1 + 3);
+        let at = |v: &str| e.row(&[("k".to_string(), v.to_string())].into());
+        assert_eq!(at("f16")[1], 1.0);
+        assert_eq!(at("q4_0")[1], 0.0);
+        let q8 = at("q8_0");
+        assert!(q8[1] > 0.3 && q8[1] < 0.7, "{q8:?}");
+        assert_eq!(&q8[2..], &[1.0, 0.0]);
+        // A distance model sees q8_0 nearer f16 than q4_0 is.
+        let inputs = |v: &str| e.inputs(&[("k".to_string(), v.to_string())].into());
+        let distance = |a: &str, b: &str| -> f64 {
+            inputs(a).iter().zip(inputs(b)).map(|(x, y)| (x - y).powi(2)).sum()
+        };
+        assert!(distance("q8_0", "f16") < distance("q4_0", "f16"));
+        assert_eq!(e.groups(), [0, 0, 0, 0]);
+        // A word with no known precision leaves the list unordered.
+        let mixed = Encoder::new(&[param("k", types(&["f16", "turbo3"]))], &Settings::new());
+        assert_eq!(mixed.width(), 1 + 1);
     }
 }

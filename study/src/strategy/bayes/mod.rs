@@ -16,10 +16,11 @@
 //! a bound counts no gain. Spaces too large to list are searched from the
 //! best of a random pool by coordinate ascent ([`climb`]).
 //!
-//! Speeds, times and memory are modelled on a log scale, with the worst
-//! quarter of the values raised to the quartile ([`floored`]); numbers
+//! Speeds, times and memory are modelled on a log scale, with values more
+//! than four times worse than the best raised to that ([`floored`]); numbers
 //! along their range (log ranges on a log scale) with curves that can
-//! peak in the middle; lists of words value by value.
+//! peak in the middle; lists of words value by value, and K/V cache types
+//! also along their precision.
 
 mod acquisition;
 mod features;
@@ -76,22 +77,27 @@ fn uses_log(measure: &Measure, history: &[Observation], j: usize) -> bool {
     !rate && history.iter().filter_map(|o| o.values.as_ref()?.get(j)).all(|v| *v > 0.0)
 }
 
-/// Oriented values with the worst raised to the lower quartile: how bad a
-/// bad configuration is does not matter, and a few very bad ones (a
-/// thread count that slows decode tenfold) would otherwise bend the whole
-/// model and hide where the good ones are.
-fn floored(mut y: Vec<f64>) -> Vec<f64> {
-    if y.len() < 4 {
+/// Oriented values with the worst raised to a floor: how bad a bad
+/// configuration is does not matter, and a few very bad ones (a thread
+/// count that slows decode tenfold) would otherwise bend the whole model
+/// and hide where the good ones are. The floor is a factor of [`FLOOR`]
+/// below the best value on a log scale; rates (bounded, with no such
+/// outliers) keep their values. A floor at a quantile instead would flatten
+/// an objective most trials share a value of (memory, where most trials
+/// have the smaller cache type): the few larger ones would look alike.
+fn floored(mut y: Vec<f64>, log: bool) -> Vec<f64> {
+    if !log {
         return y;
     }
-    let mut sorted = y.clone();
-    sorted.sort_by(f64::total_cmp);
-    let floor = sorted[(sorted.len() - 1) / 4];
+    let floor = y.iter().copied().fold(f64::MIN, f64::max) - FLOOR.ln();
     for v in &mut y {
         *v = v.max(floor);
     }
     y
 }
+
+/// How many times worse than the best a value may look to the models.
+const FLOOR: f64 = 4.0;
 
 /// The untried configurations the constraints allow: the whole space when
 /// it is small, else random draws and the neighbours of the (at most
@@ -160,7 +166,7 @@ impl Strategy for Bayes {
                 let note = "model: nothing measured yet; a random draw".into();
                 return Some(Proposal { config: pool[pick].clone(), note });
             }
-            let y = floored(y);
+            let y = floored(y, log);
             // Half the draws from each model: the acquisition averages
             // over both views of the response.
             let x: Vec<Vec<f64>> = rows.iter().map(|i| inputs[*i].clone()).collect();
@@ -274,8 +280,24 @@ fn climb(
 #[cfg(test)]
 mod tests {
     use super::super::{Strategy, testing};
-    use super::Bayes;
+    use super::{Bayes, floored};
     use crate::study::Study;
+
+    #[test]
+    fn a_floor_keeps_values_most_trials_do_not_share() {
+        // Memory (oriented: the negated log): twelve trials of the smallest
+        // cache type, two of the middle one, two of the largest. All three
+        // stay apart; only a value many times worse is raised.
+        let gib = |x: f64| -(x * 1e9).ln();
+        let mut y = vec![gib(4.9); 12];
+        y.extend([gib(5.4), gib(5.4), gib(6.4), gib(6.4), gib(40.0)]);
+        let f = floored(y.clone(), true);
+        assert_eq!(&f[..16], &y[..16]);
+        assert!((f[16] - gib(4.0 * 4.9)).abs() < 1e-9, "{}", f[16]);
+        // Rates keep every value.
+        let rates = vec![0.7, 0.7, 0.7, 0.6, 0.1];
+        assert_eq!(floored(rates.clone(), false), rates);
+    }
 
     #[tokio::test]
     async fn stops_proposing_where_configurations_fail() {

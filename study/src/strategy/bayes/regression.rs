@@ -1,7 +1,9 @@
 //! Bayesian linear regression over the encoder's columns: a Gaussian prior
 //! on the weights (main effects wider than pairs), Gaussian noise, and the
 //! prior and noise scales chosen by the evidence (the marginal likelihood)
-//! from a small grid. The posterior gives a mean at any row and whole
+//! from a small grid, then each setting's main-effect prior by automatic
+//! relevance ([`relevance`]), so that settings which do not matter stop
+//! looking uncertain. The posterior gives a mean at any row and whole
 //! weight vectors drawn from it (Thompson sampling).
 //!
 //! Everything is computed in weight space: the precision matrix
@@ -45,6 +47,8 @@ pub(crate) fn normal(rng: &mut impl Rng) -> f64 {
 
 struct Candidate {
     evidence: f64,
+    prior: Vec<f64>,
+    noise: f64,
     mean: DVector<f64>,
     l: DMatrix<f64>,
 }
@@ -77,7 +81,7 @@ fn fit_with(data: &Data, prior: &[f64], noise: f64) -> Option<Candidate> {
     // yᵀ(y − Xμ) = yᵀy − μᵀXᵀy.
     let fit = (data.yty - mean.dot(&data.xty)) / noise;
     let evidence = -0.5 * (data.n * noise.ln() + log_det_d + log_det_a + fit);
-    Some(Candidate { evidence, mean, l: chol.l() })
+    Some(Candidate { evidence, prior: prior.to_vec(), noise, mean, l: chol.l() })
 }
 
 /// Each column's prior variance: `main` for main effects, `pair` times
@@ -144,6 +148,58 @@ fn heredity(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
     spread.iter().map(|s| s / mean).collect()
 }
 
+/// Relevance rounds: each one re-fits with every setting's main-effect
+/// prior set to what its fitted weights and their uncertainty call for.
+const ROUNDS: usize = 8;
+/// How far a setting's prior may shrink below, or grow above, the one
+/// the grid chose: a setting judged irrelevant stays a little uncertain,
+/// so that a later trial can still show it matters.
+const SHRINK: f64 = 1e-3;
+const GROW: f64 = 3.0;
+
+/// Automatic relevance for the main effects (MacKay's evidence updates,
+/// as in a relevance vector machine): each setting's columns get their
+/// own prior variance, `Σ w²/c / Σ γ` over them, where `γ = 1 − Σⱼⱼ/prior`
+/// is how much the data pinned the weight. A setting that does not move
+/// the response shrinks towards zero, and with it the model's doubt about
+/// it, which would otherwise keep proposing trials that vary it; one that
+/// moves it keeps a wide prior.
+fn relevance(data: &Data, classes: &[Class], start: Candidate) -> Candidate {
+    let own = |j: usize| match classes[j] {
+        Class::Main(i) | Class::Shape(i) => Some(i),
+        _ => None,
+    };
+    let settings = (0..classes.len()).filter_map(own).max().map_or(0, |i| i + 1);
+    let base = start.prior.clone();
+    let mut best = start;
+    for _ in 0..ROUNDS {
+        // The posterior covariance's diagonal, from the precision's factor.
+        let n = best.l.nrows();
+        let Some(inverse) = best.l.solve_lower_triangular(&DMatrix::identity(n, n)) else {
+            break;
+        };
+        let variance = |j: usize| inverse.column(j).norm_squared();
+        let (mut size, mut pinned) = (vec![0.0; settings], vec![0.0; settings]);
+        for (j, b) in base.iter().enumerate() {
+            if let Some(s) = own(j) {
+                size[s] += best.mean[j].powi(2) / b;
+                pinned[s] += 1.0 - variance(j) / best.prior[j];
+            }
+        }
+        let prior: Vec<f64> = (0..classes.len())
+            .map(|j| match own(j) {
+                Some(s) if pinned[s] > 1e-9 => base[j] * (size[s] / pinned[s]).clamp(SHRINK, GROW),
+                _ => best.prior[j],
+            })
+            .collect();
+        match fit_with(data, &prior, best.noise) {
+            Some(next) => best = next,
+            None => break,
+        }
+    }
+    best
+}
+
 impl Posterior {
     /// Fits `y` on the rows `x`, whose columns have the given classes.
     /// `None` only when there is nothing to fit.
@@ -177,6 +233,7 @@ impl Posterior {
             }
         }
         let best = best?;
+        let best = relevance(&data, classes, best);
         Some(Posterior { mean: best.mean, l: best.l, centre, scale })
     }
 
@@ -249,5 +306,41 @@ mod tests {
         let seen = spread(&[1.0, 0.5, 0.0], &mut rng);
         let unseen = spread(&[1.0, 0.5, 1.0], &mut rng);
         assert!(unseen > 10.0 * seen, "seen {seen}, unseen {unseen}");
+    }
+
+    #[test]
+    fn settings_that_do_not_matter_stop_looking_uncertain() {
+        // Eight settings of three columns each, twelve trials, and only the
+        // first moves the response: without relevance the others' weights
+        // stay as wide as their prior, and every untried combination of
+        // them looks worth a trial.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let mut classes = vec![Class::Intercept];
+        for s in 0..8 {
+            classes.extend([Class::Main(s); 3]);
+        }
+        let rows: Vec<Vec<f64>> = (0..12)
+            .map(|_| {
+                let mut r = vec![1.0];
+                r.extend((0..24).map(|_| f64::from(u8::from(rng.random::<bool>()))));
+                r
+            })
+            .collect();
+        let y: Vec<f64> = rows.iter().map(|r| 2.0 * r[1] + 0.01 * normal(&mut rng)).collect();
+        let p = Posterior::fit(&rows, &y, &classes).unwrap();
+        // One trial's row, then the same with setting 5's columns flipped.
+        let here = rows[0].clone();
+        let mut there = here.clone();
+        for c in &mut there[16..19] {
+            *c = 1.0 - *c;
+        }
+        let moves: Vec<f64> = (0..200)
+            .map(|_| {
+                let d = p.draw(&mut rng);
+                d.at(&there) - d.at(&here)
+            })
+            .collect();
+        let spread = (moves.iter().map(|m| m * m).sum::<f64>() / 200.0).sqrt();
+        assert!(spread < 0.2, "setting 5 still moves the response by ±{spread:.2} (of 2)");
     }
 }
