@@ -95,8 +95,8 @@ pub fn draft(
     let mut shown = BTreeSet::new();
     for f in found {
         let (origin, trial) = match f {
-            Finding::Best { metric, trial, .. } => {
-                (format!("config:best:{}", metric.name()), *trial)
+            Finding::Best { measure, trial, .. } => {
+                (format!("config:best:{}", measure.name()), *trial)
             }
             Finding::Balanced { trial, .. } => ("config:balanced".to_string(), *trial),
             Finding::Boundary { setting, held: Some((trial, _)), .. } => {

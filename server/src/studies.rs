@@ -170,7 +170,7 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
     let facts = facts_of(trials);
     let varied: Vec<String> = def.space.keys().cloned().collect();
     let mut found: Vec<Finding> = findings::boundary(def, &facts).into_iter().collect();
-    found.extend(findings::findings_with(&facts, &varied, &objectives_of(def), &def.margins));
+    found.extend(findings::findings_with(&facts, &varied, &measures_of(def), &def.margins));
     found
 }
 
@@ -320,7 +320,7 @@ pub async fn write_up(
     let mut recipes = String::new();
     for f in &found {
         let (why, trial) = match f {
-            Finding::Best { metric, trial, .. } => (format!("best {}", metric.label()), trial),
+            Finding::Best { measure, trial, .. } => (format!("best {}", measure.label()), trial),
             Finding::Balanced { trial, .. } => ("balanced pick".to_string(), trial),
             Finding::Boundary { setting, held: Some((trial, _)), goal, .. } => {
                 let most = if *goal == Goal::Max { "largest" } else { "smallest" };

@@ -264,6 +264,14 @@ async fn the_context_size_is_an_objective_and_recall_is_counted_in_tokens() {
         let t = trials.iter().find(|t| p["trial_id"] == t.id).unwrap();
         assert_eq!(p["values"][1].as_f64(), Some(ctx(t) as f64));
     }
+    // The findings name the best of the setting as of a metric.
+    let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
+    let markdown = found["markdown"].as_str().unwrap();
+    let largest = trials.iter().find(|t| ctx(t) == 1024).unwrap().id;
+    assert!(
+        markdown.contains(&format!("**Best setting ctx_size** (highest): 1024 — trial {largest},")),
+        "{markdown}"
+    );
     let url = format!("/api/studies/{}/pareto?metrics=decode_tps,setting.top_k", study.id);
     let r = http().get(server.url(&url)).send().await.unwrap();
     assert_eq!(r.status(), 400);

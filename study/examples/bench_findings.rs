@@ -28,7 +28,7 @@ async fn main() {
                 let study = world.study(strategy, seed + 1, budget);
                 let trials = world.run(&study, seed + 1).await;
                 let varied: Vec<String> = study.def.space.keys().cloned().collect();
-                let objectives = study.metric_objectives();
+                let objectives = study.measures();
                 let claims = findings::findings_with(&trials, &varied, &objectives, &margins);
                 let score = planted::score(&world, &study, &trials, &claims, &margins);
                 if std::env::var("DUMP").ok().as_deref()

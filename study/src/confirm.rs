@@ -93,15 +93,17 @@ pub fn next(
         }
     }
     // With several objectives, the balanced pick too, unless it is a best
-    // pick that held up.
-    if objectives.len() < 2 || done.iter().any(|c| c.balanced) {
+    // pick that held up. Its place on the front counts every objective,
+    // settings' own values too.
+    let measures = study.measures();
+    if measures.len() < 2 || done.iter().any(|c| c.balanced) {
         return None;
     }
     let searched: Vec<&TrialFacts> = trials
         .iter()
         .filter(|t| t.done && matches!(t.role.as_deref(), Some("search" | "baseline")))
         .collect();
-    let pick = crate::findings::balanced_pick(&searched, &objectives)?;
+    let pick = crate::findings::balanced_pick(&searched, &measures)?;
     if pick == study.baseline || bests.iter().any(|c| held(c) && c.settings == pick) {
         return None;
     }

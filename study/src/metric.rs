@@ -127,6 +127,22 @@ pub enum Measure {
     Setting(String),
 }
 
+/// As its name (`decode_tps`, `setting.ctx_size`), the way a metric alone
+/// is written: pages and reports keep reading findings' JSON as before.
+impl Serialize for Measure {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Measure {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Measure::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("no metric or setting `{name}`")))
+    }
+}
+
 impl Measure {
     /// A metric's name, or `setting.` and a setting's name; the setting is
     /// checked against the study by [`crate::StudyDef::check`].

@@ -523,6 +523,11 @@ impl Study {
 
     /// The objectives that read a metric, with their goals: what findings
     /// and confirmations judge (a setting needs no re-measuring).
+    /// Every objective: metrics and settings' own values.
+    pub fn measures(&self) -> Vec<(Measure, Goal)> {
+        self.objectives.iter().map(|o| (o.measure.clone(), o.goal)).collect()
+    }
+
     pub fn metric_objectives(&self) -> Vec<(Metric, Goal)> {
         self.objectives.iter().filter_map(|o| Some((o.measure.metric()?, o.goal))).collect()
     }

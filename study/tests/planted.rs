@@ -18,7 +18,7 @@ async fn run_for(world: &World, strategy: &str, seed: u64, budget: usize) -> (Ve
     let trials = world.run(&study, seed).await;
     assert!(trials.len() >= budget.min(40), "{strategy} ran {} trials", trials.len());
     let varied: Vec<String> = study.def.space.keys().cloned().collect();
-    let objectives: Vec<_> = study.metric_objectives();
+    let objectives = study.measures();
     let margins = Margins::default();
     let found = findings::findings_with(&trials, &varied, &objectives, &margins);
     let score = planted::score(world, &study, &trials, &found, &margins);

@@ -37,7 +37,7 @@ pub use rules::{Condition, Op, Rule, holds};
 pub use summary::balanced_pick;
 pub use text::{Pick, SECTIONS, markdown, num, section_markdown, value_text};
 
-use crate::study::{Goal, Metric};
+use crate::study::{Goal, Measure, Metric};
 use analysis::Analysis;
 
 /// Family-wise chance of claiming an effect or an interaction where there
@@ -216,8 +216,9 @@ pub struct Cell {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Finding {
-    /// The best trial on an objective.
-    Best { metric: Metric, goal: Goal, trial: i64, value: f64, settings: Settings },
+    /// The best trial on an objective: a metric, or a setting's own value
+    /// (the largest context among the trials that ran).
+    Best { measure: Measure, goal: Goal, trial: i64, value: f64, settings: Settings },
     /// A bisection's answer: the most ambitious value of `setting` that
     /// held every bound in every run of it (trial, value), the trial that
     /// measured it again, and the nearest value beyond it that did not
@@ -245,7 +246,7 @@ pub enum Finding {
     },
     /// The Pareto-front trial closest to the best of every objective at once
     /// (each objective scaled over the front).
-    Balanced { trial: i64, values: Vec<(Metric, f64)>, settings: Settings, front: Vec<i64> },
+    Balanced { trial: i64, values: Vec<(Measure, f64)>, settings: Settings, front: Vec<i64> },
     /// A setting moves a metric beyond the noise: its values from best to
     /// worst against the baseline's; `peak`: a number whose best value lies
     /// between others, beating both ends; `given`: settings it acts with,
@@ -315,40 +316,45 @@ pub enum Finding {
 pub fn findings(
     trials: &[TrialFacts],
     varied: &[String],
-    objectives: &[(Metric, Goal)],
+    objectives: &[(Measure, Goal)],
 ) -> Vec<Finding> {
     findings_with(trials, varied, objectives, &Margins::default())
 }
 
 /// Every finding of a study's trials: `varied` are the settings the study
-/// varies, `objectives` what it optimizes, `margins` what counts as the same.
+/// varies, `objectives` what it optimizes (metrics, and settings' own values,
+/// which have a best and a place on the front but no effect to test),
+/// `margins` what counts as the same.
 pub fn findings_with(
     trials: &[TrialFacts],
     varied: &[String],
-    objectives: &[(Metric, Goal)],
+    measures: &[(Measure, Goal)],
     margins: &Margins,
 ) -> Vec<Finding> {
+    let objectives: Vec<(Metric, Goal)> =
+        measures.iter().filter_map(|(m, g)| Some((m.metric()?, *g))).collect();
+    let objectives = objectives.as_slice();
     let done: Vec<&TrialFacts> = trials.iter().filter(|t| t.done).collect();
     // The picks are the search's: a confirmation's re-runs are judged apart.
     let searched: Vec<&TrialFacts> =
         done.iter().copied().filter(|t| !confirmed::is_confirmation(t)).collect();
     let mut out = Vec::new();
-    for &(metric, goal) in objectives {
+    for (measure, goal) in measures {
         let best = searched
             .iter()
-            .filter_map(|t| Some((*t, *t.metrics.get(&metric)?)))
+            .filter_map(|t| Some((*t, measure.value(&t.metrics, &t.settings)?)))
             .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
         if let Some((t, value)) = best {
             out.push(Finding::Best {
-                metric,
-                goal,
+                measure: measure.clone(),
+                goal: *goal,
                 trial: t.id,
                 value,
                 settings: t.settings.clone(),
             });
         }
     }
-    out.extend(summary::balanced(&searched, objectives));
+    out.extend(summary::balanced(&searched, measures));
     let metrics: Vec<Metric> = objectives.iter().map(|o| o.0).collect();
     let goals: Vec<Goal> = objectives.iter().map(|o| o.1).collect();
     for c in confirmed::confirmations(trials, &metrics) {
@@ -448,7 +454,7 @@ impl Finding {
     /// changes its numbers: which best, which setting on which metric.
     pub fn key(&self) -> String {
         match self {
-            Finding::Best { metric, .. } => format!("best:{}", metric.name()),
+            Finding::Best { measure, .. } => format!("best:{}", measure.name()),
             Finding::Balanced { .. } => "balanced".into(),
             Finding::Boundary { setting, .. } => format!("boundary:{setting}"),
             Finding::Confirmed { trials, .. } => {

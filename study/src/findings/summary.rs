@@ -7,17 +7,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_bridge::Settings;
 
 use super::{Finding, TrialFacts, rules};
-use crate::study::{Goal, Metric};
+use crate::study::{Goal, Measure, Metric};
 
 /// The settings of the balanced pick among `done` (see [`Finding::Balanced`]).
-pub fn balanced_pick(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Option<Settings> {
+pub fn balanced_pick(done: &[&TrialFacts], objectives: &[(Measure, Goal)]) -> Option<Settings> {
     match balanced(done, objectives)? {
         Finding::Balanced { settings, .. } => Some(settings),
         _ => None,
     }
 }
 
-pub(super) fn balanced(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Option<Finding> {
+pub(super) fn balanced(done: &[&TrialFacts], objectives: &[(Measure, Goal)]) -> Option<Finding> {
     if objectives.len() < 2 {
         return None;
     }
@@ -25,7 +25,7 @@ pub(super) fn balanced(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> O
         .iter()
         .filter_map(|t| {
             let v: Option<Vec<f64>> =
-                objectives.iter().map(|(m, _)| t.metrics.get(m).copied()).collect();
+                objectives.iter().map(|(m, _)| m.value(&t.metrics, &t.settings)).collect();
             Some((*t, v?))
         })
         .collect();
@@ -48,7 +48,7 @@ pub(super) fn balanced(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> O
     let (t, v) = &points[pick];
     Some(Finding::Balanced {
         trial: t.id,
-        values: objectives.iter().map(|(m, _)| *m).zip(v.iter().copied()).collect(),
+        values: objectives.iter().map(|(m, _)| m.clone()).zip(v.iter().copied()).collect(),
         settings: t.settings.clone(),
         front: front.iter().map(|&i| points[i].0.id).collect(),
     })

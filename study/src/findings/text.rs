@@ -8,7 +8,7 @@ use engine_bridge::Settings;
 
 use super::rules::{Condition, Op};
 use super::{Finding, Interval, Undetermined, WALL_PCT};
-use crate::study::{Goal, Metric};
+use crate::study::{Goal, Measure, Metric};
 
 /// A number as reports show it: three significant digits or whole.
 pub fn num(x: f64) -> String {
@@ -28,6 +28,16 @@ pub fn num(x: f64) -> String {
 
 /// A metric's value as reports show it: memory in MiB or GiB, scores in
 /// percent, anything else as a plain number.
+/// A metric's value as [`value_text`] writes it; a setting's as the
+/// number it is (a whole one without decimals: a context of 32768).
+fn measure_text(measure: &Measure, x: f64) -> String {
+    match measure {
+        Measure::Metric(m) => value_text(*m, x),
+        Measure::Setting(_) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Measure::Setting(_) => num(x),
+    }
+}
+
 pub fn value_text(metric: Metric, x: f64) -> String {
     let name = metric.name();
     if name.ends_with("_bytes") {
@@ -109,13 +119,13 @@ impl Finding {
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         match self {
-            Finding::Best { metric, goal, trial, value, settings } => {
+            Finding::Best { measure, goal, trial, value, settings } => {
                 let _ = write!(
                     s,
                     "**Best {}** ({}): {} — trial {trial}, `{}`.",
-                    metric.label(),
+                    measure.label(),
                     if *goal == Goal::Max { "highest" } else { "lowest" },
-                    value_text(*metric, *value),
+                    measure_text(measure, *value),
                     config_text(settings)
                 );
             }
@@ -158,7 +168,7 @@ impl Finding {
             Finding::Balanced { trial, values, settings, front } => {
                 let values: Vec<String> = values
                     .iter()
-                    .map(|(m, v)| format!("{} {}", m.label(), value_text(*m, *v)))
+                    .map(|(m, v)| format!("{} {}", m.label(), measure_text(m, *v)))
                     .collect();
                 let _ = write!(
                     s,
