@@ -218,7 +218,15 @@ pub struct Cell {
 pub enum Finding {
     /// The best trial on an objective: a metric, or a setting's own value
     /// (the largest context among the trials that ran).
-    Best { measure: Measure, goal: Goal, trial: i64, value: f64, settings: Settings },
+    Best {
+        /// Named `metric`, as in study files (`setting.ctx_size` too).
+        #[serde(rename = "metric")]
+        measure: Measure,
+        goal: Goal,
+        trial: i64,
+        value: f64,
+        settings: Settings,
+    },
     /// A bisection's answer: the most ambitious value of `setting` that
     /// held every bound in every run of it (trial, value), the trial that
     /// measured it again, and the nearest value beyond it that did not

@@ -272,9 +272,10 @@ fn a_setting_objective_has_its_best_and_a_place_in_the_balanced_pick() {
     assert!(!["1", "16"].contains(&settings["threads"].as_str()), "{settings:?}");
     let text = markdown(&found);
     assert!(text.contains("**Best setting threads** (highest): 16 — trial"), "{text}");
-    // A measure is written as its name, as a metric alone was.
-    let written = serde_json::to_value(&found[0]).unwrap();
-    assert_eq!(written["measure"], "decode_tps", "{written}");
+    // Written as study files name it, a metric or a setting.
+    let written = serde_json::to_value(&found).unwrap();
+    assert_eq!(written[0]["metric"], "decode_tps", "{written}");
+    assert_eq!(written[1]["metric"], "setting.threads", "{written}");
 }
 
 #[test]
