@@ -167,7 +167,7 @@ pub fn pareto_view(
 /// What a study's trials show (see [`tunebook_study::findings`]): trials cut
 /// off by a restart and configurations never run (pruned) are left out.
 pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
-    let facts = facts_of(trials);
+    let facts = facts_of(def, trials);
     let varied: Vec<String> = def.space.keys().cloned().collect();
     let mut found: Vec<Finding> = findings::boundary(def, &facts).into_iter().collect();
     found.extend(findings::findings_with(&facts, &varied, &measures_of(def), &def.margins));
@@ -175,9 +175,9 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
 }
 
 /// Trials as the findings see them: those that ended, neither pruned nor
-/// cut off by a restart.
-fn facts_of(trials: &[TrialView]) -> Vec<TrialFacts> {
-    trials
+/// cut off by a restart, each marked with the bound of `def` it broke.
+fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> {
+    let mut facts: Vec<TrialFacts> = trials
         .iter()
         .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
         .map(|t| TrialFacts {
@@ -191,8 +191,11 @@ fn facts_of(trials: &[TrialView]) -> Vec<TrialFacts> {
             ceiling_tps: t.ceiling_tps,
             role: t.role.clone(),
             drift_pct: t.drift_pct,
+            missed: None,
         })
-        .collect()
+        .collect();
+    findings::mark_missed(def, &mut facts);
+    facts
 }
 
 /// A study's trials by the class of machine they ran on, each class in
@@ -779,7 +782,7 @@ impl Studies {
             };
             // The search is over: the pick is confirmed before it is named.
             let step = searched.or_else(|| {
-                let facts = facts_of(&history.trials);
+                let facts = facts_of(&study.def, &history.trials);
                 confirm::next(&study, &facts, history.spent())
             });
             let Some((config, role, note)) = step else {

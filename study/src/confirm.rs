@@ -102,6 +102,7 @@ pub fn next(
     let searched: Vec<&TrialFacts> = trials
         .iter()
         .filter(|t| t.done && matches!(t.role.as_deref(), Some("search" | "baseline")))
+        .filter(|t| t.missed.is_none())
         .collect();
     let pick = crate::findings::balanced_pick(&searched, &measures)?;
     if pick == study.baseline || bests.iter().any(|c| held(c) && c.settings == pick) {

@@ -22,16 +22,7 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
         if !t.done {
             return Some(t.failure.as_ref().map_or("it did not finish".into(), |f| f.0.clone()));
         }
-        targets.iter().find_map(|target| {
-            let value = target.measure.value(&t.metrics, &t.settings);
-            let base = baseline.and_then(|b| target.measure.value(&b.metrics, &b.settings));
-            match value {
-                Some(v) if target.within(v, base) => None,
-                Some(v) => Some(format!("{} was {v}, outside its bound", target.measure.name())),
-                None => (target.min.is_some() || target.max.is_some())
-                    .then(|| format!("{} was not measured", target.measure.name())),
-            }
-        })
+        broken(&targets, t, baseline)
     };
     let value = |t: &TrialFacts| t.settings.get(setting)?.trim().parse::<f64>().ok();
     let rungs: Vec<(f64, &TrialFacts, Option<String>)> = trials
@@ -59,6 +50,40 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, t, why)| (t.id, t.settings[setting].clone(), why));
     Some(Finding::Boundary { setting: setting.clone(), goal, held, again, failed })
+}
+
+/// The first of `targets` (objectives' and bounds' limits) that the
+/// ended trial `t` did not hold, as a reason; `None` when it held them all.
+fn broken(targets: &[Target], t: &TrialFacts, baseline: Option<&TrialFacts>) -> Option<String> {
+    targets.iter().find_map(|target| {
+        let value = target.measure.value(&t.metrics, &t.settings);
+        let base = baseline.and_then(|b| target.measure.value(&b.metrics, &b.settings));
+        match value {
+            Some(v) if target.within(v, base) => None,
+            Some(v) => Some(format!("{} was {v}, outside its bound", target.measure.name())),
+            None => (target.min.is_some() || target.max.is_some())
+                .then(|| format!("{} was not measured", target.measure.name())),
+        }
+    })
+}
+
+/// Notes on each trial that ran the bound it broke, if any, as the study
+/// `def` states its objectives' and bounds' limits (a limit relative to
+/// the baseline read against the baseline trial).
+pub fn mark_missed(def: &StudyDef, trials: &mut [TrialFacts]) {
+    let Some(targets) = def
+        .objectives
+        .iter()
+        .chain(&def.bounds)
+        .map(|t| t.read().ok())
+        .collect::<Option<Vec<Target>>>()
+    else {
+        return;
+    };
+    let baseline = trials.iter().find(|t| t.role.as_deref() == Some("baseline")).cloned();
+    for t in trials.iter_mut().filter(|t| t.done) {
+        t.missed = broken(&targets, t, baseline.as_ref());
+    }
 }
 
 /// The finding as a sentence.
@@ -104,6 +129,7 @@ mod tests {
             ceiling_tps: None,
             role: Some(role.into()),
             drift_pct: None,
+            missed: None,
         }
     }
 
@@ -150,5 +176,36 @@ mod tests {
         assert_eq!(failed.map(|f| (f.0, f.1)), Some((6, "4096".into())), "its failed run");
         let other = StudyDef { strategy: Default::default(), ..def };
         assert!(boundary(&other, &trials).is_none(), "only a bisection claims a boundary");
+    }
+
+    #[test]
+    fn a_trial_that_broke_a_bound_is_no_pick() {
+        // The largest context that ran decoded below the bound: the best
+        // context named is the largest that held it.
+        let def = StudyDef::from_toml(
+            "name = \"b\"\nprofile = \"p\"\nmodel = \"m\"\n\
+             [space]\nctx_size = [1024, 4096, 8192]\n\
+             [[objectives]]\nmetric = \"setting.ctx_size\"\n\
+             [[bounds]]\nmetric = \"decode_tps\"\nmin = \"10\"\n",
+        )
+        .unwrap();
+        let mut trials = vec![
+            facts(1, 1024, Some(30.0), "baseline"),
+            facts(2, 8192, Some(9.0), "search"),
+            facts(3, 4096, Some(12.0), "search"),
+        ];
+        mark_missed(&def, &mut trials);
+        let missed: Vec<Option<&str>> = trials.iter().map(|t| t.missed.as_deref()).collect();
+        assert_eq!(missed, [None, Some("decode_tps was 9, outside its bound"), None]);
+        let found = super::super::findings(&trials, &["ctx_size".into()], &def_measures(&def));
+        let best = found.iter().find_map(|f| match f {
+            Finding::Best { trial, value, .. } => Some((*trial, *value)),
+            _ => None,
+        });
+        assert_eq!(best, Some((3, 4096.0)), "{found:#?}");
+    }
+
+    fn def_measures(def: &StudyDef) -> Vec<(Measure, Goal)> {
+        def.objectives.iter().map(|t| t.read().map(|t| (t.measure, t.goal)).unwrap()).collect()
     }
 }

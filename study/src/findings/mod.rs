@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
 
-pub use boundary::boundary;
+pub use boundary::{boundary, mark_missed};
 pub use rules::{Condition, Op, Rule, holds};
 pub use summary::balanced_pick;
 pub use text::{Pick, SECTIONS, markdown, num, section_markdown, value_text};
@@ -143,6 +143,9 @@ pub struct TrialFacts {
     pub role: Option<String>,
     /// How far the baseline had drifted when this trial ran, where it had.
     pub drift_pct: Option<f64>,
+    /// The bound it broke, when it ran but broke one (see
+    /// [`mark_missed`]): such a trial is never named as a pick.
+    pub missed: Option<String>,
 }
 
 /// An estimate against the baseline and its interval, in the metric's
@@ -346,9 +349,12 @@ pub fn findings_with(
     // The picks are the search's: a confirmation's re-runs are judged apart.
     let searched: Vec<&TrialFacts> =
         done.iter().copied().filter(|t| !confirmed::is_confirmation(t)).collect();
+    // A trial that broke a bound is no pick, however fast.
+    let eligible: Vec<&TrialFacts> =
+        searched.iter().copied().filter(|t| t.missed.is_none()).collect();
     let mut out = Vec::new();
     for (measure, goal) in measures {
-        let best = searched
+        let best = eligible
             .iter()
             .filter_map(|t| Some((*t, measure.value(&t.metrics, &t.settings)?)))
             .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
@@ -362,7 +368,7 @@ pub fn findings_with(
             });
         }
     }
-    out.extend(summary::balanced(&searched, measures));
+    out.extend(summary::balanced(&eligible, measures));
     let metrics: Vec<Metric> = objectives.iter().map(|o| o.0).collect();
     let goals: Vec<Goal> = objectives.iter().map(|o| o.1).collect();
     for c in confirmed::confirmations(trials, &metrics) {

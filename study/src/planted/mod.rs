@@ -138,6 +138,7 @@ impl World {
                 next = strategy.propose(study, &history).await.map(|p| p.config);
             }
         }
+        crate::findings::mark_missed(&study.def, &mut trials);
         trials
     }
 }
