@@ -47,7 +47,10 @@ pub struct Budget {
     pub drift_pct: f64,
     /// Cut short the speed repeats and skip the slower probes (quality,
     /// context, depth, concurrency, perplexity) of a trial another trial
-    /// beats by more than 20 % in decode and prefill.
+    /// beats by more than 20 % in decode and prefill while matching it on
+    /// every other objective; with an objective only those later probes
+    /// or memory measure, no trial is cut short (it might reach the front
+    /// on that objective).
     pub skip_dominated: bool,
     /// Before the best configuration is named, it is run again this many
     /// times interleaved with the baseline (A-B-A-B…), out of the budget;
