@@ -575,6 +575,42 @@ async fn bisection_finds_the_largest_context_that_fits() {
 }
 
 #[tokio::test]
+async fn a_trial_that_cannot_reach_the_front_is_cut_short_and_one_that_may_is_not() {
+    // Decode at 100 tok/s a thread: two threads are four times slower
+    // than eight.
+    let (server, _profiles) =
+        on_fake_engine("threads", &["--fake", "ok", "--fake-tps-per-thread", "100"]).await;
+    let def = |name: &str, objectives: Value| {
+        json!({
+            "name": name,
+            "profile": "threads",
+            "model": "m",
+            "space": { "threads": [8, 2] },
+            "baseline": { "threads": 8 },
+            "objectives": objectives,
+            "strategy": { "kind": "grid" },
+            "budget": { "max_trials": 2, "confirm_pairs": 0 },
+            "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 3, "warmup": 0 } }
+        })
+    };
+    let cut = |t: &TrialView| t.note.as_deref().is_some_and(|n| n.contains("repeats cut short"));
+    // On decode alone the slow trial cannot reach the front.
+    let (_, trials) =
+        run_to_the_end(&server, &def("speed", json!([{ "metric": "decode_tps" }]))).await;
+    assert_eq!(trials.len(), 2);
+    assert!((trials[0].decode_tps.unwrap() - 800.0).abs() < 1.0, "{:?}", trials[0]);
+    assert!(!cut(&trials[0]) && cut(&trials[1]), "{trials:?}");
+    let note = trials[1].note.as_deref().unwrap();
+    assert!(note.contains(&format!("trial {} is faster in decode", trials[0].id)), "{note}");
+    // With memory an objective too, it might: nothing is cut short.
+    let both = json!([{ "metric": "decode_tps" }, { "metric": "peak_rss_bytes" }]);
+    let (_, trials) = run_to_the_end(&server, &def("speed and memory", both)).await;
+    assert_eq!(trials.len(), 2);
+    assert!(trials.iter().all(|t| !cut(t)), "{trials:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
     let (server, _profiles) = on_fake_engine("even", &["--fake", "ok"]).await;
     // Fifteen configurations the fake engine runs alike, a budget of 22:

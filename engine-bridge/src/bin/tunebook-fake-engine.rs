@@ -5,7 +5,9 @@
 //! It takes llama-server's `--host`/`--port` and ignores other flags, plus
 //! `--fake MODE`, `--fake-ms N` and `--fake-oom-ctx N` (out of memory when
 //! `-c` is above N, for studies with a memory boundary), `--fake-log-kb N`
-//! (N KiB of output while loading, ending with `end of the noise`). Modes:
+//! (N KiB of output while loading, ending with `end of the noise`),
+//! `--fake-tps-per-thread N` (decode at N tokens a second per `-t` thread,
+//! prefill 6.4 times that: a speed a study can move). Modes:
 //! `ok` (healthy, answers completions), `crash-on-load`, `oom`, `reject`,
 //! `port-taken`, `slow-load` (503 for N ms), `never-ready`, `hang-probe`,
 //! `crash-in-probe`, `ignore-sigterm`, `spawn-child` (a grandchild in the
@@ -27,6 +29,8 @@ struct Args {
     ctx: Option<u64>,
     oom_ctx: Option<u64>,
     log_kb: u64,
+    /// Decode speed: this many tokens a second per thread, where given.
+    per_thread: Option<(f64, f64)>,
 }
 
 fn parse_args() -> Args {
@@ -41,6 +45,9 @@ fn parse_args() -> Args {
         ctx: value("-c").and_then(|p| p.parse().ok()),
         oom_ctx: value("--fake-oom-ctx").and_then(|p| p.parse().ok()),
         log_kb: value("--fake-log-kb").and_then(|p| p.parse().ok()).unwrap_or(0),
+        per_thread: value("--fake-tps-per-thread")
+            .and_then(|p| p.parse().ok())
+            .zip(value("-t").and_then(|t| t.parse().ok())),
     }
 }
 
@@ -56,6 +63,7 @@ async fn main() {
         println!("--fake-oom-ctx N       run out of memory when -c is above N");
         println!("--fake-ms N            delay for slow modes");
         println!("--fake-log-kb N        print N KiB while loading");
+        println!("--fake-tps-per-thread N  decode N tok/s per -t thread");
         return;
     }
     let args = parse_args();
@@ -121,7 +129,8 @@ async fn main() {
                     "slow-load" => started.elapsed() >= Duration::from_millis(args.ms),
                     _ => true,
                 };
-                tokio::spawn(serve(stream, mode, ready));
+                let decode = args.per_thread.map_or(1000.0, |(tps, threads)| tps * threads);
+                tokio::spawn(serve(stream, mode, ready, decode));
             }
             _ = term.recv() => {
                 if args.mode != "ignore-sigterm" {
@@ -134,7 +143,8 @@ async fn main() {
     }
 }
 
-async fn serve(mut stream: TcpStream, mode: String, ready: bool) {
+/// `decode`: the tokens a second completions report.
+async fn serve(mut stream: TcpStream, mode: String, ready: bool, decode: f64) {
     let Some((path, _body)) = read_request(&mut stream).await else {
         return;
     };
@@ -166,7 +176,7 @@ async fn serve(mut stream: TcpStream, mode: String, ready: bool) {
                 eprintln!("GGML_ASSERT failed: fake crash during decode");
                 std::process::abort();
             }
-            _ => return stream_completion(stream).await,
+            _ => return stream_completion(stream, decode).await,
         },
         _ => json("404 Not Found", r#"{"error":"not found"}"#),
     };
@@ -206,8 +216,9 @@ async fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     }
 }
 
-/// Sends 16 tokens, one event each, then the final event with timings.
-async fn stream_completion(mut stream: TcpStream) {
+/// Sends 16 tokens, one event each, then the final event with timings:
+/// decode at `decode` tokens a second, prefill at 6.4 times that.
+async fn stream_completion(mut stream: TcpStream, decode: f64) {
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
     if stream.write_all(head.as_bytes()).await.is_err() {
         return;
@@ -217,9 +228,11 @@ async fn stream_completion(mut stream: TcpStream) {
         let _ = stream.write_all(b"data: {\"content\":\"a\",\"stop\":false}\n\n").await;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    let prefill = 6.4 * decode;
+    let (prompt_ms, predicted_ms) = (64.0 * 1000.0 / prefill, f64::from(n) * 1000.0 / decode);
     let last = format!(
-        "data: {{\"content\":\"\",\"stop\":true,\"timings\":{{\"prompt_n\":64,\"prompt_ms\":10.0,\
-         \"prompt_per_second\":6400.0,\"predicted_n\":{n},\"predicted_ms\":16.0,\"predicted_per_second\":1000.0}}}}\n\n"
+        "data: {{\"content\":\"\",\"stop\":true,\"timings\":{{\"prompt_n\":64,\"prompt_ms\":{prompt_ms},\
+         \"prompt_per_second\":{prefill},\"predicted_n\":{n},\"predicted_ms\":{predicted_ms},\"predicted_per_second\":{decode}}}}}\n\n"
     );
     let _ = stream.write_all(last.as_bytes()).await;
 }
