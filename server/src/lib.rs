@@ -6,6 +6,7 @@
 
 pub mod data_lock;
 pub mod db;
+pub mod dominance;
 pub mod error;
 pub mod hub;
 pub mod login;
