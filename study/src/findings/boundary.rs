@@ -11,8 +11,7 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
     if def.strategy.kind != StrategyKind::Bisect {
         return None;
     }
-    let targets: Vec<Target> =
-        def.objectives.iter().chain(&def.bounds).map(|t| t.read().ok()).collect::<Option<_>>()?;
+    let targets = targets(def)?;
     let first = targets.first()?;
     let Measure::Setting(setting) = &first.measure else { return None };
     let goal = first.goal;
@@ -52,6 +51,12 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
     Some(Finding::Boundary { setting: setting.clone(), goal, held, again, failed })
 }
 
+/// The objectives' and bounds' limits of `def`, objectives first; `None`
+/// when one cannot be read.
+fn targets(def: &StudyDef) -> Option<Vec<Target>> {
+    def.objectives.iter().chain(&def.bounds).map(|t| t.read().ok()).collect()
+}
+
 /// The first of `targets` (objectives' and bounds' limits) that the
 /// ended trial `t` did not hold, as a reason; `None` when it held them all.
 fn broken(targets: &[Target], t: &TrialFacts, baseline: Option<&TrialFacts>) -> Option<String> {
@@ -71,15 +76,7 @@ fn broken(targets: &[Target], t: &TrialFacts, baseline: Option<&TrialFacts>) -> 
 /// `def` states its objectives' and bounds' limits (a limit relative to
 /// the baseline read against the baseline trial).
 pub fn mark_missed(def: &StudyDef, trials: &mut [TrialFacts]) {
-    let Some(targets) = def
-        .objectives
-        .iter()
-        .chain(&def.bounds)
-        .map(|t| t.read().ok())
-        .collect::<Option<Vec<Target>>>()
-    else {
-        return;
-    };
+    let Some(targets) = targets(def) else { return };
     let baseline = trials.iter().find(|t| t.role.as_deref() == Some("baseline")).cloned();
     for t in trials.iter_mut().filter(|t| t.done) {
         t.missed = broken(&targets, t, baseline.as_ref());

@@ -98,17 +98,23 @@ fn priors(classes: &[Class], main: f64, pair: f64, heredity: &[f64]) -> Vec<f64>
         .collect()
 }
 
+/// The setting whose main effect (or bend) a column is, if it is one.
+fn owner(c: &Class) -> Option<usize> {
+    match c {
+        Class::Main(i) | Class::Shape(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// How many settings the columns' main effects cover.
+fn settings_in(classes: &[Class]) -> usize {
+    classes.iter().filter_map(owner).max().map_or(0, |i| i + 1)
+}
+
 /// How much each setting moves the response alone, from a main-effects
 /// fit, scaled so that the pair columns' weights average 1.
 fn heredity(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
-    let settings = classes
-        .iter()
-        .filter_map(|c| match c {
-            Class::Main(i) | Class::Shape(i) => Some(i + 1),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
+    let settings = settings_in(classes);
     let none = vec![1.0; settings];
     let mains = priors(classes, 1.0, 1e-8, &none);
     let Some(fit) = NOISE
@@ -120,7 +126,7 @@ fn heredity(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
     };
     let mut spread = vec![0.0; settings];
     for (s, out) in spread.iter_mut().enumerate() {
-        let own = |c: &Class| matches!(c, Class::Main(i) | Class::Shape(i) if *i == s);
+        let own = |c: &Class| owner(c) == Some(s);
         let part: Vec<f64> = (0..x.nrows())
             .map(|r| {
                 classes
@@ -165,11 +171,8 @@ const GROW: f64 = 3.0;
 /// it, which would otherwise keep proposing trials that vary it; one that
 /// moves it keeps a wide prior.
 fn relevance(data: &Data, classes: &[Class], start: Candidate) -> Candidate {
-    let own = |j: usize| match classes[j] {
-        Class::Main(i) | Class::Shape(i) => Some(i),
-        _ => None,
-    };
-    let settings = (0..classes.len()).filter_map(own).max().map_or(0, |i| i + 1);
+    let own = |j: usize| owner(&classes[j]);
+    let settings = settings_in(classes);
     let base = start.prior.clone();
     let mut best = start;
     for _ in 0..ROUNDS {
