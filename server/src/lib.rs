@@ -8,7 +8,7 @@ pub mod data_lock;
 pub mod db;
 pub mod dominance;
 pub mod error;
-pub mod hub;
+pub mod events;
 pub mod login;
 pub mod machine;
 pub mod markdown;
@@ -17,13 +17,16 @@ pub mod provenance;
 pub mod recipe;
 pub mod report;
 pub mod routes;
-pub mod runner;
 pub mod same_origin;
 pub mod service;
 pub mod settings;
-pub mod studies;
+pub mod study_checks;
 pub mod study_cli;
+pub mod study_runner;
+pub mod study_views;
+pub mod trial_runner;
 pub mod worker;
+pub mod write_up;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -43,9 +46,9 @@ pub use error::{Error, Result};
 pub use settings::Settings;
 
 use crate::db::Db;
-use crate::runner::{Runner, RunnerContext};
 use crate::service::Service;
-use crate::studies::Studies;
+use crate::study_runner::Studies;
+use crate::trial_runner::{Runner, RunnerContext};
 
 /// A new secret: 256 random bits in hex (report links, worker tokens,
 /// login sessions).

@@ -56,7 +56,7 @@ pub fn draft(
     provenance: &crate::provenance::Provenance,
 ) -> Vec<Cell> {
     let def = &row.definition;
-    let objectives = crate::studies::objectives_of(def);
+    let objectives = crate::study_views::objectives_of(def);
     let count = |s: TrialState| list.iter().filter(|t| t.state == s).count();
     let varied: Vec<String> = def.space.keys().map(|k| format!("`{k}`")).collect();
     let goals: Vec<String> = objectives
@@ -287,7 +287,7 @@ struct Source<'a> {
 
 impl Source<'_> {
     fn goal(&self, m: Metric) -> Goal {
-        crate::studies::objectives_of(&self.row.definition)
+        crate::study_views::objectives_of(&self.row.definition)
             .into_iter()
             .find(|(o, _)| *o == m)
             .map_or(m.natural_goal(), |(_, g)| g)
@@ -299,7 +299,7 @@ impl Source<'_> {
             metrics.iter().map(|m| (Measure::Metric(*m), self.goal(*m))).collect();
         let measures: Vec<Measure> = chosen.iter().map(|(m, _)| m.clone()).collect();
         let done = trials::points(&self.service.db, self.row.id, &measures, machine).await?;
-        Ok(crate::studies::pareto_view(done, &chosen, &self.baseline, &self.varied))
+        Ok(crate::study_views::pareto_view(done, &chosen, &self.baseline, &self.varied))
     }
 }
 
@@ -397,11 +397,11 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
                 .filter(|t| machine.is_none() || t.machine.as_deref() == machine)
-                .filter_map(|t| Some((t, *crate::studies::metrics(t).get(&m)?)))
+                .filter_map(|t| Some((t, *crate::study_views::metrics(t).get(&m)?)))
                 .collect();
             rows.sort_by(|a, b| goal.oriented(b.1).total_cmp(&goal.oriented(a.1)));
             rows.truncate(*limit as usize);
-            let objectives: Vec<Metric> = crate::studies::objectives_of(&src.row.definition)
+            let objectives: Vec<Metric> = crate::study_views::objectives_of(&src.row.definition)
                 .into_iter()
                 .map(|(o, _)| o)
                 .filter(|o| *o != m)
@@ -420,7 +420,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 "---|".repeat(head.len())
             );
             for (t, v) in &rows {
-                let all = crate::studies::metrics(t);
+                let all = crate::study_views::metrics(t);
                 let mut cells = vec![t.id.to_string()];
                 cells.extend(
                     src.varied
@@ -445,7 +445,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 return Ok((format!("*Trial {trial} is not a trial of this study.*"), None));
             };
             let config: Vec<String> = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let measured: Vec<String> = crate::studies::metrics(t)
+            let measured: Vec<String> = crate::study_views::metrics(t)
                 .iter()
                 .filter(|(m, _)| {
                     matches!(
@@ -494,7 +494,7 @@ async fn source<'a>(service: &'a Service, row: &'a StudyRow) -> Result<Source<'a
         service,
         row,
         list: trials::of_study(&service.db, row.id).await?,
-        baseline: crate::studies::check(&service.profiles, &row.definition)
+        baseline: crate::study_checks::check(&service.profiles, &row.definition)
             .map(|s| s.baseline)
             .unwrap_or_default(),
         varied: row.definition.space.keys().cloned().collect(),
@@ -518,7 +518,7 @@ async fn sources(src: &Source<'_>, notebook: &Notebook) -> Result<Vec<(String, O
 /// first, then each one's findings, its plots and tables drawn from its
 /// own trials only).
 async fn fresh_cells(service: &Service, src: &Source<'_>) -> Vec<Cell> {
-    let groups = crate::studies::by_machine(&src.list);
+    let groups = crate::study_views::by_machine(&src.list);
     if groups.len() <= 1 {
         return fresh_cells_of(service, src).await;
     }
@@ -532,11 +532,11 @@ async fn fresh_cells(service: &Service, src: &Source<'_>) -> Vec<Cell> {
             def.profile,
             def.model,
             groups.len(),
-            crate::studies::side_by_side(def, &groups)
+            crate::write_up::side_by_side(def, &groups)
         ),
     )];
     for (i, (machine, list)) in groups.iter().enumerate() {
-        let found = crate::studies::findings_of(def, list);
+        let found = crate::study_views::findings_of(def, list);
         let name = machine.as_deref().unwrap_or("this server");
         for mut c in draft(src.row, list, &found, &crate::provenance::Provenance::default()) {
             if c.origin.as_deref() == Some("provenance") {
@@ -560,7 +560,7 @@ async fn fresh_cells(service: &Service, src: &Source<'_>) -> Vec<Cell> {
 
 /// The written cells of a study whose trials all ran on one class of machine.
 async fn fresh_cells_of(service: &Service, src: &Source<'_>) -> Vec<Cell> {
-    let found = crate::studies::findings_of(&src.row.definition, &src.list);
+    let found = crate::study_views::findings_of(&src.row.definition, &src.list);
     let props: Vec<Option<String>> = {
         let mut out = Vec::new();
         for t in src.list.iter().filter(|t| t.state == TrialState::Done).take(50) {
@@ -667,7 +667,7 @@ pub async fn prose(service: &Service, id: i64, base: i64) -> Result<i64> {
     let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let list = trials::of_study(&service.db, row.id).await?;
-    let (_, facts) = crate::studies::findings_markdown(&row.definition, &list);
+    let (_, facts) = crate::write_up::findings_markdown(&row.definition, &list);
     if facts.trim().is_empty() {
         return Err(Error::BadRequest("the study has no findings yet: nothing to rewrite".into()));
     }

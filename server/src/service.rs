@@ -19,7 +19,7 @@ use crate::db::Db;
 use crate::db::studies::{self, StudyRow};
 use crate::db::trials::{self, NewTrial};
 use crate::error::{Error, Result};
-use crate::runner::Runner;
+use crate::trial_runner::Runner;
 
 /// Trials in flight a study's page shows at most (one per worker).
 const IN_FLIGHT_SHOWN: i64 = 32;
@@ -29,10 +29,10 @@ pub struct Service {
     pub db: Db,
     pub profiles: Arc<Vec<Profile>>,
     pub runner: Runner,
-    pub studies: Arc<crate::studies::Studies>,
+    pub studies: Arc<crate::study_runner::Studies>,
     /// The endpoints studies may name (see `engine_bridge::endpoints`).
     pub endpoints: Arc<engine_bridge::endpoints::Endpoints>,
-    pub events: Arc<crate::hub::Hub>,
+    pub events: Arc<crate::events::Hub>,
     /// Tokens each speed probe request generates, stored with each trial.
     pub n_predict: Option<u32>,
     /// Where engine output is kept, one file per launch (`trial-N.log`).
@@ -112,7 +112,7 @@ impl Service {
         // Published as queued before the runner may move it on: watchers
         // never see it queued after launching.
         let view = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
-        self.events.publish(crate::hub::Payload::Trial(view.clone()));
+        self.events.publish(crate::events::Payload::Trial(view.clone()));
         if request.target.is_none() {
             self.runner.enqueue(id);
         }
@@ -252,7 +252,7 @@ impl Service {
             })
             .collect();
         Ok(StudyView {
-            objectives: crate::studies::measures_of(&row.definition)
+            objectives: crate::study_views::measures_of(&row.definition)
                 .into_iter()
                 .map(|(m, g)| ObjectiveView {
                     metric: m.name(),
@@ -278,7 +278,7 @@ impl Service {
     /// The settings of a study's baseline, where the study still checks
     /// against this server's profiles.
     fn baseline_of(&self, row: &StudyRow) -> Option<BTreeMap<String, String>> {
-        crate::studies::check(&self.profiles, &row.definition).ok().map(|s| s.baseline)
+        crate::study_checks::check(&self.profiles, &row.definition).ok().map(|s| s.baseline)
     }
 
     /// `by_state`: the study's trial counts by state, as its summary has them.
@@ -287,7 +287,7 @@ impl Service {
         row: &StudyRow,
         by_state: &BTreeMap<String, usize>,
     ) -> Result<StudyProgress> {
-        let objectives = crate::studies::objectives_of(&row.definition);
+        let objectives = crate::study_views::objectives_of(&row.definition);
         let best_of = |machine: Option<String>| {
             let objectives = &objectives;
             async move {
@@ -442,7 +442,7 @@ impl Backend for Service {
     async fn check_study(&self, text: String) -> Result<CheckView, String> {
         // One problem a line: the designer lists them.
         let def = StudyDef::from_text(&text).map_err(|e| e.0.join("\n"))?;
-        crate::studies::preview(&self.db, &self.profiles, &self.endpoints, &def)
+        crate::study_checks::preview(&self.db, &self.profiles, &self.endpoints, &def)
             .await
             .map_err(|e| user_error("checking the study")(e.into()))?
             .map_err(|e| e.0.join("\n"))
@@ -462,7 +462,7 @@ impl Backend for Service {
         let what = user_error("study");
         let row = studies::get(&self.db, id).await.map_err(|e| what(e.into()))?;
         let row = row.ok_or_else(|| what(Error::NotFound))?;
-        let objectives = crate::studies::measures_of(&row.definition);
+        let objectives = crate::study_views::measures_of(&row.definition);
         let def = &row.definition;
         let chosen: Vec<(Measure, Goal)> = if metrics.is_empty() {
             objectives
@@ -501,7 +501,7 @@ impl Backend for Service {
             .map_err(|e| what(e.into()))?;
         let baseline = self.baseline_of(&row).unwrap_or_default();
         let varied: Vec<String> = row.definition.space.keys().cloned().collect();
-        let mut view = crate::studies::pareto_view(done, &chosen, &baseline, &varied);
+        let mut view = crate::study_views::pareto_view(done, &chosen, &baseline, &varied);
         if machines.len() > 1 {
             view.machines = machines;
             view.machine = shown;
@@ -511,7 +511,7 @@ impl Backend for Service {
 
     async fn findings(&self, id: i64) -> Result<FindingsView, String> {
         let what = user_error("study");
-        let written = crate::studies::write_up(&self.db, id).await.map_err(|e| what(e.into()))?;
+        let written = crate::write_up::write_up(&self.db, id).await.map_err(|e| what(e.into()))?;
         let (found, markdown) = written.ok_or_else(|| what(Error::NotFound))?;
         let html = crate::markdown::to_safe_html(&markdown);
         Ok(FindingsView { markdown, html, count: found.len() })
@@ -625,7 +625,8 @@ impl Backend for Service {
                     .collect();
                 WorkerView {
                     up: !w.revoked
-                        && w.last_seen_ms.is_some_and(|t| now - t < crate::studies::WORKER_UP_MS),
+                        && w.last_seen_ms
+                            .is_some_and(|t| now - t < crate::study_runner::WORKER_UP_MS),
                     name: w.name,
                     machine_class: w.machine_class,
                     hardware,

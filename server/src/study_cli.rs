@@ -14,9 +14,11 @@ use tunebook_study::{StudyDef, pareto};
 
 use crate::db::studies::{self, StudyState};
 use crate::db::trials;
-use crate::hub::{Payload, Update};
-use crate::runner::Runner;
-use crate::studies::{Studies, check, counts_against_budget, objectives_of, points};
+use crate::events::{Payload, Update};
+use crate::study_checks::check;
+use crate::study_runner::Studies;
+use crate::study_views::{counts_against_budget, objectives_of, points};
+use crate::trial_runner::Runner;
 use crate::{Settings, prepare};
 
 /// What `tunebook run` needs.

@@ -18,7 +18,7 @@ use crate::Settings;
 use crate::db::queue;
 use crate::db::trials::{self, NewTrial};
 use crate::routes::workers::Claimed;
-use crate::runner::{self, RunnerContext};
+use crate::trial_runner::{self as runner, RunnerContext};
 
 /// How long to wait before asking again when the server did not answer,
 /// or answered at once that there is nothing to run.

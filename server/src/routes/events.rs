@@ -19,7 +19,7 @@ use futures::{Stream, StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
-use crate::hub::{Hub, Start, Update};
+use crate::events::{Hub, Start, Update};
 
 pub async fn stream(
     State(state): State<AppState>,

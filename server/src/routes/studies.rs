@@ -15,7 +15,7 @@ use crate::AppState;
 use crate::db::studies::{self, Event, StudyRow};
 use crate::db::trials;
 use crate::error::{Error, Result};
-use crate::studies::preview;
+use crate::study_checks::preview;
 
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<StudyRow>>> {
     Ok(Json(studies::list(&state.service.db).await?))
@@ -142,7 +142,7 @@ pub async fn findings(
     Path(id): Path<i64>,
 ) -> Result<Json<serde_json::Value>> {
     let (found, markdown) =
-        crate::studies::write_up(&state.service.db, id).await?.ok_or(Error::NotFound)?;
+        crate::write_up::write_up(&state.service.db, id).await?.ok_or(Error::NotFound)?;
     let html = crate::markdown::to_safe_html(&markdown);
     Ok(Json(serde_json::json!({ "findings": found, "markdown": markdown, "html": html })))
 }

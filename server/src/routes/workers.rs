@@ -22,7 +22,7 @@ use crate::AppState;
 use crate::db::queue::{self, TrialResult, Worker};
 use crate::db::trials;
 use crate::error::{Error, Result};
-use crate::hub::Payload;
+use crate::events::Payload;
 use crate::service::Service;
 
 #[derive(Deserialize)]
@@ -223,7 +223,7 @@ pub async fn claim(
     // A study's trial runs the study's probes; any other the server's.
     let probes = match view.study_id {
         Some(study) => match crate::db::studies::get(&service.db, study).await? {
-            Some(row) => crate::studies::check(&service.profiles, &row.definition)
+            Some(row) => crate::study_checks::check(&service.profiles, &row.definition)
                 .map(|s| s.probes)
                 .unwrap_or_else(|_| service.probes.clone()),
             None => service.probes.clone(),

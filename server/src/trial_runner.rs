@@ -30,7 +30,7 @@ pub struct RunnerContext {
     pub db: Db,
     pub profiles: Arc<Vec<Profile>>,
     /// Where trial and study updates go to their watchers.
-    pub events: Arc<crate::hub::Hub>,
+    pub events: Arc<crate::events::Hub>,
     pub probes: ProbePlan,
     /// The endpoints of this machine's configuration, by name.
     pub endpoints: Arc<engine_bridge::endpoints::Endpoints>,
@@ -335,7 +335,7 @@ async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<()
 /// Announces a trial's stored state to every listener.
 pub async fn publish(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
     if let Some(view) = trials::get(&ctx.db, id).await? {
-        ctx.events.publish(crate::hub::Payload::Trial(view));
+        ctx.events.publish(crate::events::Payload::Trial(view));
     }
     Ok(())
 }

@@ -1,0 +1,197 @@
+//! Checks of a study before it runs: against the server's profiles, the
+//! engine's catalog and endpoints, and the planner's memory fit; and the
+//! designer's preview (the space's size, what will not fit, how long it
+//! should take).
+
+use engine_bridge::planner::ModelInfo;
+use engine_bridge::profile::EngineKind;
+use engine_bridge::{Profile, Settings};
+use tunebook_app::types::CheckView;
+use tunebook_study::{Study, StudyDef, StudyError};
+
+use crate::db::trials;
+
+/// Checks a study against the server's profiles and the engine's catalog.
+pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> {
+    let profile = profiles.iter().find(|p| p.name == def.profile).ok_or_else(|| {
+        let names: Vec<_> = profiles.iter().map(|p| p.name.as_str()).collect();
+        StudyError(vec![format!(
+            "unknown engine profile `{}` (there are: {})",
+            def.profile,
+            names.join(", ")
+        )])
+    })?;
+    let models: Vec<String> = profile.models.iter().map(|m| m.name.clone()).collect();
+    def.check(&profile.catalog(), &models)
+}
+
+/// Checks that every endpoint a study names (its `llm` strategy's, its
+/// quality judge's) is one of the server's.
+pub fn check_endpoints(
+    endpoints: &engine_bridge::endpoints::Endpoints,
+    def: &StudyDef,
+) -> Result<(), StudyError> {
+    let judge = def.probes.as_ref().and_then(|p| p.quality.as_ref()?.judge.as_ref());
+    let named = def.strategy.endpoint.iter().chain(judge.map(|j| &j.endpoint));
+    let errors: Vec<String> =
+        named.filter_map(|name| engine_bridge::endpoints::named(endpoints, name).err()).collect();
+    if errors.is_empty() { Ok(()) } else { Err(StudyError(errors)) }
+}
+
+/// The planner's memory check for one study: the model read once, the
+/// machine's available memory and free GPU memory read once. It applies to
+/// llama.cpp; a configuration that leaves the split between GPU and host
+/// to the engine (no `n_gpu_layers` on a machine with a GPU) is not judged.
+pub(crate) struct FitCheck {
+    info: Option<(ModelInfo, u64)>,
+    gpu_free: Option<u64>,
+}
+
+impl FitCheck {
+    pub(crate) async fn new(profile: &Profile, model: &str) -> Self {
+        let applies = matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython);
+        let info = applies
+            .then(|| {
+                let info = ModelInfo::read(&profile.model(model)?.path).ok()?;
+                Some((info, engine_bridge::memory::mem_available()?))
+            })
+            .flatten();
+        let gpu_free =
+            if info.is_some() { engine_bridge::memory::gpu_free_bytes().await } else { None };
+        Self { info, gpu_free }
+    }
+
+    /// Why `config` cannot fit, if the planner says so.
+    pub(crate) fn will_not_fit(&self, config: &Settings) -> Option<String> {
+        let (info, available) = self.info.as_ref()?;
+        let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
+        let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
+        let types = (cache("cache_type_k"), cache("cache_type_v"));
+        let offloaded = match config.get("n_gpu_layers") {
+            Some(n) => n.parse::<u64>().ok()?,
+            None if self.gpu_free.is_some() => return None,
+            None => 0,
+        };
+        let (plan, where_) = if offloaded == 0 {
+            (info.memory_plan(ctx, types.0, types.1, *available), "")
+        } else {
+            let plan = info.offload_plan(ctx, types, offloaded, (self.gpu_free?, *available));
+            if plan.gpu.fits { (plan.host, " in host memory") } else { (plan.gpu, " on the GPU") }
+        };
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let free = if where_ == " on the GPU" { "free" } else { "available" };
+        (!plan.fits).then(|| {
+            format!(
+                "predicted not to fit{where_}: needs {:.2} GiB (weights {:.2}, K/V cache {:.2}, overhead {:.2}) with {:.2} GiB {free}",
+                gib(plan.total),
+                gib(plan.weights),
+                gib(plan.kv.unwrap_or(0)),
+                gib(plan.overhead),
+                gib(plan.available)
+            )
+        })
+    }
+}
+
+/// What the designer shows before a study runs: the size of its space, what
+/// the planner rules out, and how long it should take going by earlier
+/// trials of the same model.
+pub async fn preview(
+    db: &crate::db::Db,
+    profiles: &[Profile],
+    endpoints: &engine_bridge::endpoints::Endpoints,
+    def: &StudyDef,
+) -> Result<Result<CheckView, StudyError>, sqlx::Error> {
+    if let Err(e) = check_endpoints(endpoints, def) {
+        return Ok(Err(e));
+    }
+    let study = match check(profiles, def) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    let profile = profiles.iter().find(|p| p.name == def.profile).expect("checked");
+    let fit = FitCheck::new(profile, &def.model).await;
+    let grid_size = study.space.grid_size().min(u64::MAX as u128) as u64;
+    let (mut allowed, mut not_fit, mut examples) = (None, 0, Vec::new());
+    if study.space.grid_size() <= 200_000 {
+        let mut n = 0;
+        for config in study.space.grid().filter(|c| study.space.allows(c)) {
+            n += 1;
+            if let Some(reason) = fit.will_not_fit(&config) {
+                not_fit += 1;
+                if examples.len() < 3 {
+                    let what: Vec<String> =
+                        config.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    examples.push(format!("{}: {reason}", what.join(" ")));
+                }
+            }
+        }
+        allowed = Some(n);
+    }
+    let budget = u64::from(def.budget.max_trials);
+    let planned = allowed.map_or(budget, |a| a.min(budget));
+    let runnable = allowed.map_or(planned, |a| planned.min(a - not_fit));
+    let (mean_ms, n) = trials::mean_wall_ms(db, &def.profile, &def.model).await?;
+    let (estimate_s, estimate_basis) = match mean_ms {
+        Some(ms) => (
+            Some(ms / 1e3 * runnable as f64),
+            format!(
+                "{runnable} trials at {:.1} s each, the mean of {n} earlier trials of this model (their probes may differ)",
+                ms / 1e3
+            ),
+        ),
+        None => (None, "no earlier trial of this model to go by".into()),
+    };
+    Ok(Ok(CheckView {
+        grid_size,
+        allowed,
+        not_fit,
+        not_fit_examples: examples,
+        planned_trials: planned,
+        estimate_s,
+        estimate_basis,
+        baseline: study.baseline.clone(),
+        toml: toml::to_string(def).unwrap_or_default(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_bridge::gguf::{LlamaSpec, write_random_llama};
+
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Settings {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn offloaded_layers_are_judged_against_free_gpu_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_random_llama(&path, &LlamaSpec::tiny(), 1).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        let gib = 1u64 << 30;
+        let fit = FitCheck { info: Some((info, 64 * gib)), gpu_free: Some(200 << 20) };
+        // On the host alone it fits; every layer on a GPU with 200 MiB free
+        // does not (the CUDA runtime and the overhead margin alone take 1 GiB).
+        assert_eq!(fit.will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "0")])), None);
+        let why = fit
+            .will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "99")]))
+            .expect("too big for the GPU");
+        assert!(why.starts_with("predicted not to fit on the GPU: needs 1.02 GiB"), "{why}");
+        assert!(why.ends_with("with 0.20 GiB free"), "{why}");
+        // With a GPU and no layer count the engine decides: not judged.
+        assert_eq!(fit.will_not_fit(&config(&[("ctx_size", "4096")])), None);
+        // Without a GPU, offloading cannot be judged, host-only still is.
+        let no_gpu = FitCheck { gpu_free: None, ..fit };
+        assert_eq!(
+            no_gpu.will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "99")])),
+            None
+        );
+        let (info, _) = no_gpu.info.unwrap();
+        let tight = FitCheck { info: Some((info, 100 << 20)), gpu_free: None };
+        let why = tight.will_not_fit(&config(&[("ctx_size", "4096")])).expect("too big");
+        assert!(why.starts_with("predicted not to fit: needs"), "{why}");
+    }
+}

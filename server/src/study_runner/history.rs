@@ -1,0 +1,131 @@
+//! What a study's trials say so far, as its runner reads them turn by
+//! turn, and why its search should end.
+
+use tunebook_app::types::{TrialState, TrialView};
+use tunebook_study::{Observation, Study, confirm};
+
+use crate::db::trials;
+use crate::study_views::{counts_against_budget, interrupted, metrics};
+use crate::trial_runner::RunnerContext;
+
+/// What the study's trials say so far, kept between the study loop's
+/// turns: each turn reads only the trials it has not yet seen ended.
+#[derive(Default)]
+pub(super) struct History {
+    /// On workers: the class of machine whose trials these are (each class
+    /// is searched on its own). `None`: all of the study's trials.
+    pub machine: Option<String>,
+    pub trials: Vec<TrialView>,
+    pub observations: Vec<Observation>,
+    pub baseline: Option<TrialView>,
+    /// Every trial up to this id had ended when it was read (and ended
+    /// trials do not change); later ones are read again.
+    pub settled: i64,
+}
+
+impl History {
+    pub async fn refresh(
+        &mut self,
+        ctx: &RunnerContext,
+        study: &Study,
+        id: i64,
+    ) -> Result<(), sqlx::Error> {
+        let before = self.settled;
+        let mut fresh = trials::of_study_after(&ctx.db, id, before).await?;
+        if let Some(class) = &self.machine {
+            fresh.retain(|t| t.machine.as_ref() == Some(class));
+        }
+        self.trials.retain(|t| t.id <= before);
+        self.settled =
+            fresh.iter().take_while(|t| t.state.is_final()).last().map_or(before, |t| t.id);
+        self.trials.extend(fresh);
+        let settled = self.settled;
+        let ended = |t: &&TrialView| t.id <= settled;
+        let from = if self.baseline.is_none() {
+            self.baseline = self
+                .trials
+                .iter()
+                .filter(ended)
+                .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
+                .cloned();
+            // Observations are relative to the baseline: all again once it is known.
+            if self.baseline.is_some() {
+                self.observations.clear();
+                0
+            } else {
+                before
+            }
+        } else {
+            before
+        };
+        let base_metrics = self.baseline.as_ref().map(metrics);
+        let observed = self
+            .trials
+            .iter()
+            .filter(|t| t.id > from && ended(t))
+            .filter(|t| !interrupted(t) && t.role.as_deref() != Some("rerun"))
+            .map(|t| {
+                let m = (t.state == TrialState::Done).then(|| metrics(t));
+                study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref())
+            });
+        self.observations.extend(observed);
+        Ok(())
+    }
+
+    /// Trials that count against the budget: run to an end, not cut off.
+    pub fn spent(&self) -> usize {
+        self.trials.iter().filter(|t| counts_against_budget(t)).count()
+    }
+}
+
+/// Why the search should end now, if it should, and whether the pick may
+/// still be confirmed (not when time is up). The trials reserved for
+/// confirmation (see [`tunebook_study::confirm`]) are not the search's.
+pub(super) fn stop_reason(study: &Study, h: &History, created_ms: i64) -> Option<(String, bool)> {
+    let budget = &study.def.budget;
+    let reserve = if h.machine.is_some() { 0 } else { confirm::reserve(study) };
+    if h.spent() + reserve >= budget.max_trials as usize {
+        return Some((format!("budget spent: {} trials", budget.max_trials), true));
+    }
+    if let Some(minutes) = budget.max_minutes {
+        let elapsed = (crate::db::now_ms() - created_ms) as f64 / 60_000.0;
+        if elapsed >= minutes {
+            return Some((format!("time budget spent: {minutes} minutes"), false));
+        }
+    }
+    search_over(study, h).map(|reason| (reason, true))
+}
+
+/// Why the search has nothing more to gain, if so: too much of the space
+/// out of reach, or no improvement for `patience` trials.
+fn search_over(study: &Study, h: &History) -> Option<String> {
+    let budget = &study.def.budget;
+    let pruned = h.trials.iter().filter(|t| t.state == TrialState::Pruned).count();
+    if pruned > 10 * budget.max_trials as usize + 100 {
+        return Some(format!(
+            "{pruned} configurations were predicted not to fit; the space is mostly out of reach"
+        ));
+    }
+    if let (Some(patience), Some(first)) = (budget.patience, study.objectives.first()) {
+        let mut best: Option<f64> = None;
+        let mut since = 0u32;
+        for o in h.observations.iter().filter(|o| o.feasible) {
+            let v = first.goal.oriented(o.values.as_ref()?[0]);
+            match best {
+                Some(b) if v <= b + budget.min_gain => since += 1,
+                _ => {
+                    best = Some(v);
+                    since = 0;
+                }
+            }
+        }
+        if since >= patience {
+            return Some(format!(
+                "no improvement of {} beyond {} in {patience} trials",
+                first.measure.name(),
+                budget.min_gain
+            ));
+        }
+    }
+    None
+}

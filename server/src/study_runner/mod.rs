@@ -1,0 +1,385 @@
+//! The study runner: for each running study, asks its strategy for the next
+//! configuration, prunes what the planner says cannot fit, runs the trial,
+//! re-runs the baseline now and then to catch drift, and stops on its
+//! budget, its patience, an exhausted space, or a request. Everything it
+//! decides from is in the database, so a restarted Tunebook picks a study up
+//! where it was: the trial a crash cut off runs again, nothing finished is
+//! lost.
+
+mod history;
+mod on_workers;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use engine_bridge::{FailureKind, Settings};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tunebook_app::types::StudyUpdate;
+use tunebook_study::{Study, StudyDef, confirm, strategy};
+
+use crate::db::studies::{self, StudyState};
+use crate::db::trials::{self, NewTrial, StudyPart};
+use crate::events::Payload;
+use crate::study_checks::{FitCheck, check, check_endpoints};
+use crate::study_views::{facts_of, interrupted, metrics};
+use crate::trial_runner::{self as runner, RunnerContext};
+use history::{History, stop_reason};
+pub(crate) use on_workers::WORKER_UP_MS;
+
+/// How a running study is told to pause, resume or stop.
+#[derive(Clone, Default)]
+struct Control {
+    /// Cancels the trial in flight (stop).
+    stop: CancellationToken,
+    /// Wakes a paused study.
+    wake: Arc<Notify>,
+}
+
+/// Running studies, one task each; trials still run one at a time (the
+/// runner's engine slot).
+pub struct Studies {
+    ctx: RunnerContext,
+    running: Mutex<HashMap<i64, Control>>,
+    tasks: TaskTracker,
+}
+
+impl Studies {
+    pub fn new(ctx: RunnerContext) -> Arc<Self> {
+        Arc::new(Self { ctx, running: Mutex::new(HashMap::new()), tasks: TaskTracker::new() })
+    }
+
+    /// Picks up every study that was running or paused when Tunebook stopped.
+    pub async fn resume_all(self: &Arc<Self>) -> Result<(), sqlx::Error> {
+        for state in [StudyState::Running, StudyState::Paused] {
+            for id in studies::ids_in_state(&self.ctx.db, state).await? {
+                tracing::info!(study = id, "resuming study");
+                self.spawn(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every study task to end (after shutdown), so that no
+    /// engine outlives the caller.
+    pub async fn wait(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// Checks and stores a study, and starts it. Nothing is stored when the
+    /// study is wrong.
+    pub async fn create(
+        self: &Arc<Self>,
+        def: &StudyDef,
+    ) -> Result<(i64, JoinHandle<()>), crate::Error> {
+        check_endpoints(&self.ctx.endpoints, def)
+            .and_then(|()| check(&self.ctx.profiles, def).map(drop))
+            .map_err(|e| crate::Error::BadRequest(e.to_string()))?;
+        let id = studies::insert(&self.ctx.db, def).await?;
+        record(&self.ctx, id, "created", &format!("study `{}` created", def.name)).await?;
+        Ok((id, self.spawn(id)))
+    }
+
+    pub async fn pause(&self, id: i64) -> Result<(), crate::Error> {
+        self.transition(id, StudyState::Paused, "paused on request").await
+    }
+
+    pub async fn resume(self: &Arc<Self>, id: i64) -> Result<(), crate::Error> {
+        self.transition(id, StudyState::Running, "resumed on request").await?;
+        if !self.running.lock().expect("lock").contains_key(&id) {
+            self.spawn(id);
+        }
+        Ok(())
+    }
+
+    /// Stops a study; the trial in flight is stopped too, and recorded as
+    /// interrupted.
+    pub async fn stop(&self, id: i64) -> Result<(), crate::Error> {
+        self.transition(id, StudyState::Stopped, "stopped on request").await?;
+        if let Some(c) = self.running.lock().expect("lock").get(&id) {
+            c.stop.cancel();
+        }
+        Ok(())
+    }
+
+    async fn transition(&self, id: i64, to: StudyState, message: &str) -> Result<(), crate::Error> {
+        let row = studies::get(&self.ctx.db, id).await?.ok_or(crate::Error::NotFound)?;
+        if row.state.is_final() {
+            return Err(crate::Error::BadRequest(format!(
+                "study {id} has ended ({}) and cannot be {}",
+                row.state.as_str(),
+                to.as_str()
+            )));
+        }
+        studies::set_state(&self.ctx.db, id, to, (to == StudyState::Stopped).then_some(message))
+            .await?;
+        record(&self.ctx, id, to.as_str(), message).await?;
+        if let Some(c) = self.running.lock().expect("lock").get(&id) {
+            c.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    fn spawn(self: &Arc<Self>, id: i64) -> JoinHandle<()> {
+        let control = Control::default();
+        self.running.lock().expect("lock").insert(id, control.clone());
+        let this = self.clone();
+        self.tasks.spawn(async move {
+            let shutdown = this.ctx.shutdown.clone();
+            tokio::select! {
+                // Dropping the loop drops the trial in flight and its engine.
+                _ = shutdown.cancelled() => {}
+                result = this.run(id, &control) => {
+                    if let Err(e) = result {
+                        tracing::error!(study = id, error = %e, "study could not be recorded");
+                        // Say so where the user looks, if the database lets us.
+                        let reason = format!("the study could not be recorded: {e}");
+                        let _ = conclude(&this.ctx, id, StudyState::Failed, &reason).await;
+                    }
+                }
+            }
+            runner::release(&this.ctx, id).await;
+            this.running.lock().expect("lock").remove(&id);
+        })
+    }
+
+    async fn run(&self, id: i64, control: &Control) -> Result<(), sqlx::Error> {
+        let ctx = &self.ctx;
+        let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
+        let (study, profile) = match check(&ctx.profiles, &row.definition) {
+            Ok(s) => {
+                let profile =
+                    ctx.profiles.iter().find(|p| p.name == row.definition.profile).cloned();
+                (s, profile.expect("checked"))
+            }
+            Err(e) => {
+                let reason = format!("the study no longer checks: {e}");
+                return conclude(ctx, id, StudyState::Failed, &reason).await;
+            }
+        };
+        let endpoint = study.def.strategy.endpoint.as_ref().and_then(|n| ctx.endpoints.get(n));
+        let strategy = strategy::for_study(&study, endpoint.cloned());
+        if !study.def.machines.is_empty() {
+            return self.run_on_workers(id, &study, strategy.as_ref(), control).await;
+        }
+        let fit = FitCheck::new(&profile, &study.def.model).await;
+        let mut history = History::default();
+        loop {
+            let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
+            match row.state {
+                StudyState::Paused => {
+                    // A paused study holds no engine.
+                    runner::release(ctx, id).await;
+                    control.wake.notified().await;
+                    continue;
+                }
+                s if s.is_final() => return Ok(()),
+                _ => {}
+            }
+            history.refresh(ctx, &study, id).await?;
+            let stop = stop_reason(&study, &history, row.created_ms);
+            if let Some((reason, false)) = &stop {
+                return conclude(ctx, id, StudyState::Done, reason).await;
+            }
+            // Everything is compared with the baseline: without it, stop.
+            let failed_baseline = history.trials.iter().find(|t| {
+                t.role.as_deref() == Some("baseline") && t.state.is_final() && !interrupted(t)
+            });
+            if let (None, Some(t)) = (&history.baseline, failed_baseline) {
+                let reason = format!(
+                    "the baseline (trial {}) did not run: {}",
+                    t.id,
+                    t.error.clone().unwrap_or_else(|| t.state.as_str().into())
+                );
+                return conclude(ctx, id, StudyState::Failed, &reason).await;
+            }
+            let searched = match &stop {
+                Some(_) => None,
+                None => self.next(&study, &history, &[], strategy.as_ref()).await,
+            };
+            // The search is over: the pick is confirmed before it is named.
+            let step = searched.or_else(|| {
+                let facts = facts_of(&study.def, &history.trials);
+                confirm::next(&study, &facts, history.spent())
+            });
+            let Some((config, role, note)) = step else {
+                let reason = stop.map_or_else(
+                    || "every configuration the space allows has been tried".to_string(),
+                    |(reason, _)| reason,
+                );
+                return conclude(ctx, id, StudyState::Done, &reason).await;
+            };
+            let part = StudyPart { study_id: id, role, note: &note };
+            let new = NewTrial {
+                profile: &study.def.profile,
+                model: &study.def.model,
+                settings: &config,
+                tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
+                study: Some(part),
+                target: None,
+                machine: None,
+            };
+            let trial_id = trials::insert(&ctx.db, &new).await?;
+            if let Some(reason) = fit.will_not_fit(&config) {
+                trials::finish_pruned(&ctx.db, trial_id, &reason).await?;
+                runner::publish(ctx, trial_id).await?;
+                continue;
+            }
+            runner::publish(ctx, trial_id).await?;
+            let facts = facts_of(&study.def, &history.trials);
+            let gate = crate::dominance::gate(&study, &facts, &config);
+            let gate_ref: Option<engine_bridge::probes::Gate<'_>> =
+                gate.as_ref().map(|g| g as engine_bridge::probes::Gate<'_>);
+            tokio::select! {
+                _ = control.stop.cancelled() => {
+                    let failure = engine_bridge::Failure {
+                        kind: FailureKind::Interrupted,
+                        message: "the study was stopped while this trial ran".into(),
+                        log_tail: vec![],
+                    };
+                    trials::finish_failed(&ctx.db, trial_id, &failure).await?;
+                    runner::publish(ctx, trial_id).await?;
+                    return Ok(());
+                }
+                result = runner::run_trial(ctx, trial_id, &study.probes, gate_ref) => result?,
+            }
+            if role == "rerun" {
+                self.check_drift(&study, id, &history, trial_id).await?;
+            }
+        }
+    }
+
+    /// The next trial: an interrupted one again, the baseline, a due
+    /// re-run of the baseline, or the strategy's proposal, which is none
+    /// of the configurations `running` (or run but not yet observed).
+    async fn next(
+        &self,
+        study: &Study,
+        h: &History,
+        running: &[Settings],
+        strategy: &dyn strategy::Strategy,
+    ) -> Option<(Settings, &'static str, String)> {
+        let on_workers = h.machine.is_some();
+        if let Some(last) = h.trials.last().filter(|t| interrupted(t) && !on_workers) {
+            let role = match last.role.as_deref() {
+                Some("baseline") => "baseline",
+                Some("rerun") => "rerun",
+                Some(confirm::ROLE_PICK) => confirm::ROLE_PICK,
+                Some(confirm::ROLE_BALANCED) => confirm::ROLE_BALANCED,
+                Some(confirm::ROLE_BASE) => confirm::ROLE_BASE,
+                _ => "search",
+            };
+            return Some((
+                last.settings.clone(),
+                role,
+                format!("re-run of trial {}, which was interrupted", last.id),
+            ));
+        }
+        if h.baseline.is_none() {
+            return Some((study.baseline.clone(), "baseline", "the baseline".into()));
+        }
+        let rerun_every = study.def.budget.rerun_baseline_every.filter(|e| *e > 0 && !on_workers);
+        if let Some(every) = rerun_every {
+            let since = h
+                .trials
+                .iter()
+                .rev()
+                .take_while(|t| !matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+                .count();
+            if since >= every as usize {
+                return Some((
+                    study.baseline.clone(),
+                    "rerun",
+                    format!("the baseline again after {since} trials, to catch drift"),
+                ));
+            }
+        }
+        let p = if running.is_empty() {
+            strategy.propose(study, &h.observations).await?
+        } else {
+            // Configurations running count as tried, not yet measured.
+            let mut seen = h.observations.clone();
+            seen.extend(running.iter().map(|config| tunebook_study::Observation {
+                config: config.clone(),
+                values: None,
+                feasible: false,
+            }));
+            strategy.propose(study, &seen).await?
+        };
+        Some((p.config, "search", p.note))
+    }
+
+    /// Compares a re-run baseline with the first on the first objective and
+    /// flags drift on the trials since the previous baseline run.
+    async fn check_drift(
+        &self,
+        study: &Study,
+        id: i64,
+        h: &History,
+        rerun_id: i64,
+    ) -> Result<(), sqlx::Error> {
+        // Drift is in what is measured: the first objective that is a metric.
+        let (Some((first, _)), Some(base)) =
+            (study.metric_objectives().first().copied(), &h.baseline)
+        else {
+            return Ok(());
+        };
+        let Some(rerun) = trials::get(&self.ctx.db, rerun_id).await? else { return Ok(()) };
+        let (Some(before), Some(now)) =
+            (metrics(base).get(&first).copied(), metrics(&rerun).get(&first).copied())
+        else {
+            return Ok(());
+        };
+        let pct = (now - before) / before.abs().max(f64::MIN_POSITIVE) * 100.0;
+        if pct.abs() <= study.def.budget.drift_pct {
+            return Ok(());
+        }
+        let from = h
+            .trials
+            .iter()
+            .rev()
+            .find(|t| matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+            .map_or(rerun_id, |t| t.id + 1);
+        trials::set_drift(&self.ctx.db, id, from, rerun_id, pct).await?;
+        let message = format!(
+            "drift: the baseline's {} moved {pct:+.1} % ({before:.2} → {now:.2}); trials {from}–{rerun_id} are flagged",
+            first.name()
+        );
+        tracing::warn!(study = id, "{message}");
+        record(&self.ctx, id, "drift", &message).await
+    }
+}
+
+/// Records something that happened to a study and tells its watchers.
+async fn record(
+    ctx: &RunnerContext,
+    id: i64,
+    kind: &str,
+    message: &str,
+) -> Result<(), sqlx::Error> {
+    studies::add_event(&ctx.db, id, kind, message).await?;
+    if let Some(row) = studies::get(&ctx.db, id).await? {
+        ctx.events.publish(Payload::Study(StudyUpdate {
+            study_id: id,
+            state: row.state.as_str().into(),
+            kind: kind.into(),
+            message: message.into(),
+            at_ms: crate::db::now_ms(),
+        }));
+    }
+    Ok(())
+}
+
+/// Moves a study to `state` for `reason`, recorded as an event.
+async fn conclude(
+    ctx: &RunnerContext,
+    id: i64,
+    state: StudyState,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    studies::set_state(&ctx.db, id, state, Some(reason)).await?;
+    record(ctx, id, state.as_str(), reason).await
+}

@@ -1,0 +1,181 @@
+//! What a study's trials say, as the pages, reports and findings read
+//! them: a trial's metrics by name, a study's objectives, the trials on the
+//! Pareto front, the facts the findings are drawn from, and trials grouped
+//! by the class of machine they ran on.
+
+use std::collections::BTreeMap;
+
+use engine_bridge::FailureKind;
+use tunebook_app::types::{ParetoPointView, ParetoView, SettingValues, TrialState, TrialView};
+use tunebook_study::findings::{self, Finding, TrialFacts};
+use tunebook_study::{Goal, Measure, Metric, StudyDef, pareto};
+
+/// A trial's metrics by name.
+pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
+    let pairs = [
+        (Metric::DecodeTps, t.decode_tps),
+        (Metric::PrefillTps, t.prefill_tps),
+        (Metric::TtftMs, t.ttft_ms),
+        (Metric::LoadMs, t.load_ms),
+        (Metric::PeakRssBytes, t.peak_rss_bytes.map(|b| b as f64)),
+        (Metric::MemAvailableDropBytes, t.mem_available_drop_bytes.map(|b| b as f64)),
+        (Metric::PeakGpuBytes, t.peak_gpu_bytes.map(|b| b as f64)),
+        (Metric::QualityScore, t.quality_score),
+        (Metric::ContextPassRate, t.context_pass_rate),
+        (Metric::ContextTokens, t.context_tokens.map(|t| t as f64)),
+        (Metric::PctOfCeiling, t.pct_of_ceiling),
+        (Metric::Perplexity, t.perplexity),
+    ];
+    pairs.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
+}
+
+/// Whether a trial was cut off (by a stop or a restart) rather than run
+/// to an end.
+pub(crate) fn interrupted(t: &TrialView) -> bool {
+    t.failure_kind.as_deref() == Some(FailureKind::Interrupted.label())
+}
+
+/// Whether a trial counts against the budget: run to an end, not pruned,
+/// not cut off.
+pub fn counts_against_budget(t: &TrialView) -> bool {
+    t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t)
+}
+
+/// A study's objectives as written: what each reads, with its goal.
+pub fn measures_of(def: &StudyDef) -> Vec<(Measure, Goal)> {
+    def.objectives
+        .iter()
+        .filter_map(|t| {
+            let m = Measure::parse(&t.metric)?;
+            let goal = t.goal.unwrap_or(m.natural_goal());
+            Some((m, goal))
+        })
+        .collect()
+}
+
+/// The objectives that read a metric, with their goals: what findings
+/// judge (a setting's value is no effect to find).
+pub fn objectives_of(def: &StudyDef) -> Vec<(Metric, Goal)> {
+    measures_of(def).into_iter().filter_map(|(m, g)| Some((m.metric()?, g))).collect()
+}
+
+/// The done trials that measured every chosen metric, with those values.
+pub fn points<'a>(
+    trials: &'a [TrialView],
+    chosen: &[(Metric, Goal)],
+) -> Vec<(&'a TrialView, Vec<f64>)> {
+    trials
+        .iter()
+        .filter(|t| t.state == TrialState::Done)
+        .filter_map(|t| {
+            let m = metrics(t);
+            Some((t, chosen.iter().map(|(k, _)| m.get(k).copied()).collect::<Option<Vec<f64>>>()?))
+        })
+        .collect()
+}
+
+/// Done trials on chosen metrics (id, settings, one value per metric), the
+/// Pareto front marked, what each differs in from the baseline, and the
+/// values each took of the `varied` settings.
+pub fn pareto_view(
+    done: Vec<(i64, BTreeMap<String, String>, Vec<f64>)>,
+    chosen: &[(Measure, Goal)],
+    baseline: &BTreeMap<String, String>,
+    varied: &[String],
+) -> ParetoView {
+    let values: Vec<Vec<f64>> = done.iter().map(|(_, _, v)| v.clone()).collect();
+    let goals: Vec<Goal> = chosen.iter().map(|(_, g)| *g).collect();
+    let front = pareto::front(&values, &goals);
+    let mut settings: Vec<SettingValues> =
+        varied.iter().map(|name| SettingValues { name: name.clone(), values: vec![] }).collect();
+    let configs: Vec<Vec<u32>> = done
+        .iter()
+        .map(|(_, config, _)| {
+            settings
+                .iter_mut()
+                .map(|s| {
+                    let value = config.get(&s.name).map_or("", String::as_str);
+                    let at = s.values.iter().position(|v| v == value).unwrap_or_else(|| {
+                        s.values.push(value.to_string());
+                        s.values.len() - 1
+                    });
+                    at as u32
+                })
+                .collect()
+        })
+        .collect();
+    ParetoView {
+        settings,
+        machines: vec![],
+        machine: None,
+        metrics: chosen.iter().map(|(m, _)| m.name()).collect(),
+        goals: goals
+            .iter()
+            .map(|g| if *g == Goal::Max { "max" } else { "min" }.to_string())
+            .collect(),
+        points: done
+            .into_iter()
+            .zip(configs)
+            .enumerate()
+            .map(|(i, ((trial_id, settings, values), config))| ParetoPointView {
+                trial_id,
+                values,
+                on_front: front.binary_search(&i).is_ok(),
+                differs: tunebook_app::design::differences(&settings, baseline).join(" "),
+                config,
+            })
+            .collect(),
+    }
+}
+
+/// What a study's trials show (see [`tunebook_study::findings`]): trials cut
+/// off by a restart and configurations never run (pruned) are left out.
+pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
+    let facts = facts_of(def, trials);
+    let varied: Vec<String> = def.space.keys().cloned().collect();
+    let mut found: Vec<Finding> = findings::boundary(def, &facts).into_iter().collect();
+    found.extend(findings::findings_with(&facts, &varied, &measures_of(def), &def.margins));
+    found
+}
+
+/// Trials as the findings see them: those that ended, neither pruned nor
+/// cut off by a restart, each marked with the bound of `def` it broke.
+pub(crate) fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> {
+    let mut facts: Vec<TrialFacts> = trials
+        .iter()
+        .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
+        .map(|t| TrialFacts {
+            id: t.id,
+            settings: t.settings.clone(),
+            done: t.state == TrialState::Done,
+            failure: (t.state == TrialState::Failed).then(|| {
+                (t.failure_kind.clone().unwrap_or_default(), t.error.clone().unwrap_or_default())
+            }),
+            metrics: metrics(t),
+            ceiling_tps: t.ceiling_tps,
+            role: t.role.clone(),
+            drift_pct: t.drift_pct,
+            missed: None,
+        })
+        .collect();
+    findings::mark_missed(def, &mut facts);
+    facts
+}
+
+/// A study's trials by the class of machine they ran on, each class in
+/// the order of its first trial. Speeds compare only within a class, so
+/// findings are drawn per class. A study that ran on one class (or on this
+/// server's engine) is one group, unnamed.
+pub fn by_machine(list: &[TrialView]) -> Vec<(Option<String>, Vec<TrialView>)> {
+    let mut groups: Vec<(Option<String>, Vec<TrialView>)> = Vec::new();
+    for t in list {
+        match groups.iter_mut().find(|(m, _)| *m == t.machine) {
+            Some((_, g)) => g.push(t.clone()),
+            None => groups.push((t.machine.clone(), vec![t.clone()])),
+        }
+    }
+    if let [(name, _)] = groups.as_mut_slice() {
+        *name = None;
+    }
+    groups
+}

@@ -1,0 +1,156 @@
+//! A study's findings written up in markdown: the findings themselves (per
+//! class of machine, side by side, where it ran on several), then how to
+//! run each named configuration outside Tunebook.
+
+use std::collections::BTreeSet;
+
+use tunebook_app::types::{TrialState, TrialView};
+use tunebook_study::findings::{self, Finding};
+use tunebook_study::{Goal, StudyDef};
+
+use crate::db::{studies, trials};
+use crate::study_views::{by_machine, findings_of, metrics, objectives_of};
+
+/// The classes of machine side by side, as a markdown table: the workers
+/// that ran each, trials run, and per objective the baseline's value and
+/// the best found, each against its own class's baseline.
+pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)]) -> String {
+    let cell = |s: String| s.replace('|', "\\|");
+    let names: Vec<String> = groups
+        .iter()
+        .map(|(m, _)| cell(m.clone().unwrap_or_else(|| "this server".into())))
+        .collect();
+    let mut rows = vec![
+        format!("| | {} |", names.join(" | ")),
+        format!("|---|{}", "---|".repeat(groups.len())),
+    ];
+    let row = |label: &str, f: &dyn Fn(&[TrialView]) -> String| {
+        let cells: Vec<String> = groups.iter().map(|(_, list)| cell(f(list))).collect();
+        format!("| {label} | {} |", cells.join(" | "))
+    };
+    rows.push(row("Workers", &|list| {
+        let names: BTreeSet<&str> = list.iter().filter_map(|t| t.worker.as_deref()).collect();
+        names.into_iter().collect::<Vec<_>>().join(", ")
+    }));
+    rows.push(row("Trials done / failed", &|list| {
+        let n = |s: TrialState| list.iter().filter(|t| t.state == s).count();
+        format!("{} / {}", n(TrialState::Done), n(TrialState::Failed))
+    }));
+    for (metric, goal) in objectives_of(def) {
+        let base = |list: &[TrialView]| {
+            list.iter()
+                .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
+                .and_then(|t| Some((t.id, *metrics(t).get(&metric)?)))
+        };
+        rows.push(row(&format!("Baseline {}", metric.label()), &|list| match base(list) {
+            Some((id, v)) => format!("{} (trial {id})", findings::value_text(metric, v)),
+            None => "—".into(),
+        }));
+        rows.push(row(&format!("Best {}", metric.label()), &|list| {
+            let best = list
+                .iter()
+                .filter(|t| t.state == TrialState::Done)
+                .filter_map(|t| Some((t, *metrics(t).get(&metric)?)))
+                .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
+            let Some((t, v)) = best else { return "—".into() };
+            let against = base(list)
+                .filter(|(_, b)| *b != 0.0)
+                .map(|(_, b)| format!(", {:+.1} % on its baseline", (v - b) / b.abs() * 100.0))
+                .unwrap_or_default();
+            let settings: Vec<String> =
+                t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "{} (trial {}{against}): `{}`",
+                findings::value_text(metric, v),
+                t.id,
+                settings.join(" ")
+            )
+        }));
+    }
+    format!(
+        "{}\n\nEach class of machine was searched on its own, from its own baseline: numbers compare down a column, not across.\n",
+        rows.join("\n")
+    )
+}
+
+/// Findings in markdown, one level down (under a machine's heading).
+fn nested(markdown: &str) -> String {
+    markdown
+        .lines()
+        .map(|l| if l.starts_with('#') { format!("#{l}") } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The findings of a study's trials in markdown: as they are, or, where
+/// the trials ran on more than one class of machine, the classes side by
+/// side and then each class's own findings. Returns the findings too.
+pub fn findings_markdown(def: &StudyDef, list: &[TrialView]) -> (Vec<Finding>, String) {
+    let groups = by_machine(list);
+    if groups.len() <= 1 {
+        let found = findings_of(def, list);
+        let text = findings::markdown(&found);
+        return (found, text);
+    }
+    let mut all = Vec::new();
+    let mut text = format!("## Per machine, side by side\n\n{}\n", side_by_side(def, &groups));
+    for (machine, trials) in &groups {
+        let found = findings_of(def, trials);
+        let name = machine.as_deref().unwrap_or("this server");
+        text.push_str(&format!("## On {name}\n\n{}\n\n", nested(&findings::markdown(&found))));
+        all.extend(found);
+    }
+    (all, text)
+}
+
+/// Study `id`'s findings and the write-up of them in markdown: the
+/// findings (per class of machine, where it ran on several), then how to
+/// run each best configuration outside Tunebook (command line and systemd
+/// unit). `None` when there is no such study.
+pub async fn write_up(
+    db: &crate::db::Db,
+    id: i64,
+) -> Result<Option<(Vec<Finding>, String)>, sqlx::Error> {
+    let Some(row) = studies::get(db, id).await? else { return Ok(None) };
+    let list = trials::of_study(db, id).await?;
+    let (found, mut text) = findings_markdown(&row.definition, &list);
+    let mut shown = BTreeSet::new();
+    let mut recipes = String::new();
+    for f in &found {
+        let (why, trial) = match f {
+            Finding::Best { measure, trial, .. } => (format!("best {}", measure.label()), trial),
+            Finding::Balanced { trial, .. } => ("balanced pick".to_string(), trial),
+            Finding::Boundary { setting, held: Some((trial, _)), goal, .. } => {
+                let most = if *goal == Goal::Max { "largest" } else { "smallest" };
+                (format!("{most} {setting} that holds"), trial)
+            }
+            _ => continue,
+        };
+        let Some(t) = list.iter().find(|t| t.id == *trial) else { continue };
+        if !shown.insert(*trial) {
+            continue;
+        }
+        let Some(r) = crate::recipe::of_trial(db, id, t).await? else { continue };
+        let why = match &t.machine {
+            Some(m) => format!("{why}, on {m}"),
+            None => why,
+        };
+        recipes.push_str(&format!(
+            "### Trial {trial} ({})\n\n{}\n{}\n",
+            why,
+            crate::markdown::fenced("sh", &r.shell),
+            crate::markdown::fenced("ini", &r.unit)
+        ));
+    }
+    if !recipes.is_empty() {
+        text.push_str(&format!(
+            "## Run it
+
+On port {}; the unit's start timeout is three times the measured load time.
+
+{recipes}",
+            crate::recipe::PORT
+        ));
+    }
+    Ok(Some((found, text)))
+}
