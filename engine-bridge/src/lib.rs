@@ -27,6 +27,7 @@ pub mod gguf;
 pub mod llama_server;
 pub mod memory;
 pub mod openai;
+pub mod output_lines;
 pub mod planner;
 pub mod probes;
 pub mod process;

@@ -12,19 +12,22 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::Child;
 use tokio::sync::watch;
+use tokio_util::codec::FramedRead;
 
+use crate::output_lines::CappedLines;
 use crate::profile::Api;
 use crate::registry;
 
 /// Lines kept of an engine's output.
 const TAIL_LINES: usize = 400;
-/// Longest line kept; engines sometimes print whole tensors.
+/// Longest line kept, in bytes; engines sometimes print whole tensors.
 const MAX_LINE: usize = 2000;
 
 /// What to run.
@@ -104,12 +107,9 @@ pub struct LogTail {
 }
 
 impl LogTail {
-    fn push(&mut self, mut line: String) {
-        if line.len() > MAX_LINE {
-            let cut = line.floor_char_boundary(MAX_LINE);
-            line.truncate(cut);
-            line.push('…');
-        }
+    /// Keeps `line` (at most [`MAX_LINE`] bytes and `…`, as
+    /// [`CappedLines`] reads them), dropping the oldest beyond [`TAIL_LINES`].
+    fn push(&mut self, line: String) {
         if self.lines.len() == TAIL_LINES {
             self.lines.pop_front();
         }
@@ -244,8 +244,8 @@ async fn supervise(
         Some(path) => tokio::fs::OpenOptions::new().create(true).append(true).open(path).await.ok(),
         None => None,
     };
-    let mut out = stdout.map(|s| BufReader::new(s).lines());
-    let mut err = stderr.map(|s| BufReader::new(s).lines());
+    let mut out = stdout.map(|s| FramedRead::new(s, CappedLines::new(MAX_LINE)));
+    let mut err = stderr.map(|s| FramedRead::new(s, CappedLines::new(MAX_LINE)));
     let mut status = None;
     loop {
         if status.is_some() && out.is_none() && err.is_none() {
@@ -283,14 +283,14 @@ async fn supervise(
 
 /// The next line of a pipe; at its end the pipe is set to `None` and this
 /// future never resolves again, so `select!` moves on to the other branches.
-async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
-    pipe: &mut Option<tokio::io::Lines<R>>,
+async fn next_line<R: AsyncRead + Unpin>(
+    pipe: &mut Option<FramedRead<R, CappedLines>>,
 ) -> Option<String> {
     let Some(lines) = pipe.as_mut() else {
         return std::future::pending().await;
     };
-    match lines.next_line().await {
-        Ok(Some(line)) => Some(line),
+    match lines.next().await {
+        Some(Ok(line)) => Some(line),
         _ => {
             *pipe = None;
             None

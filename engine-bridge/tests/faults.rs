@@ -136,6 +136,22 @@ async fn the_fake_engine_answers_like_llama_server() {
 }
 
 #[tokio::test]
+async fn output_that_is_not_text_or_is_one_huge_line_is_kept_and_the_engine_lives() {
+    let engine = launch("ok", &["--fake-bad-bytes"], Duration::from_secs(20)).await.unwrap();
+    // Output goes on being read: the engine, which writes after the bad
+    // bytes, still answers.
+    let result = SpeedProbe { repeats: 1, ..SpeedProbe::default() }.run(&engine).await.unwrap();
+    assert_eq!(result.samples.len(), 1);
+    let tail = engine.log_tail(400);
+    let named = tail.iter().find(|l| l.contains("is not text")).expect("the bad line");
+    assert!(named.contains("name \u{fffd}\u{fffd}\u{fffd} is"), "{named:?}");
+    let long = tail.iter().find(|l| l.starts_with("###")).expect("the long line");
+    assert!(long.len() < 4096 && long.ends_with('…'), "{} bytes", long.len());
+    assert!(tail.iter().any(|l| l == "after the bad bytes"), "{tail:?}");
+    engine.stop(Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
 async fn sigterm_ignored_means_sigkill_after_the_grace() {
     let engine = launch("ignore-sigterm", &[], Duration::from_secs(20)).await.unwrap();
     let pid = engine.pid().unwrap();

@@ -14,6 +14,9 @@ fn probe(args: &[&str]) -> std::process::Output {
         .arg(format!("--profiles={}", repo_root().join("profiles").display()))
         .args(["--profile", "demo", "--model", "tiny-llama", "--bandwidth-gbps", "20"])
         .args(args)
+        // Logs, of which there are many at this level, go to stderr, never
+        // into the JSON on stdout.
+        .env("RUST_LOG", "debug")
         .output()
         .unwrap()
 }
@@ -23,6 +26,7 @@ fn json_report_of_one_configuration() {
     require_demo_engine();
     let out = probe(&["--json", "--", "ctx_size=1024", "threads=2", "cache_type_k=q4_0"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.windows(5).any(|w| w == b"DEBUG"), "logs at debug level on stderr");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["command"].as_str().unwrap().contains("-ctk q4_0"));
     let speed = &report["outcome"]["measurement"]["speed"];

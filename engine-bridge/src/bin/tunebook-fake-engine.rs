@@ -29,6 +29,8 @@ struct Args {
     ctx: Option<u64>,
     oom_ctx: Option<u64>,
     log_kb: u64,
+    /// Prints bytes that are not UTF-8 and a line of a megabyte.
+    bad_bytes: bool,
     /// Decode speed: this many tokens a second per thread, where given.
     per_thread: Option<(f64, f64)>,
 }
@@ -45,6 +47,7 @@ fn parse_args() -> Args {
         ctx: value("-c").and_then(|p| p.parse().ok()),
         oom_ctx: value("--fake-oom-ctx").and_then(|p| p.parse().ok()),
         log_kb: value("--fake-log-kb").and_then(|p| p.parse().ok()).unwrap_or(0),
+        bad_bytes: argv.iter().any(|a| a == "--fake-bad-bytes"),
         per_thread: value("--fake-tps-per-thread")
             .and_then(|p| p.parse().ok())
             .zip(value("-t").and_then(|t| t.parse().ok())),
@@ -63,6 +66,7 @@ async fn main() {
         println!("--fake-oom-ctx N       run out of memory when -c is above N");
         println!("--fake-ms N            delay for slow modes");
         println!("--fake-log-kb N        print N KiB while loading");
+        println!("--fake-bad-bytes       print bytes that are not UTF-8, and a 1 MiB line");
         println!("--fake-tps-per-thread N  decode N tok/s per -t thread");
         return;
     }
@@ -75,6 +79,13 @@ async fn main() {
     }
     if args.log_kb > 0 {
         eprintln!("end of the noise");
+    }
+    if args.bad_bytes {
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(b"load_tensors: name \xff\xfe\xc3 is not text\n");
+        let _ = err.write_all(&vec![b'#'; 1 << 20]);
+        let _ = err.write_all(b"\nafter the bad bytes\n");
     }
     let too_big = matches!((args.ctx, args.oom_ctx), (Some(c), Some(limit)) if c > limit);
     match if too_big { "oom" } else { args.mode.as_str() } {
