@@ -1,4 +1,8 @@
-//! The `tunebook` command: `serve` the app, or write a test model.
+//! The `tunebook` command: `serve` the app, work for another server, run,
+//! export, import or probe from the command line, or write a test model.
+//! Every setting of the machine (addresses, folders, timeouts, keys) may
+//! come from a `TUNEBOOK_…` environment variable instead of a flag; what a
+//! command acts on (a file, a study, settings) comes on the command line.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -39,7 +43,7 @@ enum Command {
         #[arg(long, env = "TUNEBOOK_WRITER_MODEL", requires = "writer_url")]
         writer_model: Option<String>,
         /// The environment variable holding the writer's API key, if it needs one.
-        #[arg(long, requires = "writer_url")]
+        #[arg(long, env = "TUNEBOOK_WRITER_API_KEY_ENV", requires = "writer_url")]
         writer_api_key_env: Option<String>,
         /// A name (besides IP addresses and `localhost`) browsers may use
         /// to reach this server, such as the machine's DNS name; repeatable.
@@ -66,12 +70,12 @@ enum Command {
         #[command(flatten)]
         common: Common,
         /// Memory read bandwidth in GB/s (default: measured once and kept).
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_BANDWIDTH_GBPS")]
         bandwidth_gbps: Option<f64>,
         /// The class of machine this one is: machines of one class are
         /// interchangeable, and studies compare speeds only within a class
         /// (default: from the CPU, GPUs and memory).
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_MACHINE_CLASS")]
         class: Option<String>,
     },
     /// Run a study headless, with a progress bar, into the same database.
@@ -104,7 +108,7 @@ enum Command {
     Import {
         file: PathBuf,
         /// The profile name recorded on llama-bench trials.
-        #[arg(long, default_value = "llama-bench")]
+        #[arg(long, env = "TUNEBOOK_IMPORT_PROFILE", default_value = "llama-bench")]
         profile: String,
         #[command(flatten)]
         common: Common,
@@ -123,16 +127,16 @@ enum Command {
         #[arg(long, env = "TUNEBOOK_PROFILES", default_value = "profiles")]
         profiles: PathBuf,
         /// Probe plan TOML file (default: speed and the quality suite).
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_PROBES")]
         plan: Option<PathBuf>,
         /// Print JSON instead of a readable report.
         #[arg(long)]
         json: bool,
         /// Seconds the engine may take to load.
-        #[arg(long, default_value_t = 600)]
+        #[arg(long, env = "TUNEBOOK_LOAD_TIMEOUT", default_value_t = 600)]
         load_timeout: u64,
         /// Memory read bandwidth in GB/s (default: measured now).
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_BANDWIDTH_GBPS")]
         bandwidth_gbps: Option<f64>,
         /// Settings as name=value (ctx_size=4096 threads=8 cache_type_k=q8_0 …).
         #[arg(last = true)]
@@ -162,7 +166,7 @@ struct Common {
     #[arg(long, env = "TUNEBOOK_DATA_DIR", default_value = "data")]
     data_dir: PathBuf,
     /// Seconds an engine may take to load before the trial fails.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, env = "TUNEBOOK_LOAD_TIMEOUT", default_value_t = 600)]
     load_timeout: u64,
     /// A TOML file of OpenAI-compatible endpoints (a judge, a model that
     /// proposes configurations) that studies may name.
@@ -201,7 +205,18 @@ enum Size {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    match main_inner().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            // Statuses above 255 do not exist; `code` gives none.
+            std::process::ExitCode::from(tunebook::exit_status::code(&e) as u8)
+        }
+    }
+}
+
+async fn main_inner() -> anyhow::Result<()> {
     // Logs go to stderr: stdout carries what commands print (`export`'s
     // JSON lines, `probe --json`).
     tracing_subscriber::fmt()
@@ -243,7 +258,7 @@ async fn main() -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            tunebook::launch(settings, listener, shutdown_signal())
+            tunebook::launch(settings, listener, tunebook::shutdown::signal())
                 .await
                 .context("server failed")?;
         }
@@ -253,7 +268,7 @@ async fn main() -> anyhow::Result<()> {
             let stop = tokio_util::sync::CancellationToken::new();
             let on_signal = stop.clone();
             tokio::spawn(async move {
-                shutdown_signal().await;
+                tunebook::shutdown::signal().await;
                 on_signal.cancel();
             });
             tunebook::worker::work(settings, &server, &token, class.as_deref(), stop).await?;
@@ -318,15 +333,4 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down");
 }

@@ -8,8 +8,10 @@ use anyhow::{Context, bail};
 use engine_bridge::planner::{ModelInfo, speed_ceiling};
 use engine_bridge::probes::Stats;
 use engine_bridge::profile::EngineKind;
-use engine_bridge::{Outcome, ProbePlan, Profile, RunningEngine, Settings};
+use engine_bridge::{FailureKind, Outcome, ProbePlan, Profile, RunningEngine, Settings};
 use serde_json::json;
+
+use crate::exit_status::{Stopped, Why};
 
 /// What to probe, and how.
 pub struct ProbeArgs {
@@ -49,7 +51,8 @@ pub fn parse_settings(pairs: &[String]) -> anyhow::Result<Settings> {
 
 /// Runs the probe and prints the result; an engine failure is an error.
 pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
-    let settings = parse_settings(&args.settings)?;
+    let settings =
+        parse_settings(&args.settings).map_err(|e| Stopped::new(Why::Invalid, format!("{e:#}")))?;
     let profiles = Profile::load_dir(&args.profiles)?;
     let Some(profile) = profiles.iter().find(|p| p.name == args.profile) else {
         let names: Vec<_> = profiles.iter().map(|p| p.name.as_str()).collect();
@@ -60,7 +63,8 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
         None => ProbePlan::standard(),
     };
     let port = engine_bridge::free_port()?;
-    let spec = engine_bridge::plan(profile, &args.model, &settings, port)?;
+    let spec = engine_bridge::plan(profile, &args.model, &settings, port)
+        .map_err(|e| Stopped::new(Why::Invalid, e.to_string()))?;
     let spec = engine_bridge::flags::adapt(spec).await?;
     let external = profile.url.clone().filter(|_| profile.kind == EngineKind::External);
     let command = match &external {
@@ -94,7 +98,11 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
         Ok(o) => o,
         Err(f) => {
             let tail = f.log_tail.iter().rev().take(15).rev().cloned().collect::<Vec<_>>();
-            bail!("{f}\n--- engine log (last lines) ---\n{}", tail.join("\n"));
+            let message = format!("{f}\n--- engine log (last lines) ---\n{}", tail.join("\n"));
+            if f.kind == FailureKind::Rejected {
+                return Err(Stopped::new(Why::Refused, message));
+            }
+            bail!(message);
         }
     };
     let scratch = tempfile::tempdir()?;

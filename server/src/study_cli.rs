@@ -15,6 +15,7 @@ use tunebook_study::{StudyDef, pareto};
 use crate::db::studies::{self, StudyState};
 use crate::db::trials;
 use crate::events::{Payload, Update};
+use crate::exit_status::{Stopped, Why};
 use crate::study_checks::check;
 use crate::study_runner::Studies;
 use crate::study_views::{counts_against_budget, objectives_of, points};
@@ -41,8 +42,9 @@ pub fn read_study(path: &Path) -> anyhow::Result<StudyDef> {
     Ok(def)
 }
 
-/// Runs a study headless with a progress bar. Ctrl-C pauses it (the trial in
-/// flight is stopped and will run again on resume).
+/// Runs a study headless with a progress bar. Ctrl-C or SIGTERM pauses it
+/// (the trial in flight is stopped and will run again on resume) and ends
+/// the command as interrupted.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let token = CancellationToken::new();
     let ctx = prepare(&args.settings, token.clone()).await?;
@@ -52,9 +54,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let studies = Studies::new(ctx.clone());
     let id = match (&args.file, args.resume) {
         (Some(file), None) => {
-            let def = read_study(file)?;
+            let def = read_study(file).map_err(|e| Stopped::new(Why::Invalid, format!("{e:#}")))?;
             if let Err(e) = check(&ctx.profiles, &def) {
-                bail!("the study is not valid:\n  - {}", e.0.join("\n  - "));
+                let message = format!("the study is not valid:\n  - {}", e.0.join("\n  - "));
+                return Err(Stopped::new(Why::Invalid, message));
             }
             studies.create(&def).await.map_err(|e| anyhow::anyhow!("{e}"))?.0
         }
@@ -87,22 +90,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let counted =
         |list: &[TrialView]| list.iter().filter(|t| counts_against_budget(t)).count() as u64;
     bar.set_position(counted(&trials::of_study(&db, id).await?));
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    let interrupted = crate::shutdown::signal();
+    tokio::pin!(interrupted);
     loop {
         let row = studies::get(&db, id).await?.context("the study vanished")?;
         if row.state.is_final() {
             break;
         }
         tokio::select! {
-            _ = &mut ctrl_c => {
+            _ = &mut interrupted => {
                 studies.pause(id).await.ok();
                 token.cancel();
                 studies.wait().await;
                 let _ = worker.await;
                 bar.abandon_with_message("paused");
-                eprintln!("study {id} paused; go on with: tunebook run --resume {id}");
-                return Ok(());
+                let message = format!("study {id} paused; go on with: tunebook run --resume {id}");
+                return Err(Stopped::new(Why::Interrupted, message));
             }
             event = events.recv() => {
                 let trial = match event.as_deref() {

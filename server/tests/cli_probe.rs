@@ -48,24 +48,30 @@ fn readable_report_and_errors() {
         assert!(text.lines().any(|l| l.starts_with(label)), "{label} missing from:\n{text}");
     }
 
+    // Exit statuses a script can tell apart: 3, the settings are not
+    // valid (nothing ran); 4, the engine refused one.
     let out = probe(&["--", "threads=lots"]);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("setting `threads`: `lots` is not a whole number"), "{err}");
 
     let out = probe(&["--", "cache_type_k=q3_bogus"]);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("setting rejected") && err.contains("Unsupported cache type"), "{err}");
 }
 
-fn tunebook(args: &[&str], data: &std::path::Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tunebook"))
+fn tunebook_command(args: &[&str], data: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tunebook"));
+    command
         .args(args)
         .arg(format!("--profiles={}", repo_root().join("profiles").display()))
-        .arg(format!("--data-dir={}", data.display()))
-        .output()
-        .unwrap()
+        .arg(format!("--data-dir={}", data.display()));
+    command
+}
+
+fn tunebook(args: &[&str], data: &std::path::Path) -> std::process::Output {
+    tunebook_command(args, data).output().unwrap()
 }
 
 #[test]
@@ -117,10 +123,65 @@ warmup = 0
     )
     .unwrap();
     let out = tunebook(&["run", file.to_str().unwrap()], data.path());
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(3), "an invalid study");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("the study is not valid") && err.contains("`lots` is not a whole number"),
         "{err}"
     );
+}
+
+#[test]
+fn sigterm_pauses_a_headless_study_and_says_it_was_interrupted() {
+    require_demo_engine();
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("study.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "long"
+profile = "demo"
+model = "tiny-llama"
+strategy = { kind = "grid" }
+[space]
+ubatch_size = [64, 128, 256, 512]
+[fixed]
+ctx_size = 1024
+threads = 2
+[[objectives]]
+metric = "decode_tps"
+[probes.speed]
+prompt_tokens = 16
+n_predict = 64
+repeats = 50
+warmup = 0
+"#,
+    )
+    .unwrap();
+    let mut child = tunebook_command(&["run", file.to_str().unwrap()], data.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first trial's engine log appears once its engine starts.
+    let log = data.path().join("logs/trial-1.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !log.exists() {
+        assert!(std::time::Instant::now() < deadline, "no trial started");
+        assert!(child.try_wait().unwrap().is_none(), "the command ended early");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("study 1 paused; go on with: tunebook run --resume 1"), "{err}");
+    // Paused, not ended: it can go on.
+    let url = tunebook::Settings::with_data_dir(data.path().to_path_buf()).database_url;
+    let state = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let db = tunebook::db::Db::connect(&url).await.unwrap();
+        tunebook::db::studies::get(&db, 1).await.unwrap().unwrap().state
+    });
+    assert_eq!(state, tunebook::db::studies::StudyState::Paused);
 }
