@@ -33,7 +33,7 @@ pub struct Stopped {
 }
 
 impl Stopped {
-    pub fn new(why: Why, message: impl Into<String>) -> anyhow::Error {
+    pub fn error(why: Why, message: impl Into<String>) -> anyhow::Error {
         Stopped { why, message: message.into() }.into()
     }
 }
@@ -49,9 +49,9 @@ mod tests {
 
     #[test]
     fn the_reason_decides_the_status_even_under_context() {
-        let e = Stopped::new(Why::Refused, "setting rejected").context("probing");
+        let e = Stopped::error(Why::Refused, "setting rejected").context("probing");
         assert_eq!(code(&e), 4);
         assert_eq!(code(&anyhow::anyhow!("disk full")), 1);
-        assert_eq!(Stopped::new(Why::Invalid, "bad").to_string(), "bad");
+        assert_eq!(Stopped::error(Why::Invalid, "bad").to_string(), "bad");
     }
 }

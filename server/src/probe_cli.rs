@@ -51,8 +51,8 @@ pub fn parse_settings(pairs: &[String]) -> anyhow::Result<Settings> {
 
 /// Runs the probe and prints the result; an engine failure is an error.
 pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
-    let settings =
-        parse_settings(&args.settings).map_err(|e| Stopped::new(Why::Invalid, format!("{e:#}")))?;
+    let settings = parse_settings(&args.settings)
+        .map_err(|e| Stopped::error(Why::Invalid, format!("{e:#}")))?;
     let profiles = Profile::load_dir(&args.profiles)?;
     let Some(profile) = profiles.iter().find(|p| p.name == args.profile) else {
         let names: Vec<_> = profiles.iter().map(|p| p.name.as_str()).collect();
@@ -64,7 +64,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     let port = engine_bridge::free_port()?;
     let spec = engine_bridge::plan(profile, &args.model, &settings, port)
-        .map_err(|e| Stopped::new(Why::Invalid, e.to_string()))?;
+        .map_err(|e| Stopped::error(Why::Invalid, e.to_string()))?;
     let spec = engine_bridge::flags::adapt(spec).await?;
     let external = profile.url.clone().filter(|_| profile.kind == EngineKind::External);
     let command = match &external {
@@ -100,7 +100,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
             let tail = f.log_tail.iter().rev().take(15).rev().cloned().collect::<Vec<_>>();
             let message = format!("{f}\n--- engine log (last lines) ---\n{}", tail.join("\n"));
             if f.kind == FailureKind::Rejected {
-                return Err(Stopped::new(Why::Refused, message));
+                return Err(Stopped::error(Why::Refused, message));
             }
             bail!(message);
         }

@@ -54,10 +54,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let studies = Studies::new(ctx.clone());
     let id = match (&args.file, args.resume) {
         (Some(file), None) => {
-            let def = read_study(file).map_err(|e| Stopped::new(Why::Invalid, format!("{e:#}")))?;
+            let def =
+                read_study(file).map_err(|e| Stopped::error(Why::Invalid, format!("{e:#}")))?;
             if let Err(e) = check(&ctx.profiles, &def) {
                 let message = format!("the study is not valid:\n  - {}", e.0.join("\n  - "));
-                return Err(Stopped::new(Why::Invalid, message));
+                return Err(Stopped::error(Why::Invalid, message));
             }
             studies.create(&def).await.map_err(|e| anyhow::anyhow!("{e}"))?.0
         }
@@ -105,7 +106,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 let _ = worker.await;
                 bar.abandon_with_message("paused");
                 let message = format!("study {id} paused; go on with: tunebook run --resume {id}");
-                return Err(Stopped::new(Why::Interrupted, message));
+                return Err(Stopped::error(Why::Interrupted, message));
             }
             event = events.recv() => {
                 let trial = match event.as_deref() {
