@@ -292,3 +292,26 @@ impl LogReader {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::Connection;
+
+    #[tokio::test]
+    async fn a_server_named_by_https_is_spoken_to_over_tls() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let connection = Connection::new(&format!("https://{at}"), "token");
+        let request =
+            tokio::spawn(async move { connection.post("/api/workers/claim").send().await });
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut first = [0u8; 3];
+        socket.read_exact(&mut first).await.unwrap();
+        // A TLS record carrying a handshake (the ClientHello), version 3.x.
+        assert_eq!(&first[..2], &[0x16, 0x03], "{first:?}");
+        drop(socket);
+        assert!(request.await.unwrap().is_err(), "no TLS server answered");
+    }
+}
