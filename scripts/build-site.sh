@@ -47,4 +47,8 @@ fetch_plotly plotly.js-dist-min \
   aa6b8416ed1277c5f9931347557cdb3d62444f4340adef9498a2bc9ae878c250 plotly.min.js
 fetch_plotly plotly.js-gl2d-dist-min \
   99a86b41e777ea3e85717ef7537e69b51b0bedf7dfdd82a9a35f8b03b0fa6698 plotly-gl2d.min.js
+# A gzipped copy beside each file, which the server sends to browsers that
+# take gzip (compressed once here, not on every request).
+find "$pkg" -type f \( -name '*.js' -o -name '*.wasm' -o -name '*.css' \) \
+  -exec gzip -9 --keep --force {} +
 echo "==> browser bundle in $pkg"

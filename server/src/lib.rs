@@ -41,6 +41,8 @@ use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower_http::compression::CompressionLayer;
+use tower_http::services::ServeDir;
 use tunebook_app::backend::SharedBackend;
 use tunebook_app::{App, OUTPUT_NAME, shell};
 
@@ -179,6 +181,10 @@ pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result
 fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
     let backend: SharedBackend = state.service.clone();
     let options = state.leptos_options.clone();
+    // The browser bundle: the gzipped copy `scripts/build-site.sh` writes
+    // beside each file is sent to browsers that take it (plotly.js is
+    // 4.8 MB, 1.4 gzipped), without compressing on every request.
+    let bundle = ServeDir::new(state.service.site_root.join("pkg")).precompressed_gzip();
     Router::new()
         .route("/api/events", get(routes::events::stream))
         .route("/api/profiles", get(routes::trials::profiles))
@@ -221,7 +227,11 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
         )
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
+        .nest_service("/pkg", bundle)
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        // Pages and API answers gzipped for clients that take it (never the
+        // live feeds: server-sent events are left as they are).
+        .layer(CompressionLayer::new())
         .layer(axum::middleware::from_fn_with_state(state.clone(), login::require))
         // Outermost: nothing from another site reaches the login or a handler.
         .layer(axum::middleware::from_fn_with_state(allowed_hosts, same_origin::guard))
