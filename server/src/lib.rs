@@ -13,6 +13,7 @@ pub mod exit_status;
 pub mod login;
 pub mod machine;
 pub mod markdown;
+pub mod places;
 pub mod probe_cli;
 pub mod provenance;
 pub mod recipe;

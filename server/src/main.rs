@@ -29,9 +29,10 @@ enum Command {
         addr: SocketAddr,
         #[command(flatten)]
         common: Common,
-        /// Folder with the built browser bundle under `pkg/`.
-        #[arg(long, env = "TUNEBOOK_SITE_ROOT", default_value = "target/site")]
-        site_root: PathBuf,
+        /// Folder with the built browser bundle under `pkg/` (default:
+        /// `target/site` in a checkout, else installed beside the binary).
+        #[arg(long, env = "TUNEBOOK_SITE_ROOT")]
+        site_root: Option<PathBuf>,
         /// Probe plan TOML file for single trials (default: speed and the quality suite).
         #[arg(long, env = "TUNEBOOK_PROBES")]
         probes: Option<PathBuf>,
@@ -123,9 +124,10 @@ enum Command {
         /// Model name within the profile.
         #[arg(long)]
         model: String,
-        /// Folder of engine profile TOML files.
-        #[arg(long, env = "TUNEBOOK_PROFILES", default_value = "profiles")]
-        profiles: PathBuf,
+        /// Folder of engine profile TOML files (default: `profiles` here,
+        /// else ~/.config/tunebook/profiles).
+        #[arg(long, env = "TUNEBOOK_PROFILES")]
+        profiles: Option<PathBuf>,
         /// Probe plan TOML file (default: speed and the quality suite).
         #[arg(long, env = "TUNEBOOK_PROBES")]
         plan: Option<PathBuf>,
@@ -159,12 +161,14 @@ struct Common {
     /// Database URL; default: an SQLite file in the data folder.
     #[arg(long, env = "TUNEBOOK_DATABASE_URL")]
     database_url: Option<String>,
-    /// Folder of engine profile TOML files.
-    #[arg(long, env = "TUNEBOOK_PROFILES", default_value = "profiles")]
-    profiles: PathBuf,
-    /// Folder for the default database and engine logs.
-    #[arg(long, env = "TUNEBOOK_DATA_DIR", default_value = "data")]
-    data_dir: PathBuf,
+    /// Folder of engine profile TOML files (default: `profiles` here, else
+    /// ~/.config/tunebook/profiles).
+    #[arg(long, env = "TUNEBOOK_PROFILES")]
+    profiles: Option<PathBuf>,
+    /// Folder for the default database and engine logs (default: `data`
+    /// here, else ~/.local/share/tunebook).
+    #[arg(long, env = "TUNEBOOK_DATA_DIR")]
+    data_dir: Option<PathBuf>,
     /// Seconds an engine may take to load before the trial fails.
     #[arg(long, env = "TUNEBOOK_LOAD_TIMEOUT", default_value_t = 600)]
     load_timeout: u64,
@@ -176,7 +180,8 @@ struct Common {
 
 impl Common {
     fn settings(self) -> anyhow::Result<Settings> {
-        let mut settings = Settings::with_data_dir(self.data_dir);
+        let mut settings =
+            Settings::with_data_dir(self.data_dir.unwrap_or_else(tunebook::places::data));
         if let Some(path) = &self.endpoints {
             settings.endpoints =
                 engine_bridge::endpoints::load(path).map_err(anyhow::Error::msg)?;
@@ -184,7 +189,7 @@ impl Common {
         if let Some(url) = self.database_url {
             settings.database_url = url;
         }
-        settings.profiles_dir = self.profiles;
+        settings.profiles_dir = self.profiles.unwrap_or_else(tunebook::places::profiles);
         settings.load_timeout = Duration::from_secs(self.load_timeout);
         Ok(settings)
     }
@@ -239,7 +244,7 @@ async fn main_inner() -> anyhow::Result<()> {
             password,
         } => {
             let mut settings = common.settings()?;
-            settings.site_root = site_root;
+            settings.site_root = site_root.unwrap_or_else(tunebook::places::site);
             settings.password = password.filter(|p| !p.is_empty());
             settings.allowed_hosts = allowed_hosts;
             if !addr.ip().is_loopback() && settings.password.is_none() {
@@ -284,7 +289,7 @@ async fn main_inner() -> anyhow::Result<()> {
             settings,
         } => {
             tunebook::probe_cli::run(tunebook::probe_cli::ProbeArgs {
-                profiles,
+                profiles: profiles.unwrap_or_else(tunebook::places::profiles),
                 profile,
                 model,
                 settings,

@@ -185,3 +185,32 @@ warmup = 0
     });
     assert_eq!(state, tunebook::db::studies::StudyState::Paused);
 }
+
+#[test]
+fn outside_a_checkout_profiles_and_data_live_in_the_users_folders() {
+    let home = tempfile::tempdir().unwrap();
+    let (config, data) = (home.path().join("config"), home.path().join("share"));
+    let profiles = config.join("tunebook/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    common::write_fake_profile(&profiles, "mine", &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .args(["export", "--format", "csv"])
+        .current_dir(home.path())
+        .env("XDG_CONFIG_HOME", &config)
+        .env("XDG_DATA_HOME", &data)
+        .env_remove("TUNEBOOK_PROFILES")
+        .env_remove("TUNEBOOK_DATA_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(data.join("tunebook/tunebook.db").is_file(), "the database in the user's data folder");
+    let out = Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .args(["probe", "--profile", "nope", "--model", "m"])
+        .current_dir(home.path())
+        .env("XDG_CONFIG_HOME", &config)
+        .env_remove("TUNEBOOK_PROFILES")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no engine profile `nope` (have: mine)"), "{err}");
+}
