@@ -7,7 +7,8 @@
 //! The chance that a configuration fails or breaks a bound is a linear
 //! model too.
 //!
-//! Each proposal draws the objectives' models [`SAMPLES`] times, half
+//! The first few trials spread over the space ([`START`]); from then on,
+//! each proposal draws the objectives' models [`SAMPLES`] times, half
 //! from each, and picks the untried configuration with the largest mean
 //! gain of hypervolume over the Pareto front of what was measured, as each
 //! draw sees both (a Monte Carlo expected hypervolume improvement, as in
@@ -58,6 +59,12 @@ const SWEEPS: usize = 4;
 const MAX_VALUES: usize = 64;
 /// The measured front's trials whose neighbours join the pool.
 const NEAR: usize = 32;
+/// Trials (the baseline among them) before the models lead, each the one
+/// of [`START_POOL`] random draws farthest from every trial so far (a
+/// greedy maximin design): fitted to a few trials, the models doubt the
+/// space's corners most and would spend the first trials there.
+const START: usize = 6;
+const START_POOL: usize = 256;
 
 pub struct Bayes {
     pub seed: u64,
@@ -146,6 +153,13 @@ impl Strategy for Bayes {
         let encoder = Encoder::new(&study.space.params, &study.baseline);
         let seen: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
         let listed = study.space.grid_size() <= LISTED;
+        if history.len() < START {
+            let draws = (0..START_POOL).map(|_| study.space.sample(&mut rng)).filter(&fresh);
+            if let Some(config) = farthest(&encoder, history, draws) {
+                let note = "start: the random draw farthest from every trial so far".into();
+                return Some(Proposal { config, note });
+            }
+        }
 
         // One model per objective, oriented so that larger is better.
         let inputs: Vec<Vec<f64>> = history.iter().map(|o| encoder.inputs(&o.config)).collect();
@@ -236,6 +250,22 @@ impl Strategy for Bayes {
     }
 }
 
+/// Of `draws`, the one farthest (in the distance models' coordinates)
+/// from the nearest trial of `history`.
+fn farthest(
+    encoder: &Encoder,
+    history: &[Observation],
+    draws: impl Iterator<Item = Settings>,
+) -> Option<Settings> {
+    let tried: Vec<Vec<f64>> = history.iter().map(|o| encoder.inputs(&o.config)).collect();
+    let apart = |c: &Settings| {
+        let x = encoder.inputs(c);
+        let squared = |t: &Vec<f64>| t.iter().zip(&x).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+        tried.iter().map(squared).fold(f64::MAX, f64::min)
+    };
+    draws.map(|c| (apart(&c), c)).max_by(|a, b| a.0.total_cmp(&b.0)).map(|(_, c)| c)
+}
+
 /// Coordinate ascent on the drawn worth from `start`: each setting in turn
 /// moves to its best value, until no setting improves.
 fn climb(
@@ -279,9 +309,49 @@ fn climb(
 
 #[cfg(test)]
 mod tests {
+    use engine_bridge::Settings;
+    use rand::SeedableRng;
+
     use super::super::{Strategy, testing};
-    use super::{Bayes, floored};
+    use super::{Bayes, Encoder, START, floored};
     use crate::study::Study;
+
+    #[tokio::test]
+    async fn the_first_trials_spread_over_the_space() {
+        // Over ten seeds, the closest two of the first trials are on
+        // average farther apart than the closest two of as many random
+        // draws (each with the baseline).
+        let study = testing::study("bayes", "");
+        let encoder = Encoder::new(&study.space.params, &study.baseline);
+        let closest = |configs: &[Settings]| {
+            let x: Vec<Vec<f64>> = configs.iter().map(|c| encoder.inputs(c)).collect();
+            let mut least = f64::MAX;
+            for (i, a) in x.iter().enumerate() {
+                for b in &x[i + 1..] {
+                    least = least.min(a.iter().zip(b).map(|(p, q)| (p - q).powi(2)).sum());
+                }
+            }
+            least.sqrt()
+        };
+        let (mut spread, mut random) = (0.0, 0.0);
+        for seed in 0..10 {
+            let mut history = Vec::new();
+            let mut config = study.baseline.clone();
+            while history.len() < START {
+                let m = testing::metrics(&testing::full(&study, &config));
+                history.push(Study::observe(&study, config.clone(), Some(&m), Some(&m)));
+                config = (Bayes { seed }).propose(&study, &history).await.unwrap().config;
+            }
+            let first: Vec<Settings> = history.iter().map(|o| o.config.clone()).collect();
+            spread += closest(&first) / 10.0;
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let drawn: Vec<Settings> = std::iter::once(study.baseline.clone())
+                .chain((1..START).map(|_| study.space.sample(&mut rng)))
+                .collect();
+            random += closest(&drawn) / 10.0;
+        }
+        assert!(spread > 1.5 * random, "closest pair {spread:.3} against {random:.3} at random");
+    }
 
     #[test]
     fn a_floor_keeps_values_most_trials_do_not_share() {
@@ -309,22 +379,27 @@ mod tests {
         let fails = |c: &engine_bridge::Settings| {
             c["cache_type_k"] == "q8_0" && c["threads"].parse::<i64>().unwrap() >= 10
         };
-        let mut history = Vec::new();
-        let mut next = Some(study.baseline.clone());
-        while let Some(config) = next.take() {
-            let full = testing::full(&study, &config);
-            let m = (!fails(&full)).then(|| testing::metrics(&full));
-            history.push(Study::observe(&study, config, m.as_ref(), m.as_ref()));
-            if history.len() < 50 {
-                next = Bayes { seed: 3 }.propose(&study, &history).await.map(|p| p.config);
+        // A quarter of the space fails; over eight searches, at most a
+        // tenth of the later trials may.
+        let mut late = 0;
+        for seed in 0..8 {
+            let mut history = Vec::new();
+            let mut next = Some(study.baseline.clone());
+            while let Some(config) = next.take() {
+                let full = testing::full(&study, &config);
+                let m = (!fails(&full)).then(|| testing::metrics(&full));
+                history.push(Study::observe(&study, config, m.as_ref(), m.as_ref()));
+                if history.len() < 50 {
+                    next = Bayes { seed }.propose(&study, &history).await.map(|p| p.config);
+                }
             }
+            late += history[25..].iter().filter(|o| o.values.is_none()).count();
+            // Still near the peak the failures leave: threads below 10
+            // with q8_0, or 12 threads with another cache type.
+            let best = study.best(&history).unwrap();
+            assert!(!fails(&testing::full(&study, &best.config)), "{:?}", best.config);
         }
-        let late = history[25..].iter().filter(|o| o.values.is_none()).count();
-        assert!(late <= 3, "{late} of the last 25 trials failed");
-        // Still near the peak the failures leave: threads below 10 with
-        // q8_0, or 12 threads with another cache type.
-        let best = study.best(&history).unwrap();
-        assert!(!fails(&testing::full(&study, &best.config)), "{:?}", best.config);
+        assert!(late <= 20, "{late} of the last 200 trials failed");
     }
 
     #[tokio::test]
