@@ -1,0 +1,346 @@
+//! Trials written: created, moved through their states, finished with a
+//! measurement or a failure, annotated, and imported.
+
+use std::collections::BTreeMap;
+
+use engine_bridge::{Failure, Outcome};
+use tunebook_app::types::{TrialState, TrialView};
+
+use crate::db::{Db, now_ms};
+
+/// A trial as it is first stored.
+pub struct NewTrial<'a> {
+    pub profile: &'a str,
+    pub model: &'a str,
+    pub settings: &'a BTreeMap<String, String>,
+    pub tokens_requested: Option<u32>,
+    /// In a study: the study, the trial's role and why it runs.
+    pub study: Option<StudyPart<'a>>,
+    /// Queued for workers rather than this server's runner: `any`, a
+    /// worker's name, or a JSON list of names (see `db::queue`).
+    pub target: Option<&'a str>,
+    /// The class of machine it is queued for.
+    pub machine: Option<&'a str>,
+}
+
+/// What a study's trial carries.
+pub struct StudyPart<'a> {
+    pub study_id: i64,
+    pub role: &'a str,
+    pub note: &'a str,
+}
+
+/// Everything a finished trial measured.
+pub struct Measured<'a> {
+    pub outcome: &'a Outcome,
+    /// The decode speed memory bandwidth allows (see `planner`).
+    pub ceiling_tps: Option<f64>,
+    /// Measured on an engine an earlier trial launched: no load time of
+    /// its own.
+    pub reused: bool,
+}
+
+pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
+    let settings = serde_json::to_string(t.settings).expect("a string map serializes");
+    sqlx::query_scalar(
+        "INSERT INTO trials (profile, model, settings, state, created_ms, tokens_requested, \
+         study_id, role, note, target, machine) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+         $11) RETURNING id",
+    )
+    .bind(t.profile)
+    .bind(t.model)
+    .bind(settings)
+    .bind(TrialState::Queued.as_str())
+    .bind(now_ms())
+    .bind(t.tokens_requested.map(i64::from))
+    .bind(t.study.as_ref().map(|s| s.study_id))
+    .bind(t.study.as_ref().map(|s| s.role))
+    .bind(t.study.as_ref().map(|s| s.note))
+    .bind(t.target)
+    .bind(t.machine)
+    .fetch_one(&db.pool)
+    .await
+}
+
+/// Moves a trial to a new phase.
+pub async fn set_state(db: &Db, id: i64, state: TrialState) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE trials SET state = $1, started_ms = COALESCE(started_ms, $2) WHERE id = $3",
+    )
+    .bind(state.as_str())
+    .bind(now_ms())
+    .bind(id)
+    .execute(&db.pool)
+    .await?;
+    Ok(())
+}
+
+/// The mean load time of finished trials of this profile and model.
+pub async fn mean_load_ms(db: &Db, profile: &str, model: &str) -> Result<Option<f64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT AVG(load_ms) FROM trials WHERE profile = $1 AND model = $2 AND state = $3 \
+         AND load_ms IS NOT NULL",
+    )
+    .bind(profile)
+    .bind(model)
+    .bind(TrialState::Done.as_str())
+    .fetch_one(&db.pool)
+    .await
+}
+
+/// The mean wall time of done trials of a model (launch to stop), and how
+/// many there were: what estimates of a study's time go by.
+pub async fn mean_wall_ms(
+    db: &Db,
+    profile: &str,
+    model: &str,
+) -> Result<(Option<f64>, i64), sqlx::Error> {
+    let (mean, n): (Option<f64>, i64) = sqlx::query_as(
+        "SELECT AVG(CAST(finished_ms - started_ms AS DOUBLE PRECISION)), COUNT(*) FROM trials \
+         WHERE profile = $1 AND model = $2 AND state = $3 AND started_ms IS NOT NULL \
+         AND finished_ms IS NOT NULL",
+    )
+    .bind(profile)
+    .bind(model)
+    .bind(TrialState::Done.as_str())
+    .fetch_one(&db.pool)
+    .await?;
+    Ok((mean, n))
+}
+
+/// Notes how long the load is expected to take.
+pub async fn set_expected_load(db: &Db, id: i64, ms: Option<f64>) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET expected_load_ms = $1 WHERE id = $2")
+        .bind(ms)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Notes what the engine's health check says while it loads.
+pub async fn set_load_state(db: &Db, id: i64, state: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET load_state = $1 WHERE id = $2")
+        .bind(state)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Records the exact command line and environment that will run.
+pub async fn set_command(db: &Db, id: i64, command: &serde_json::Value) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET command = $1 WHERE id = $2")
+        .bind(command.to_string())
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Stores the measurements and samples and marks the trial done, atomically.
+pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx::Error> {
+    let mut tx = db.pool.begin().await?;
+    let o = m.outcome;
+    let speed = o.measurement.speed.as_ref();
+    for (idx, s) in speed.map(|s| s.samples.as_slice()).unwrap_or_default().iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO samples (trial_id, idx, ttft_ms, total_ms, client_decode_tps, prompt_n, \
+             prompt_ms, prompt_tps, predicted_n, predicted_ms, predicted_tps) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(id)
+        .bind(idx as i64)
+        .bind(s.ttft_ms)
+        .bind(s.total_ms)
+        .bind(s.client_decode_tps)
+        .bind(s.timings.prompt_n as i64)
+        .bind(s.timings.prompt_ms)
+        .bind(s.timings.prompt_per_second)
+        .bind(s.timings.predicted_n as i64)
+        .bind(s.timings.predicted_ms)
+        .bind(s.timings.predicted_per_second)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let s = speed.map(|s| &s.summary);
+    sqlx::query(
+        "UPDATE trials SET state = $1, finished_ms = $2, load_ms = $3, ttft_ms = $4, \
+         prefill_tps = $5, decode_tps = $6, client_decode_tps = $7, prompt_tokens = $8, \
+         tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
+         mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
+         quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
+         pct_of_ceiling = $19, perplexity = $20, context_tokens = $21 WHERE id = $22",
+    )
+    .bind(TrialState::Done.as_str())
+    .bind(now_ms())
+    .bind((!m.reused).then_some(o.load_time.as_secs_f64() * 1e3))
+    .bind(s.map(|s| s.ttft_ms))
+    .bind(s.map(|s| s.prefill_tps))
+    .bind(s.map(|s| s.decode_tps))
+    .bind(s.and_then(|s| s.client_decode_tps))
+    .bind(s.map(|s| s.prompt_tokens as i64))
+    .bind(s.map(|s| s.tokens_generated as i64))
+    .bind(o.props.as_ref().and_then(|p| p.n_ctx).map(|n| n as i64))
+    .bind(o.props.as_ref().map(|p| serde_json::to_string(p).expect("props serialize")))
+    .bind(o.memory.peak_rss_bytes as i64)
+    .bind(o.memory.mem_available_drop_bytes.map(|b| b as i64))
+    .bind(o.memory.peak_gpu_bytes.map(|b| b as i64))
+    .bind(serde_json::to_string(&o.measurement).expect("a measurement serializes"))
+    .bind(o.measurement.quality.as_ref().map(|q| q.score))
+    .bind(o.measurement.context_pass_rate())
+    .bind(m.ceiling_tps)
+    .bind(m.ceiling_tps.zip(s.map(|s| s.decode_tps)).map(|(c, d)| 100.0 * d / c))
+    .bind(o.measurement.perplexity.as_ref().map(|p| p.ppl))
+    .bind(o.measurement.context_tokens().map(|t| t as i64))
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// The full measurement of a finished trial, as stored (JSON).
+pub async fn measurement(db: &Db, id: i64) -> Result<Option<serde_json::Value>, sqlx::Error> {
+    let text: Option<Option<String>> =
+        sqlx::query_scalar("SELECT measurement FROM trials WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&db.pool)
+            .await?;
+    Ok(text.flatten().and_then(|t| serde_json::from_str(&t).ok()))
+}
+
+/// What a trial's page shows besides its [`TrialView`]: the command as
+/// launched (JSON: program, args, env), what the engine read back (JSON),
+/// and the engine's last lines.
+#[derive(Debug, Default, sqlx::FromRow)]
+pub struct Extras {
+    pub command: Option<String>,
+    pub props: Option<String>,
+    pub log_tail: Option<String>,
+}
+
+pub async fn extras(db: &Db, id: i64) -> Result<Option<Extras>, sqlx::Error> {
+    sqlx::query_as("SELECT command, props, log_tail FROM trials WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await
+}
+
+/// Marks a trial failed, with its cause and the engine's log tail.
+pub async fn finish_failed(db: &Db, id: i64, failure: &Failure) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE trials SET state = $1, finished_ms = $2, failure_kind = $3, error = $4, \
+         log_tail = $5 WHERE id = $6",
+    )
+    .bind(TrialState::Failed.as_str())
+    .bind(now_ms())
+    .bind(failure.kind.label())
+    .bind(&failure.message)
+    .bind(failure.log_tail.join("\n"))
+    .bind(id)
+    .execute(&db.pool)
+    .await?;
+    Ok(())
+}
+
+/// Marks a trial pruned: never launched, for `reason`.
+pub async fn finish_pruned(db: &Db, id: i64, reason: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET state = $1, finished_ms = $2, error = $3 WHERE id = $4")
+        .bind(TrialState::Pruned.as_str())
+        .bind(now_ms())
+        .bind(reason)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Adds to a trial's note (probes skipped, drift seen).
+pub async fn append_note(db: &Db, id: i64, text: &str) -> Result<(), sqlx::Error> {
+    let note: Option<Option<String>> = sqlx::query_scalar("SELECT note FROM trials WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await?;
+    let note = match note.flatten() {
+        Some(n) if !n.is_empty() => format!("{n}; {text}"),
+        _ => text.to_string(),
+    };
+    sqlx::query("UPDATE trials SET note = $1 WHERE id = $2")
+        .bind(note)
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Flags drift on trials of a study from `from_id` to `to_id`.
+pub async fn set_drift(
+    db: &Db,
+    study_id: i64,
+    from_id: i64,
+    to_id: i64,
+    pct: f64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE trials SET drift_pct = $1 WHERE study_id = $2 AND id >= $3 AND id <= $4")
+        .bind(pct)
+        .bind(study_id)
+        .bind(from_id)
+        .bind(to_id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
+/// Stores a finished trial read from an export or from llama-bench, with
+/// its metrics, in one transaction for the whole batch. Returns the new ids.
+pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Error> {
+    let mut tx = db.pool.begin().await?;
+    let mut ids = Vec::with_capacity(records.len());
+    for t in records {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO trials (profile, model, settings, state, created_ms, finished_ms, load_ms, \
+             ttft_ms, prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, \
+             tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, \
+             quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, \
+             failure_kind, error, study_id, role, note, drift_pct, machine, context_tokens) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+             $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31) RETURNING id",
+        )
+        .bind(&t.profile)
+        .bind(&t.model)
+        .bind(serde_json::to_string(&t.settings).expect("a string map serializes"))
+        .bind(t.state.as_str())
+        .bind(t.created_ms)
+        .bind(now_ms())
+        .bind(t.load_ms)
+        .bind(t.ttft_ms)
+        .bind(t.prefill_tps)
+        .bind(t.decode_tps)
+        .bind(t.client_decode_tps)
+        .bind(t.prompt_tokens)
+        .bind(t.tokens_requested)
+        .bind(t.tokens_generated)
+        .bind(t.n_ctx)
+        .bind(t.peak_rss_bytes)
+        .bind(t.mem_available_drop_bytes)
+        .bind(t.peak_gpu_bytes)
+        .bind(t.quality_score)
+        .bind(t.context_pass_rate)
+        .bind(t.ceiling_tps)
+        .bind(t.pct_of_ceiling)
+        .bind(t.perplexity)
+        .bind(&t.failure_kind)
+        .bind(&t.error)
+        .bind(t.study_id)
+        .bind(&t.role)
+        .bind(&t.note)
+        .bind(t.drift_pct)
+        .bind(&t.machine)
+        .bind(t.context_tokens)
+        .fetch_one(&mut *tx)
+        .await?;
+        ids.push(id);
+    }
+    tx.commit().await?;
+    Ok(ids)
+}
