@@ -120,8 +120,6 @@ impl Row {
     }
 }
 
-/// Stores a new queued trial and returns its id.
-
 /// A study's trials, oldest first.
 pub async fn of_study(db: &Db, study_id: i64) -> Result<Vec<TrialView>, sqlx::Error> {
     let rows: Vec<Row> = sqlx::query_as(select_trials!("WHERE study_id = $1 ORDER BY id"))

@@ -40,6 +40,7 @@ pub struct Measured<'a> {
     pub reused: bool,
 }
 
+/// Stores a new queued trial and returns its id.
 pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     let settings = serde_json::to_string(t.settings).expect("a string map serializes");
     sqlx::query_scalar(
