@@ -3,7 +3,6 @@
 
 pub mod compare;
 pub mod designer;
-pub mod explore;
 pub mod home;
 pub mod report;
 pub mod studies;

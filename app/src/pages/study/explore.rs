@@ -6,16 +6,16 @@
 
 use leptos::prelude::*;
 
-use super::MachinePicker;
 #[cfg(feature = "hydrate")]
-use super::study::study_pareto;
+use super::api::study_pareto;
+use crate::pages::MachinePicker;
 use crate::plot::{best_so_far_figure, effect_figure, parallel_figure};
 use crate::types::{ObjectiveView, ParetoView};
 
 #[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
 #[component]
 pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -> impl IntoView {
-    let metrics = super::metric_choices(&objectives, super::MORE_METRICS);
+    let metrics = crate::pages::metric_choices(&objectives, crate::pages::MORE_METRICS);
     let metric = RwSignal::new(metrics[0].0.clone());
     let setting = RwSignal::new(String::new());
     // Asked for only while the panel is open: the page of a large study
@@ -25,7 +25,7 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
     // The class of machine shown, in a study run on several ("": the first).
     let machine = RwSignal::new(String::new());
     #[cfg(feature = "hydrate")]
-    super::keep_fetched(
+    crate::pages::keep_fetched(
         move || {
             finished.track();
             (open.get(), metric.get(), machine.get())

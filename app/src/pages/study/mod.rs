@@ -8,75 +8,19 @@ use std::collections::BTreeMap;
 
 use leptos::prelude::*;
 
+mod api;
+mod explore;
+mod live;
+mod trials_table;
+
 use super::{MachinePicker, error_text, fmt_metric};
-use crate::design::differences;
 use crate::plot::figure_url;
 use crate::types::{
-    BestView, FindingsView, ObjectiveView, ParetoFigure, ParetoView, StudyProgress, StudyUpdate,
-    StudyView, TrialPage, TrialQuery, TrialState, TrialView,
+    BestView, FindingsView, ObjectiveView, ParetoFigure, StudyView, TrialState, TrialView,
 };
-
-#[server]
-pub async fn get_study(id: i64) -> Result<StudyView, ServerFnError> {
-    super::backend()?.study(id).await.map_err(ServerFnError::new)
-}
-
-/// One page of the study's trials, sorted and filtered by the database.
-#[server]
-pub async fn study_trials(id: i64, query: TrialQuery) -> Result<TrialPage, ServerFnError> {
-    super::backend()?.study_trials(id, query).await.map_err(ServerFnError::new)
-}
-
-#[server]
-pub async fn get_progress(id: i64) -> Result<StudyProgress, ServerFnError> {
-    super::backend()?.study_progress(id).await.map_err(ServerFnError::new)
-}
-
-/// `metrics`: comma-separated metric names; `settings`: with each point's
-/// values of the varied settings.
-#[server]
-pub async fn study_pareto(
-    id: i64,
-    metrics: String,
-    settings: bool,
-    machine: String,
-) -> Result<ParetoView, ServerFnError> {
-    let metrics =
-        metrics.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
-    let machine = Some(machine).filter(|m| !m.is_empty());
-    let mut view =
-        super::backend()?.pareto(id, metrics, machine).await.map_err(ServerFnError::new)?;
-    if !settings {
-        // Not needed by the Pareto plot: a lighter answer for large studies.
-        view.settings.clear();
-        view.points.iter_mut().for_each(|p| p.config.clear());
-    }
-    Ok(view)
-}
-
-/// What the study's trials show so far, written out.
-#[server]
-pub async fn study_findings(id: i64) -> Result<FindingsView, ServerFnError> {
-    super::backend()?.findings(id).await.map_err(ServerFnError::new)
-}
-
-/// `pause`, `resume` or `stop`.
-#[server]
-pub async fn control_study(id: i64, action: String) -> Result<(), ServerFnError> {
-    super::backend()?.control_study(id, action).await.map_err(ServerFnError::new)
-}
-
-/// What the live feed brought since the page loaded.
-#[derive(Clone, Copy)]
-struct Live {
-    /// Each trial's latest state, by id.
-    trials: RwSignal<BTreeMap<i64, TrialView>>,
-    events: RwSignal<Vec<StudyUpdate>>,
-    state: RwSignal<Option<String>>,
-    /// Counts trials that appeared or reached a final state: what the
-    /// server is asked again for.
-    changes: RwSignal<u64>,
-}
+pub use api::*;
+use live::{Live, in_flight};
+use trials_table::TrialsTable;
 
 #[component]
 pub fn StudyPage() -> impl IntoView {
@@ -131,22 +75,6 @@ pub fn StudyPage() -> impl IntoView {
             </Suspense>
         </main>
     }
-}
-
-/// A row as the live feed last saw it, where that is further along.
-fn overlaid(t: &TrialView, live: &BTreeMap<i64, TrialView>) -> TrialView {
-    match live.get(&t.id) {
-        Some(l) if !t.state.is_final() || l.state.is_final() => l.clone(),
-        _ => t.clone(),
-    }
-}
-
-/// The trials in flight, oldest first: those the server or the live feed
-/// knows of (the feed's word is the later) that have not ended.
-fn in_flight(progress: &StudyProgress, live: &BTreeMap<i64, TrialView>) -> Vec<TrialView> {
-    let mut all: BTreeMap<i64, &TrialView> = progress.in_flight.iter().map(|t| (t.id, t)).collect();
-    all.extend(live.iter().map(|(id, t)| (*id, t)));
-    all.into_values().filter(|t| !t.state.is_final()).cloned().collect()
 }
 
 #[component]
@@ -239,7 +167,7 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
         </section>
         <section class="panel">
             <h2>"Explore"</h2>
-            <super::explore::Explore id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
+            <explore::Explore id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
         </section>
         <section class="panel">
             <h2>"Trials"</h2>
@@ -460,138 +388,5 @@ fn Reports(id: i64) -> impl IntoView {
                 })}
             </Transition>
         </div>
-    }
-}
-
-/// The study's trials a page at a time, sorted and filtered by the server
-/// and asked again as trials appear and finish; rows in flight are shown
-/// as the live feed last saw them.
-#[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
-#[component]
-fn TrialsTable(
-    id: i64,
-    first: TrialPage,
-    live: Live,
-    objectives: Vec<ObjectiveView>,
-    baseline: BTreeMap<String, String>,
-) -> impl IntoView {
-    let query = RwSignal::new(TrialQuery::default());
-    let page = RwSignal::new(first);
-    // Trials picked to compare, kept across pages.
-    let picked: RwSignal<Vec<i64>> = RwSignal::new(Vec::new());
-    let compare_href = move || {
-        picked.with(|p| {
-            let ids: Vec<String> = p.iter().map(|i| i.to_string()).collect();
-            format!("/compare?trials={}", ids.join(","))
-        })
-    };
-    #[cfg(feature = "hydrate")]
-    super::keep_fetched(
-        move || {
-            live.changes.track();
-            query.get()
-        },
-        move |q| study_trials(id, q),
-        page,
-        true,
-    );
-    let metrics = super::metric_choices(&objectives, super::MORE_METRICS);
-    let metrics = StoredValue::new(metrics);
-    let baseline = StoredValue::new(baseline);
-    let rows = Memo::new(move |_| {
-        page.with(|p| {
-            live.trials.with(|l| p.rows.iter().map(|t| overlaid(t, l)).collect::<Vec<_>>())
-        })
-    });
-    let header = move |column: String, label: String| {
-        let c = column.clone();
-        let arrow = move || {
-            query.with(|q| match (q.sort == c, q.descending) {
-                (true, true) => " ▼",
-                (true, false) => " ▲",
-                _ => "",
-            })
-        };
-        let c2 = column.clone();
-        view! {
-            <th class="num sortable" data-column=column.clone()>
-                <button type="button" on:click=move |_| query.update(|q| {
-                    q.descending = q.sort != c2 || !q.descending;
-                    q.sort = c2.clone();
-                    q.offset = 0;
-                })>{label}{arrow}</button>
-            </th>
-        }
-    };
-    let limit = TrialQuery::default().limit;
-    let shown = move || {
-        let (offset, matching, n) = page.with(|p| (p.offset, p.matching, p.rows.len() as u64));
-        match n {
-            0 => format!("none of {matching} shown"),
-            _ => format!("{}–{} of {matching}", offset + 1, offset + n),
-        }
-    };
-    view! {
-        <label class="filter">"Filter " <input id="trial-filter" placeholder="state, role or setting=value" prop:value=move || query.with(|q| q.filter.clone()) on:input=move |ev| query.update(|q| { q.filter = event_target_value(&ev); q.offset = 0; }) /></label>
-        <Show
-            when=move || page.with(|p| p.matching > 0) || query.with(|q| !q.filter.trim().is_empty())
-            fallback=|| view! { <p class="muted" id="no-trials">"No trials yet."</p> }
-        >
-            <table class="trials" id="study-trials">
-                <thead>
-                    <tr>
-                        <th title="pick to compare">"⇄"</th>
-                        {header("id".into(), "#".into())}
-                        <th>"role"</th>
-                        <th>"state"</th>
-                        <th>"differs from the baseline"</th>
-                        {metrics.get_value().into_iter().map(|(m, l)| header(m, l)).collect_view()}
-                        <th>"note"</th>
-                    </tr>
-                </thead>
-                <tbody>
-                    <For each=move || rows.get() key=|t| (t.id, t.state) let:t>
-                        {
-                            let diff = baseline.with_value(|b| differences(&t.settings, b)).join(" ");
-                            let cause = match t.state {
-                                TrialState::Failed | TrialState::Pruned => format!("{}: {}", t.failure_kind.clone().unwrap_or_default(), t.error.clone().unwrap_or_default()),
-                                _ => String::new(),
-                            };
-                            let drift = t.drift_pct.map(|d| format!(" drift {d:+.1} %")).unwrap_or_default();
-                            view! {
-                                <tr data-trial-id=t.id data-state=t.state.as_str()>
-                                    <td>
-                                        <input type="checkbox" class="pick" aria-label=format!("compare trial {}", t.id)
-                                            prop:checked=move || picked.with(|p| p.contains(&t.id))
-                                            on:change=move |_| picked.update(|p| super::toggle_pick(p, t.id)) />
-                                    </td>
-                                    <td><a href=format!("/trials/{}", t.id)>{t.id}</a></td>
-                                    <td>
-                                        {t.role.clone().unwrap_or_default()}
-                                        {t.machine.clone().map(|m| view! {
-                                            <span class="muted machine">
-                                                {format!(" on {m}{}", t.worker.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())}
-                                            </span>
-                                        })}
-                                    </td>
-                                    <td><span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span></td>
-                                    <td class="settings">{if diff.is_empty() { "(the baseline)".to_string() } else { diff }}</td>
-                                    {metrics.get_value().into_iter().map(|(m, _)| view! { <td class="num">{fmt_metric(&m, t.metric(&m))}</td> }).collect_view()}
-                                    <td class="muted note">{format!("{}{}{}", t.note.clone().unwrap_or_default(), drift, if cause.is_empty() { String::new() } else { format!(" — {cause}") })}</td>
-                                </tr>
-                            }
-                        }
-                    </For>
-                </tbody>
-            </table>
-            <nav class="pager">
-                <button type="button" id="page-prev" disabled=move || query.with(|q| q.offset == 0) on:click=move |_| query.update(|q| q.offset = q.offset.saturating_sub(limit))>"← previous"</button>
-                <span class="muted" id="trials-shown">{shown}</span>
-                <Show when=move || picked.with(|p| p.len() >= 2)>
-                    <a id="compare-link" href=compare_href>{move || format!("compare {} trials", picked.with(Vec::len))}</a>
-                </Show>
-                <button type="button" id="page-next" disabled=move || query.with(|q| q.offset + limit >= page.with(|p| p.matching)) on:click=move |_| query.update(|q| q.offset += limit)>"next →"</button>
-            </nav>
-        </Show>
     }
 }

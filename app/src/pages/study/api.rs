@@ -1,0 +1,56 @@
+//! The study page's calls to the server: the study, its trials a page at
+//! a time, its progress, its Pareto front, its findings, and the controls.
+
+use leptos::prelude::*;
+
+use crate::types::{FindingsView, ParetoView, StudyProgress, StudyView, TrialPage, TrialQuery};
+
+#[server]
+pub async fn get_study(id: i64) -> Result<StudyView, ServerFnError> {
+    super::super::backend()?.study(id).await.map_err(ServerFnError::new)
+}
+
+/// One page of the study's trials, sorted and filtered by the database.
+#[server]
+pub async fn study_trials(id: i64, query: TrialQuery) -> Result<TrialPage, ServerFnError> {
+    super::super::backend()?.study_trials(id, query).await.map_err(ServerFnError::new)
+}
+
+#[server]
+pub async fn get_progress(id: i64) -> Result<StudyProgress, ServerFnError> {
+    super::super::backend()?.study_progress(id).await.map_err(ServerFnError::new)
+}
+
+/// `metrics`: comma-separated metric names; `settings`: with each point's
+/// values of the varied settings.
+#[server]
+pub async fn study_pareto(
+    id: i64,
+    metrics: String,
+    settings: bool,
+    machine: String,
+) -> Result<ParetoView, ServerFnError> {
+    let metrics =
+        metrics.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
+    let machine = Some(machine).filter(|m| !m.is_empty());
+    let mut view =
+        super::super::backend()?.pareto(id, metrics, machine).await.map_err(ServerFnError::new)?;
+    if !settings {
+        // Not needed by the Pareto plot: a lighter answer for large studies.
+        view.settings.clear();
+        view.points.iter_mut().for_each(|p| p.config.clear());
+    }
+    Ok(view)
+}
+
+/// What the study's trials show so far, written out.
+#[server]
+pub async fn study_findings(id: i64) -> Result<FindingsView, ServerFnError> {
+    super::super::backend()?.findings(id).await.map_err(ServerFnError::new)
+}
+
+/// `pause`, `resume` or `stop`.
+#[server]
+pub async fn control_study(id: i64, action: String) -> Result<(), ServerFnError> {
+    super::super::backend()?.control_study(id, action).await.map_err(ServerFnError::new)
+}
