@@ -206,24 +206,21 @@ impl RunningEngine {
         // A fresh connection per request: llama-server (cpp-httplib) closes a
         // keep-alive connection after a few requests, and a request sent on
         // one it is closing fails. Loopback connections cost microseconds.
-        let client =
-            reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().map_err(
-                |e| Failure { kind: FailureKind::Spawn, message: e.to_string(), log_tail: vec![] },
-            )?;
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| Failure::new(FailureKind::Spawn, e.to_string()))?;
         // Something already answering here is not ours: never measure it.
         if tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await.is_ok() {
-            return Err(Failure {
-                kind: FailureKind::PortConflict,
-                message: format!("another process already answers on port {port}"),
-                log_tail: vec![],
-            });
+            return Err(Failure::new(
+                FailureKind::PortConflict,
+                format!("another process already answers on port {port}"),
+            ));
         }
         let available_before = crate::memory::mem_available();
-        let process = EngineProcess::spawn(&spec).map_err(|e| Failure {
-            kind: FailureKind::Spawn,
-            message: format!("{e}: {}", e.source),
-            log_tail: vec![],
-        })?;
+        let process = EngineProcess::spawn(&spec)
+            .map_err(|e| Failure::new(FailureKind::Spawn, format!("{e}: {}", e.source)))?;
         let memory = MemorySampler::start(process.pid(), MEMORY_SAMPLE, available_before);
         let ready = llama_server::wait_ready(
             &client,
@@ -268,21 +265,21 @@ impl RunningEngine {
         model_id: &str,
         timeout: Duration,
     ) -> Result<Self, Failure> {
-        let client =
-            reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().map_err(
-                |e| Failure { kind: FailureKind::Spawn, message: e.to_string(), log_tail: vec![] },
-            )?;
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| Failure::new(FailureKind::Spawn, e.to_string()))?;
         let started = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + timeout;
         while llama_server::health(&client, base_url, "/v1/models").await
             != llama_server::Health::Ready
         {
             if tokio::time::Instant::now() >= deadline {
-                return Err(Failure {
-                    kind: FailureKind::LoadTimeout,
-                    message: format!("{base_url}/v1/models did not answer within {timeout:?}"),
-                    log_tail: vec![],
-                });
+                return Err(Failure::new(
+                    FailureKind::LoadTimeout,
+                    format!("{base_url}/v1/models did not answer within {timeout:?}"),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -335,8 +332,7 @@ impl RunningEngine {
                     Ok(t) => Ok(Some(t)),
                     Err(e) => {
                         let message = format!("tokenize: {}", llama_server::chain(&e));
-                        let failure =
-                            Failure { kind: FailureKind::ProbeFailed, message, log_tail: vec![] };
+                        let failure = Failure::new(FailureKind::ProbeFailed, message);
                         Err(self.explain(failure).await)
                     }
                 }

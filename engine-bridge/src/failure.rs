@@ -72,6 +72,13 @@ pub struct Failure {
     pub log_tail: Vec<String>,
 }
 
+impl Failure {
+    /// A failure with no engine output to show (one Tunebook saw itself).
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Failure { kind, message: message.into(), log_tail: vec![] }
+    }
+}
+
 const OOM_MARKERS: &[&str] = &[
     "out of memory",
     "failed to allocate",

@@ -95,12 +95,10 @@ pub fn adapt_llama_server(args: &[String], flags: &FlagSet) -> Result<Vec<String
     if !flags.is_known() {
         return Ok(args.to_vec());
     }
-    let refuse = |flag: &str| Failure {
-        kind: FailureKind::Rejected,
-        message: format!(
-            "this llama-server does not accept `{flag}` (its --help does not list it)"
-        ),
-        log_tail: vec![],
+    let refuse = |flag: &str| {
+        let why =
+            format!("this llama-server does not accept `{flag}` (its --help does not list it)");
+        Failure::new(FailureKind::Rejected, why)
     };
     let renamed = [("--draft-max", "--spec-draft-n-max"), ("--draft-min", "--spec-draft-n-min")];
     let (mut out, mut mlock, mut no_mmap) = (Vec::new(), false, false);

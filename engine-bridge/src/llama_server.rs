@@ -196,7 +196,7 @@ pub async fn completion(
     extra: &serde_json::Map<String, serde_json::Value>,
     timeout: Duration,
 ) -> Result<Completion, Failure> {
-    let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
+    let probe_err = |kind, message: String| Failure::new(kind, message);
     let prompt = match request.prompt {
         Prompt::Tokens(t) => json!(t),
         Prompt::Text(t) => json!(t),

@@ -65,7 +65,7 @@ pub async fn completion(
     extra: &serde_json::Map<String, Value>,
     timeout: Duration,
 ) -> Result<Completion, Failure> {
-    let probe_err = |kind, message: String| Failure { kind, message, log_tail: vec![] };
+    let probe_err = |kind, message: String| Failure::new(kind, message);
     let (prompt, known_prompt_n) = match request.prompt {
         Prompt::Tokens(t) => (json!(t), Some(t.len() as u32)),
         Prompt::Text(t) => (json!(t), None),

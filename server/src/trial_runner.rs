@@ -93,11 +93,10 @@ impl Runner {
         let (queue, rx) = mpsc::unbounded_channel();
         for state in [TrialState::Launching, TrialState::Loading, TrialState::Probing] {
             for id in trials::ids_in_state(&ctx.db, state).await? {
-                let failure = Failure {
-                    kind: FailureKind::Interrupted,
-                    message: format!("Tunebook stopped while this trial was {}", state.as_str()),
-                    log_tail: vec![],
-                };
+                let failure = Failure::new(
+                    FailureKind::Interrupted,
+                    format!("Tunebook stopped while this trial was {}", state.as_str()),
+                );
                 trials::finish_failed(&ctx.db, id, &failure).await?;
             }
         }
@@ -105,11 +104,10 @@ impl Runner {
             // A study's queued trial is its study runner's to run again.
             match trials::get(&ctx.db, id).await?.and_then(|t| t.study_id) {
                 Some(_) => {
-                    let failure = Failure {
-                        kind: FailureKind::Interrupted,
-                        message: "Tunebook stopped before this trial started".into(),
-                        log_tail: vec![],
-                    };
+                    let failure = Failure::new(
+                        FailureKind::Interrupted,
+                        "Tunebook stopped before this trial started",
+                    );
                     trials::finish_failed(&ctx.db, id, &failure).await?;
                 }
                 None => {
@@ -181,7 +179,7 @@ async fn measure(
     gate: Option<Gate<'_>>,
     slot: &mut Option<Warm>,
 ) -> Result<Result<(), Failure>, sqlx::Error> {
-    let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
+    let fail = |kind, message: String| Ok(Err(Failure::new(kind, message)));
     let probes = &probes.clone().with_endpoints(&ctx.endpoints);
     set_state(ctx, trial.id, TrialState::Launching).await?;
     let Some(profile) = ctx.profiles.iter().find(|p| p.name == trial.profile) else {
@@ -265,7 +263,7 @@ async fn start_engine(
     profile: &Profile,
     trial: &TrialView,
 ) -> Result<Result<(RunningEngine, serde_json::Value), Failure>, sqlx::Error> {
-    let fail = |kind, message: String| Ok(Err(Failure { kind, message, log_tail: vec![] }));
+    let fail = |kind, message: String| Ok(Err(Failure::new(kind, message)));
     if let (EngineKind::External, Some(url)) = (profile.kind, &profile.url) {
         if let Err(e) = engine_bridge::plan(profile, &trial.model, &trial.settings, 0) {
             return fail(FailureKind::Rejected, e.to_string());

@@ -92,8 +92,7 @@ impl PerplexityProbe {
         scratch: &Path,
         registry: Option<&Path>,
     ) -> Result<PerplexityResult, Failure> {
-        let fail =
-            |message: String| Failure { kind: FailureKind::ProbeFailed, message, log_tail: vec![] };
+        let fail = |message: String| Failure::new(FailureKind::ProbeFailed, message);
         let binary = Self::binary_for(profile)
             .ok_or_else(|| fail("no llama-perplexity beside this profile's llama-server".into()))?;
         let text_path = match &self.text {
@@ -178,16 +177,14 @@ impl PerplexityProbe {
                 );
                 Ok((out.status, text))
             }
-            Err(RunError::Start(e)) => Err(Failure {
-                kind: FailureKind::ProbeFailed,
-                message: format!("cannot run {}: {e}", spec.program.display()),
-                log_tail: vec![],
-            }),
-            Err(RunError::TimedOut) => Err(Failure {
-                kind: FailureKind::ProbeTimeout,
-                message: format!("llama-perplexity took longer than {:?}", self.timeout),
-                log_tail: vec![],
-            }),
+            Err(RunError::Start(e)) => Err(Failure::new(
+                FailureKind::ProbeFailed,
+                format!("cannot run {}: {e}", spec.program.display()),
+            )),
+            Err(RunError::TimedOut) => Err(Failure::new(
+                FailureKind::ProbeTimeout,
+                format!("llama-perplexity took longer than {:?}", self.timeout),
+            )),
         }
     }
 }

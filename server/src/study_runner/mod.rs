@@ -235,11 +235,7 @@ impl Studies {
                 gate.as_ref().map(|g| g as engine_bridge::probes::Gate<'_>);
             tokio::select! {
                 _ = control.stop.cancelled() => {
-                    let failure = engine_bridge::Failure {
-                        kind: FailureKind::Interrupted,
-                        message: "the study was stopped while this trial ran".into(),
-                        log_tail: vec![],
-                    };
+                    let failure = engine_bridge::Failure::new(FailureKind::Interrupted, "the study was stopped while this trial ran");
                     trials::finish_failed(&ctx.db, trial_id, &failure).await?;
                     runner::publish(ctx, trial_id).await?;
                     return Ok(());
