@@ -4,6 +4,7 @@
 
 #![recursion_limit = "512"]
 
+pub mod announce;
 pub mod backend;
 pub mod data_lock;
 pub mod db;

@@ -110,8 +110,8 @@ impl Service {
         .await?;
         // Published as queued before the runner may move it on: watchers
         // never see it queued after launching.
-        let view = trials::get(&self.db, id).await?.ok_or(Error::NotFound)?;
-        self.events.publish(crate::events::Payload::Trial(view.clone()));
+        let view = crate::announce::trial(&self.db, &self.events, id).await?;
+        let view = view.ok_or(Error::NotFound)?;
         if request.target.is_none() {
             self.runner.enqueue(id);
         }

@@ -332,8 +332,5 @@ async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<()
 
 /// Announces a trial's stored state to every listener.
 pub async fn publish(ctx: &RunnerContext, id: i64) -> Result<(), sqlx::Error> {
-    if let Some(view) = trials::get(&ctx.db, id).await? {
-        ctx.events.publish(crate::events::Payload::Trial(view));
-    }
-    Ok(())
+    crate::announce::trial(&ctx.db, &ctx.events, id).await.map(drop)
 }

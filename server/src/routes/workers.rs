@@ -19,6 +19,7 @@ use tunebook_app::types::{TrialState, TrialView};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
+use crate::announce;
 use crate::db::queue::{self, TrialResult, Worker};
 use crate::db::trials;
 use crate::error::{Error, Result};
@@ -217,8 +218,8 @@ pub async fn claim(
             _ = queued => {}
         }
     };
-    let view = trials::get(&service.db, trial).await?.ok_or(Error::NotFound)?;
-    service.events.publish(Payload::Trial(view.clone()));
+    let view =
+        announce::trial(&service.db, &service.events, trial).await?.ok_or(Error::NotFound)?;
     tracing::info!(worker = %name, trial, "trial taken");
     // A study's trial runs the study's probes; any other the server's.
     let probes = match view.study_id {
@@ -290,10 +291,8 @@ pub async fn heartbeat(
         return Err(Error::Conflict(format!("trial {trial} is no longer this worker's")));
     }
     append_log(service, trial, &body.log).await;
-    if before != Some(body.state)
-        && let Some(view) = trials::get(&service.db, trial).await?
-    {
-        service.events.publish(Payload::Trial(view));
+    if before != Some(body.state) {
+        announce::trial(&service.db, &service.events, trial).await?;
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -369,9 +368,7 @@ pub async fn result(
         return Err(refused());
     }
     tracing::info!(worker = %name, trial, "trial finished by its worker");
-    if let Some(view) = trials::get(&service.db, trial).await? {
-        service.events.publish(Payload::Trial(view));
-    }
+    announce::trial(&service.db, &service.events, trial).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -390,9 +387,7 @@ pub async fn sweep(service: Arc<Service>, stop: CancellationToken) {
                         trial = id,
                         "a worker stopped renewing its lease: trial queued again"
                     );
-                    if let Ok(Some(view)) = trials::get(&service.db, id).await {
-                        service.events.publish(Payload::Trial(view));
-                    }
+                    let _ = announce::trial(&service.db, &service.events, id).await;
                 }
             }
             Err(e) => tracing::error!(error = %e, "could not expire worker leases"),
