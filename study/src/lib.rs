@@ -5,6 +5,7 @@
 //! configuration ([`strategy`]). Nothing here launches an engine; the
 //! server's study runner does.
 
+pub mod check;
 pub mod confirm;
 pub mod expr;
 pub mod findings;

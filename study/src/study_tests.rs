@@ -1,0 +1,128 @@
+//! Reading and checking a study.
+
+use engine_bridge::Catalog;
+
+use super::*;
+
+pub(crate) const SEEDS: &str = r#"
+name = "K/V cache types"
+profile = "demo"
+model = "tiny"
+constraints = ['flash_attn == "on" when cache_type_v != "f16"']
+
+[space]
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+flash_attn = ["on", "off"]
+ctx_size = { min = 2048, max = 16384, log = true }
+
+[fixed]
+threads = 2
+
+[baseline]
+cache_type_k = "f16"
+cache_type_v = "f16"
+flash_attn = "off"
+ctx_size = 4096
+
+[[objectives]]
+metric = "decode_tps"
+
+[[objectives]]
+metric = "peak_rss_bytes"
+max = "120 GiB"
+
+[[bounds]]
+metric = "quality_score"
+min = "baseline - 1%"
+"#;
+
+fn check(text: &str) -> Result<Study, StudyError> {
+    StudyDef::from_toml(text)?.check(&Catalog::llama_server(), &["tiny".to_string()])
+}
+
+#[test]
+fn margins_are_checked_and_kept() {
+    let text =
+        SEEDS.replace("[space]\n", "margins = { speed_pct = 5, quality_rate = 0.01 }\n[space]\n");
+    let study = check(&text).unwrap();
+    assert_eq!(study.def.margins.speed_pct, 5.0);
+    assert_eq!(study.def.margins.memory_pct, 3.0, "the rest keep their defaults");
+    let bad = SEEDS.replace("[space]\n", "margins = { speed_pct = 0 }\n[space]\n");
+    let e = check(&bad).unwrap_err().to_string();
+    assert!(e.contains("margins.speed_pct: 0 is not between 0 and 50 percent"), "{e}");
+    let unknown = SEEDS.replace("[space]\n", "margins = { speed = 5 }\n[space]\n");
+    assert!(StudyDef::from_toml(&unknown).is_err());
+}
+
+#[test]
+fn a_study_from_the_seeds() {
+    let study = check(SEEDS).unwrap();
+    assert_eq!(study.space.params.len(), 4);
+    assert_eq!(study.space.grid_size(), 3 * 3 * 2 * 4);
+    assert_eq!(study.baseline["threads"], "2");
+    assert_eq!(study.objectives[1].goal, Goal::Min);
+    assert_eq!(study.def.strategy.kind, StrategyKind::Bayes, "the default");
+    assert!(study.probes.speed.is_some() && study.probes.quality.is_none());
+}
+
+#[test]
+fn request_time_settings_change_fastest_in_the_grid() {
+    let text = SEEDS.replace("[space]\n", "[space]\ntop_k = [1, 40]\n");
+    let study = check(&text).unwrap();
+    let names: Vec<&str> = study.space.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names.last(), Some(&"top_k"), "{names:?}");
+    let grid: Vec<Settings> = study.space.grid().take(2).collect();
+    assert_eq!(grid[0]["top_k"], "1");
+    assert_eq!(grid[1]["top_k"], "40");
+    let catalog = Catalog::llama_server();
+    assert_eq!(catalog.load_time(&grid[0]), catalog.load_time(&grid[1]));
+}
+
+#[test]
+fn every_problem_is_named() {
+    let bad = SEEDS
+        .replace(r#"cache_type_k = ["f16", "q8_0", "q4_0"]"#, "cache_type_k = []")
+        .replace("threads = 2", "threads = 2\nctx_size = 1\nbogus = 1")
+        .replace(r#"metric = "decode_tps""#, r#"metric = "speed""#)
+        .replace("flash_attn = [\"on\", \"off\"]", "flash_attn = [\"on\", \"sometimes\"]");
+    let StudyError(errors) = check(&bad).unwrap_err();
+    let all = errors.join("\n");
+    for expected in [
+        "setting `cache_type_k`: the list of values is empty",
+        "unknown setting `bogus`",
+        "`ctx_size` is both varied and fixed",
+        "unknown metric `speed`",
+        "`sometimes` is not one of",
+    ] {
+        assert!(all.contains(expected), "missing `{expected}` in:\n{all}");
+    }
+}
+
+#[test]
+fn no_objective_and_unsatisfiable_constraints() {
+    let none = SEEDS.split("[[objectives]]").next().unwrap();
+    assert!(check(none).unwrap_err().to_string().contains("no objective"));
+    let never = SEEDS.replace("constraints = [", "constraints = ['ctx_size < 1000', ");
+    let e = check(&never).unwrap_err().to_string();
+    assert!(e.contains("baseline breaks `ctx_size < 1000`"), "{e}");
+    let never = never.replace("ctx_size = 4096", "ctx_size = 512");
+    let e = check(&never).unwrap_err().to_string();
+    assert!(e.contains("no configuration satisfies the constraints"), "{e}");
+    let typo = SEEDS.replace("when cache_type_v", "when cache_typ_v");
+    assert!(check(&typo).unwrap_err().to_string().contains("neither varies nor fixes"));
+}
+
+#[test]
+fn bounds_decide_feasibility() {
+    let study = check(SEEDS).unwrap();
+    let m = |tps: f64, q: f64| -> BTreeMap<Metric, f64> {
+        [(Metric::DecodeTps, tps), (Metric::PeakRssBytes, 1e9), (Metric::QualityScore, q)].into()
+    };
+    let base = m(10.0, 0.8);
+    assert!(study.observe(Settings::new(), Some(&m(12.0, 0.795)), Some(&base)).feasible);
+    let worse = study.observe(Settings::new(), Some(&m(12.0, 0.7)), Some(&base));
+    assert!(!worse.feasible);
+    assert_eq!(worse.values, Some(vec![12.0, 1e9]));
+    assert!(!study.observe(Settings::new(), None, Some(&base)).feasible);
+}
