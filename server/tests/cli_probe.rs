@@ -74,20 +74,23 @@ fn tunebook(args: &[&str], data: &std::path::Path) -> std::process::Output {
     tunebook_command(args, data).output().unwrap()
 }
 
-#[test]
-fn a_study_runs_headless_from_a_file() {
-    require_demo_engine();
-    let data = tempfile::tempdir().unwrap();
-    let file = data.path().join("study.toml");
-    std::fs::write(
-        &file,
+/// A grid study of the demo model over `ubatch_size`, written to `dir`.
+fn write_study(
+    dir: &std::path::Path,
+    name: &str,
+    ubatch_sizes: &str,
+    n_predict: u32,
+    repeats: u32,
+) -> std::path::PathBuf {
+    let file = dir.join("study.toml");
+    let text = format!(
         r#"
-name = "from the command line"
+name = "{name}"
 profile = "demo"
 model = "tiny-llama"
-strategy = { kind = "grid" }
+strategy = {{ kind = "grid" }}
 [space]
-ubatch_size = [128, 256]
+ubatch_size = {ubatch_sizes}
 [fixed]
 ctx_size = 1024
 threads = 2
@@ -95,12 +98,20 @@ threads = 2
 metric = "decode_tps"
 [probes.speed]
 prompt_tokens = 16
-n_predict = 4
-repeats = 1
+n_predict = {n_predict}
+repeats = {repeats}
 warmup = 0
-"#,
-    )
-    .unwrap();
+"#
+    );
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn a_study_runs_headless_from_a_file() {
+    require_demo_engine();
+    let data = tempfile::tempdir().unwrap();
+    let file = write_study(data.path(), "from the command line", "[128, 256]", 4, 1);
     let out = tunebook(&["run", file.to_str().unwrap()], data.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -135,29 +146,8 @@ warmup = 0
 fn sigterm_pauses_a_headless_study_and_says_it_was_interrupted() {
     require_demo_engine();
     let data = tempfile::tempdir().unwrap();
-    let file = data.path().join("study.toml");
-    std::fs::write(
-        &file,
-        r#"
-name = "long"
-profile = "demo"
-model = "tiny-llama"
-strategy = { kind = "grid" }
-[space]
-ubatch_size = [64, 128, 256, 512]
-[fixed]
-ctx_size = 1024
-threads = 2
-[[objectives]]
-metric = "decode_tps"
-[probes.speed]
-prompt_tokens = 16
-n_predict = 64
-repeats = 50
-warmup = 0
-"#,
-    )
-    .unwrap();
+    // Long enough to be stopped in the middle: 50 repeats a trial.
+    let file = write_study(data.path(), "long", "[64, 128, 256, 512]", 64, 50);
     let mut child = tunebook_command(&["run", file.to_str().unwrap()], data.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

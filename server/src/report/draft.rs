@@ -334,10 +334,11 @@ async fn fresh_cells_of(service: &Service, src: &Source<'_>) -> Vec<Cell> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn md(id: &str, origin: Option<&str>, text: &str) -> Cell {
+    /// A markdown cell, for tests.
+    pub(in crate::report) fn md(id: &str, origin: Option<&str>, text: &str) -> Cell {
         Cell {
             id: id.into(),
             body: CellBody::Markdown { text: text.into() },

@@ -47,17 +47,9 @@ pub fn export_html(view: &ReportView, plotly_js: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tunebook_app::types::{Cell, CellBody, Notebook, RenderedCell};
+    use tunebook_app::types::{Notebook, RenderedCell};
 
-    fn md(id: &str, origin: Option<&str>, text: &str) -> Cell {
-        Cell {
-            id: id.into(),
-            body: CellBody::Markdown { text: text.into() },
-            origin: origin.map(String::from),
-            edited: false,
-            machine: None,
-        }
-    }
+    use super::super::draft::tests::md;
 
     #[test]
     fn nothing_in_a_figure_can_end_its_script() {
