@@ -21,8 +21,10 @@ mod analysis;
 mod boundary;
 pub mod confirmed;
 mod design;
+mod free_wins;
 mod ols;
 mod rules;
+mod sections;
 mod summary;
 mod text;
 mod verdicts;
@@ -34,8 +36,9 @@ use serde::{Deserialize, Serialize};
 
 pub use boundary::{boundary, mark_missed};
 pub use rules::{Condition, Op, Rule, holds};
+pub use sections::{Pick, SECTIONS, markdown, section_markdown};
 pub use summary::balanced_pick;
-pub use text::{Pick, SECTIONS, markdown, num, section_markdown, value_text};
+pub use text::{num, value_text};
 
 use crate::study::{Goal, Measure, Metric};
 use analysis::Analysis;
@@ -405,7 +408,7 @@ pub fn findings_with(
         }
     }
     out.extend(interactions);
-    out.extend(verdicts::free_wins(&analyses, &adjusted, margins));
+    out.extend(free_wins::free_wins(&analyses, &adjusted, margins));
     for a in analyses.iter().filter(|a| objectives.iter().any(|(m, _)| *m == a.metric)) {
         out.extend(verdicts::anomalies(a));
     }

@@ -1,0 +1,82 @@
+//! The sections of a write-up: which findings each holds, and each
+//! section, or the whole write-up, in markdown.
+
+use super::text::names;
+use super::{Finding, Undetermined};
+use crate::study::Metric;
+
+/// Which findings a section of a write-up holds.
+pub type Pick = fn(&Finding) -> bool;
+
+/// The sections of a write-up, in order: a key that names it (reports
+/// find their cells by it), a title and which findings it holds.
+pub const SECTIONS: [(&str, &str, Pick); 10] = [
+    ("best", "Best configurations", |f| {
+        matches!(
+            f,
+            Finding::Best { .. }
+                | Finding::Boundary { .. }
+                | Finding::Balanced { .. }
+                | Finding::Confirmed { .. }
+        )
+    }),
+    ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
+    ("effects", "What each setting changes", |f| matches!(f, Finding::Effect { .. })),
+    ("interactions", "Settings that act together", |f| matches!(f, Finding::Interaction { .. })),
+    ("no_effect", "No effect, shown within the margin", |f| matches!(f, Finding::NoEffect { .. })),
+    ("not_determined", "Not determined yet", |f| matches!(f, Finding::NotDetermined { .. })),
+    ("anomalies", "Anomalies", |f| matches!(f, Finding::Anomaly { .. })),
+    ("failures", "Failures", |f| matches!(f, Finding::Failures { .. })),
+    ("ceiling", "Ceiling", |f| matches!(f, Finding::Ceiling { .. })),
+    ("drift", "Drift", |f| matches!(f, Finding::Drift { .. })),
+];
+
+/// One section's findings as a markdown list, or `None` when it has none.
+/// What is not determined yet comes one line a metric.
+pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
+    let mut items: Vec<String> = Vec::new();
+    let mut open: Vec<(Metric, Vec<String>)> = Vec::new();
+    for f in findings.iter().filter(|f| pick(f)) {
+        match f {
+            Finding::NotDetermined { setting, metric, reason } => {
+                let why = match reason {
+                    Undetermined::Aliased { with } if !with.is_empty() => {
+                        format!("changed only together with {}", names(with))
+                    }
+                    Undetermined::Aliased { .. } => "never changed on its own".into(),
+                    Undetermined::MoreTrials { about: Some(n) } => {
+                        format!("about {n} more trials would decide it")
+                    }
+                    Undetermined::MoreTrials { about: None } => {
+                        "many more trials would be needed".into()
+                    }
+                    Undetermined::TooFew => "too few trials".into(),
+                };
+                let item = format!("`{setting}` ({why})");
+                match open.iter_mut().find(|(m, _)| m == metric) {
+                    Some((_, list)) => list.push(item),
+                    None => open.push((*metric, vec![item])),
+                }
+            }
+            _ => items.push(format!("- {}", f.markdown())),
+        }
+    }
+    items.extend(open.into_iter().map(|(m, list)| {
+        format!(
+            "- **Not determined yet on {}**: {} — neither an effect nor its absence within the margin is shown yet.",
+            m.label(),
+            list.join(", ")
+        )
+    }));
+    (!items.is_empty()).then(|| items.join("\n"))
+}
+
+/// Every finding as a markdown document, section by section.
+pub fn markdown(findings: &[Finding]) -> String {
+    SECTIONS
+        .iter()
+        .filter_map(|(_, title, pick)| {
+            Some(format!("## {title}\n\n{}\n\n", section_markdown(findings, *pick)?))
+        })
+        .collect()
+}
