@@ -261,7 +261,7 @@ impl Backend for Service {
                         .as_f64()
                         .map(|b| format!("; memory read {:.1} GB/s", b / 1e9))
                         .unwrap_or_default();
-                    format!("{}{bandwidth}", crate::db::queue::class_of(h))
+                    format!("{}{bandwidth}", crate::machine_class::of(h))
                 });
                 let profiles = w
                     .profiles

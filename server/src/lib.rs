@@ -14,6 +14,7 @@ pub mod events;
 pub mod exit_status;
 pub mod login;
 pub mod machine;
+pub mod machine_class;
 pub mod markdown;
 pub mod places;
 pub mod probe_cli;

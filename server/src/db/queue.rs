@@ -30,7 +30,7 @@ pub struct Worker {
     pub name: String,
     pub hardware: Option<Value>,
     pub profiles: Option<Value>,
-    /// The class of machine it stands for (see [`class_of`]).
+    /// The class of machine it stands for (see [`crate::machine_class::of`]).
     pub machine_class: Option<String>,
     pub created_ms: i64,
     pub last_seen_ms: Option<i64>,
@@ -78,34 +78,6 @@ pub async fn revoke_worker(db: &Db, name: &str) -> Result<bool, sqlx::Error> {
     Ok(done.rows_affected() > 0)
 }
 
-/// A machine's class from its hardware as a worker registers it: CPU,
-/// GPUs and memory, e.g. `AMD EPYC 7763 (64 threads), 2× NVIDIA H100, 503 GiB`.
-/// Machines of one class are taken to measure alike.
-pub fn class_of(hardware: &Value) -> String {
-    let cpu = hardware["cpu"].as_str().filter(|c| !c.is_empty()).unwrap_or("unknown CPU");
-    let mut parts = vec![match hardware["threads"].as_u64() {
-        Some(n) => format!("{cpu} ({n} threads)"),
-        None => cpu.to_string(),
-    }];
-    let gpus: Vec<String> = hardware["gpus"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        // "NVIDIA H100 80GB HBM3, 79.6 GiB, driver 550.54": the driver is not the machine.
-        .map(|g| g.split(", driver").next().unwrap_or(g).to_string())
-        .collect();
-    let mut counted: BTreeMap<String, usize> = BTreeMap::new();
-    for g in gpus {
-        *counted.entry(g).or_default() += 1;
-    }
-    parts.extend(counted.into_iter().map(|(g, n)| format!("{n}× {g}")));
-    if let Some(ram) = hardware["ram_bytes"].as_u64() {
-        parts.push(format!("{} GiB", (ram as f64 / (1u64 << 30) as f64).round()));
-    }
-    parts.join(", ")
-}
-
 /// A profile a worker registered: its name, engine and models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerProfile {
@@ -126,7 +98,7 @@ pub async fn registered_profiles(db: &Db, id: i64) -> Result<Vec<WorkerProfile>,
 }
 
 /// Records what a worker runs on, its class of machine (given, or
-/// [`class_of`] its hardware) and what it can run.
+/// [`crate::machine_class::of`] its hardware) and what it can run.
 pub async fn register(
     db: &Db,
     id: i64,
@@ -134,7 +106,7 @@ pub async fn register(
     class: Option<&str>,
     profiles: &[WorkerProfile],
 ) -> Result<(), sqlx::Error> {
-    let class = class.map_or_else(|| class_of(hardware), str::to_string);
+    let class = class.map_or_else(|| crate::machine_class::of(hardware), str::to_string);
     sqlx::query(
         "UPDATE workers SET hardware = $1, profiles = $2, last_seen_ms = $3, machine_class = $4 \
          WHERE id = $5",
