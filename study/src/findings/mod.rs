@@ -19,6 +19,7 @@
 
 mod analysis;
 mod boundary;
+mod cites;
 pub mod confirmed;
 mod design;
 mod free_wins;
@@ -29,7 +30,7 @@ mod summary;
 mod text;
 mod verdicts;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
@@ -440,65 +441,6 @@ fn median(values: &mut [f64]) -> f64 {
         return f64::NAN;
     }
     if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
-}
-
-impl Finding {
-    /// The trials it rests on.
-    pub fn trials(&self) -> Vec<i64> {
-        match self {
-            Finding::Best { trial, .. } | Finding::Anomaly { trial, .. } => vec![*trial],
-            Finding::Balanced { front, .. } => front.clone(),
-            Finding::Effect { levels, .. } | Finding::NoEffect { levels, .. } => {
-                levels.iter().flat_map(|l| l.trials.iter().copied()).collect()
-            }
-            Finding::Failures { trials, .. }
-            | Finding::FreeWin { trials, .. }
-            | Finding::Confirmed { trials, .. } => trials.clone(),
-            Finding::Ceiling { trial, .. } => vec![*trial],
-            Finding::Boundary { held, again, failed, .. } => {
-                held.iter().map(|h| h.0).chain(*again).chain(failed.iter().map(|f| f.0)).collect()
-            }
-            Finding::NotDetermined { .. } | Finding::Interaction { .. } => vec![],
-            Finding::Drift { baseline, flagged, .. } => {
-                let mut ids: BTreeSet<i64> = baseline.iter().map(|(id, _)| *id).collect();
-                ids.extend(flagged);
-                ids.into_iter().collect()
-            }
-        }
-    }
-
-    /// A name for the finding that stays the same when the study's data
-    /// changes its numbers: which best, which setting on which metric.
-    pub fn key(&self) -> String {
-        match self {
-            Finding::Best { measure, .. } => format!("best:{}", measure.name()),
-            Finding::Balanced { .. } => "balanced".into(),
-            Finding::Boundary { setting, .. } => format!("boundary:{setting}"),
-            Finding::Confirmed { trials, .. } => {
-                format!("confirmed:{}", trials.first().copied().unwrap_or_default())
-            }
-            Finding::Effect { setting, metric, .. } => {
-                format!("effect:{setting}:{}", metric.name())
-            }
-            Finding::NoEffect { setting, metric, .. } => {
-                format!("no_effect:{setting}:{}", metric.name())
-            }
-            Finding::NotDetermined { setting, metric, .. } => {
-                format!("not_determined:{setting}:{}", metric.name())
-            }
-            Finding::Interaction { settings: (a, b), metric, .. } => {
-                format!("interaction:{a}:{b}:{}", metric.name())
-            }
-            Finding::FreeWin { changes, .. } => {
-                let names: Vec<&str> = changes.iter().map(|c| c.setting.as_str()).collect();
-                format!("free_win:{}", names.join("+"))
-            }
-            Finding::Anomaly { trial, metric, .. } => format!("anomaly:{trial}:{}", metric.name()),
-            Finding::Failures { cause, .. } => format!("failures:{cause}"),
-            Finding::Ceiling { .. } => "ceiling".into(),
-            Finding::Drift { .. } => "drift".into(),
-        }
-    }
 }
 
 #[cfg(test)]
