@@ -6,8 +6,6 @@
 //! `f16, q8_0, q4_0` (a list), `bool`, `512..4096 log` (the doublings),
 //! `1..8 step 1`, `0.80..0.95 points 4` (a float range).
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value, json};
 
 use crate::types::{MetricView, ParamView};
@@ -417,18 +415,6 @@ impl Form {
 /// The metric's label, for a name.
 pub fn metric_label<'a>(metrics: &'a [MetricView], name: &'a str) -> &'a str {
     metrics.iter().find(|m| m.name == name).map_or(name, |m| m.label.as_str())
-}
-
-/// Settings of `config` that differ from `baseline`, as `name=value`.
-pub fn differences(
-    config: &BTreeMap<String, String>,
-    baseline: &BTreeMap<String, String>,
-) -> Vec<String> {
-    config
-        .iter()
-        .filter(|(k, v)| baseline.get(*k) != Some(*v))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect()
 }
 
 #[cfg(test)]

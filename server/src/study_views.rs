@@ -121,7 +121,7 @@ pub fn pareto_view(
                 trial_id,
                 values,
                 on_front: front.binary_search(&i).is_ok(),
-                differs: tunebook_app::design::differences(&settings, baseline).join(" "),
+                differs: tunebook_app::types::differences(&settings, baseline).join(" "),
                 config,
             })
             .collect(),

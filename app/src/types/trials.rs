@@ -326,3 +326,15 @@ pub struct WorkerView {
     pub up: bool,
     pub revoked: bool,
 }
+
+/// Settings of `config` that differ from `baseline`, as `name=value`.
+pub fn differences(
+    config: &BTreeMap<String, String>,
+    baseline: &BTreeMap<String, String>,
+) -> Vec<String> {
+    config
+        .iter()
+        .filter(|(k, v)| baseline.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}

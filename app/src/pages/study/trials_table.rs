@@ -7,8 +7,8 @@ use leptos::prelude::*;
 #[cfg(feature = "hydrate")]
 use super::api::study_trials;
 use super::live::{Live, overlaid};
-use crate::design::differences;
 use crate::pages::{MORE_METRICS, fmt_metric, metric_choices, toggle_pick};
+use crate::types::differences;
 use crate::types::{ObjectiveView, TrialPage, TrialQuery, TrialState};
 
 /// The study's trials a page at a time, sorted and filtered by the server
