@@ -196,11 +196,11 @@ impl Backend for Service {
     }
 
     async fn create_report(&self, study_id: i64) -> Result<i64, String> {
-        crate::report::create(self, study_id).await.map_err(user_error("study"))
+        crate::report::create(&self.reports(), study_id).await.map_err(user_error("study"))
     }
 
     async fn report(&self, id: i64, version: Option<i64>) -> Result<ReportView, String> {
-        crate::report::view(self, id, version, true).await.map_err(user_error("report"))
+        crate::report::view(&self.reports(), id, version, true).await.map_err(user_error("report"))
     }
 
     async fn save_report(
@@ -211,42 +211,42 @@ impl Backend for Service {
         notebook: Notebook,
     ) -> Result<ReportView, String> {
         let what = user_error("report");
-        crate::report::save(self, id, base, &title, notebook).await.map_err(&what)?;
-        crate::report::view(self, id, None, true).await.map_err(what)
+        crate::report::save(&self.reports(), id, base, &title, notebook).await.map_err(&what)?;
+        crate::report::view(&self.reports(), id, None, true).await.map_err(what)
     }
 
     async fn regenerate_report(&self, id: i64, base: i64) -> Result<ReportView, String> {
         let what = user_error("report");
-        crate::report::regenerate(self, id, base).await.map_err(&what)?;
-        crate::report::view(self, id, None, true).await.map_err(what)
+        crate::report::regenerate(&self.reports(), id, base).await.map_err(&what)?;
+        crate::report::view(&self.reports(), id, None, true).await.map_err(what)
     }
 
     async fn restore_report(&self, id: i64, base: i64, version: i64) -> Result<ReportView, String> {
         let what = user_error("report");
-        crate::report::restore(self, id, base, version).await.map_err(&what)?;
-        crate::report::view(self, id, None, true).await.map_err(what)
+        crate::report::restore(&self.reports(), id, base, version).await.map_err(&what)?;
+        crate::report::view(&self.reports(), id, None, true).await.map_err(what)
     }
 
     async fn publish_report(&self, id: i64) -> Result<ReportView, String> {
         let what = user_error("report");
-        crate::report::publish(self, id).await.map_err(&what)?;
-        crate::report::view(self, id, None, true).await.map_err(what)
+        crate::report::publish(&self.reports(), id).await.map_err(&what)?;
+        crate::report::view(&self.reports(), id, None, true).await.map_err(what)
     }
 
     async fn revoke_link(&self, id: i64, token: String) -> Result<ReportView, String> {
         let what = user_error("report");
         crate::db::reports::revoke(&self.db, &token).await.map_err(|e| what(e.into()))?;
-        crate::report::view(self, id, None, true).await.map_err(what)
+        crate::report::view(&self.reports(), id, None, true).await.map_err(what)
     }
 
     async fn write_prose(&self, id: i64, base: i64) -> Result<ReportView, String> {
         let what = user_error("report");
-        crate::report::prose(self, id, base).await.map_err(&what)?;
-        crate::report::view(self, id, None, true).await.map_err(what)
+        crate::report::prose(&self.reports(), id, base).await.map_err(&what)?;
+        crate::report::view(&self.reports(), id, None, true).await.map_err(what)
     }
 
     async fn shared_report(&self, token: String) -> Result<ReportView, String> {
-        crate::report::shared(self, &token).await.map_err(user_error("shared report"))
+        crate::report::shared(&self.reports(), &token).await.map_err(user_error("shared report"))
     }
 
     async fn workers(&self) -> Result<Vec<WorkerView>, String> {

@@ -360,6 +360,19 @@ impl Service {
     }
 }
 
+impl Service {
+    /// What reports need of the server.
+    pub fn reports(&self) -> crate::report::Reports {
+        crate::report::Reports {
+            db: self.db.clone(),
+            profiles: self.profiles.clone(),
+            data_dir: self.data_dir.clone(),
+            bandwidth: self.bandwidth,
+            writer: self.writer.clone(),
+        }
+    }
+}
+
 /// A goal as study files write it.
 pub(crate) fn goal_name(g: Goal) -> &'static str {
     match g {

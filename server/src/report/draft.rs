@@ -8,11 +8,11 @@ use tunebook_app::types::{Cell, CellBody, Chart, Notebook, TrialState, TrialView
 use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, Metric};
 
+use super::context::Reports;
 use super::sources::Source;
 use crate::db::studies::StudyRow;
 use crate::db::trials;
 use crate::error::{Error, Result};
-use crate::service::Service;
 
 /// Most cells a report may hold, and most characters in one cell.
 pub const MAX_CELLS: usize = 500;
@@ -268,7 +268,7 @@ pub fn validate(notebook: &Notebook, list: &[TrialView], varied: &[String]) -> R
 /// class of machine, where it ran on several (the classes side by side
 /// first, then each one's findings, its plots and tables drawn from its
 /// own trials only).
-pub(super) async fn fresh_cells(service: &Service, src: &Source<'_>) -> Vec<Cell> {
+pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
     let groups = crate::study_views::by_machine(&src.list);
     if groups.len() <= 1 {
         return fresh_cells_of(service, src).await;
@@ -310,7 +310,7 @@ pub(super) async fn fresh_cells(service: &Service, src: &Source<'_>) -> Vec<Cell
 }
 
 /// The written cells of a study whose trials all ran on one class of machine.
-async fn fresh_cells_of(service: &Service, src: &Source<'_>) -> Vec<Cell> {
+async fn fresh_cells_of(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
     let found = crate::study_views::findings_of(&src.row.definition, &src.list);
     let props: Vec<Option<String>> = {
         let mut out = Vec::new();

@@ -7,6 +7,7 @@
 //! becomes HTML the same way, through [`crate::markdown::to_safe_html`]:
 //! whatever a user typed is sanitized wherever it is shown.
 
+mod context;
 mod draft;
 mod export;
 mod sources;
@@ -17,18 +18,18 @@ use crate::db::reports::{self, ReportRow, SaveError};
 use crate::db::studies::{self, StudyRow};
 use crate::db::trials;
 use crate::error::{Error, Result};
-use crate::service::Service;
+pub use context::Reports;
 use draft::fresh_cells;
 pub use draft::{MAX_CELL_CHARS, MAX_CELLS, draft, merge, reconcile, validate};
 pub use export::export_html;
 use sources::{source, sources};
 
-async fn study_of(service: &Service, id: i64) -> Result<StudyRow> {
+async fn study_of(service: &Reports, id: i64) -> Result<StudyRow> {
     studies::get(&service.db, id).await?.ok_or(Error::NotFound)
 }
 
 /// Writes a new report of study `study_id` from its findings.
-pub async fn create(service: &Service, study_id: i64) -> Result<i64> {
+pub async fn create(service: &Reports, study_id: i64) -> Result<i64> {
     let row = study_of(service, study_id).await?;
     let src = source(service, &row).await?;
     let notebook = Notebook { cells: fresh_cells(service, &src).await, dismissed: vec![] };
@@ -48,7 +49,7 @@ fn stale(e: SaveError) -> Error {
 
 /// Saves the user's notebook as a new version made from `base`.
 pub async fn save(
-    service: &Service,
+    service: &Reports,
     id: i64,
     base: i64,
     title: &str,
@@ -68,7 +69,7 @@ pub async fn save(
 
 /// Rewrites the cells written from the findings with what the data says
 /// now, leaving the user's changes; a new version.
-pub async fn regenerate(service: &Service, id: i64, base: i64) -> Result<i64> {
+pub async fn regenerate(service: &Reports, id: i64, base: i64) -> Result<i64> {
     let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let src = source(service, &row).await?;
@@ -79,7 +80,7 @@ pub async fn regenerate(service: &Service, id: i64, base: i64) -> Result<i64> {
 }
 
 /// Makes version `version` the newest again (as a new version).
-pub async fn restore(service: &Service, id: i64, base: i64, version: i64) -> Result<i64> {
+pub async fn restore(service: &Reports, id: i64, base: i64, version: i64) -> Result<i64> {
     let old = reports::get(&service.db, id, Some(version)).await?.ok_or(Error::NotFound)?;
     reports::save(
         &service.db,
@@ -99,7 +100,7 @@ const PROSE_TOKENS: u32 = 700;
 /// The findings rewritten as prose by the server's writer model, given only
 /// the findings as computed, added after the summary as a cell of the
 /// user's (regenerating leaves it), with the facts it was given attached.
-pub async fn prose(service: &Service, id: i64, base: i64) -> Result<i64> {
+pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
     let Some(writer) = &service.writer else {
         return Err(Error::BadRequest(
             "no writer model is configured: start Tunebook with --writer-url (an OpenAI-compatible endpoint) to have findings rewritten as prose".into(),
@@ -145,7 +146,7 @@ pub async fn prose(service: &Service, id: i64, base: i64) -> Result<i64> {
 }
 
 /// A new read-only link to the newest version: a 256-bit random token.
-pub async fn publish(service: &Service, id: i64) -> Result<String> {
+pub async fn publish(service: &Reports, id: i64) -> Result<String> {
     let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let token = crate::new_token();
     reports::share(&service.db, id, current.version, &token).await?;
@@ -155,7 +156,7 @@ pub async fn publish(service: &Service, id: i64) -> Result<String> {
 /// A report at `version` (the newest when `None`), rendered; `owner`: with
 /// its versions and links.
 pub async fn view(
-    service: &Service,
+    service: &Reports,
     id: i64,
     version: Option<i64>,
     owner: bool,
@@ -167,7 +168,7 @@ pub async fn view(
 
 /// A report row rendered, with each cell's markdown (what the exports use).
 pub async fn rendered(
-    service: &Service,
+    service: &Reports,
     report: ReportRow,
     owner: bool,
 ) -> Result<(ReportView, Vec<String>)> {
@@ -211,7 +212,7 @@ fn without_source(cell: &Cell) -> Cell {
 }
 
 /// The report and version a link shows; 410 once revoked.
-pub async fn link(service: &Service, token: &str) -> Result<(i64, i64)> {
+pub async fn link(service: &Reports, token: &str) -> Result<(i64, i64)> {
     match reports::shared(&service.db, token).await? {
         Ok(found) => Ok(found),
         Err(true) => Err(Error::Gone("this link was revoked by the report's owner".into())),
@@ -220,13 +221,13 @@ pub async fn link(service: &Service, token: &str) -> Result<(i64, i64)> {
 }
 
 /// What a link shows: the version it was made for, read-only.
-pub async fn shared(service: &Service, token: &str) -> Result<ReportView> {
+pub async fn shared(service: &Reports, token: &str) -> Result<ReportView> {
     let (id, version) = link(service, token).await?;
     view(service, id, Some(version), false).await
 }
 
 /// The report as markdown: each cell's text, plots as their captions.
-pub async fn export_markdown(service: &Service, report: ReportRow) -> Result<String> {
+pub async fn export_markdown(service: &Reports, report: ReportRow) -> Result<String> {
     let (view, parts) = rendered(service, report, false).await?;
     let mut out = format!(
         "<!-- {} · version {} · study {} -->\n\n",

@@ -9,15 +9,15 @@ use tunebook_app::types::{Cell, CellBody, Chart, Notebook, ParetoView, TrialStat
 use tunebook_study::findings::{self};
 use tunebook_study::{Goal, Measure, Metric};
 
+use super::context::Reports;
 use crate::db::studies::StudyRow;
 use crate::db::trials;
 use crate::error::{Error, Result};
 use crate::markdown::{code, fenced};
-use crate::service::Service;
 
 /// A study and what its cells are drawn from.
 pub(super) struct Source<'a> {
-    pub(super) service: &'a Service,
+    pub(super) service: &'a Reports,
     pub(super) row: &'a StudyRow,
     pub(super) list: Vec<TrialView>,
     pub(super) baseline: BTreeMap<String, String>,
@@ -230,7 +230,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
 }
 
 /// Reads a study for rendering its reports.
-pub(super) async fn source<'a>(service: &'a Service, row: &'a StudyRow) -> Result<Source<'a>> {
+pub(super) async fn source<'a>(service: &'a Reports, row: &'a StudyRow) -> Result<Source<'a>> {
     Ok(Source {
         service,
         row,

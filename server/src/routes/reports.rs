@@ -28,8 +28,8 @@ pub async fn create(
     State(state): State<AppState>,
     Path(study_id): Path<i64>,
 ) -> Result<(StatusCode, Json<ReportView>)> {
-    let id = report::create(&state.service, study_id).await?;
-    Ok((StatusCode::CREATED, Json(report::view(&state.service, id, None, true).await?)))
+    let id = report::create(&state.service.reports(), study_id).await?;
+    Ok((StatusCode::CREATED, Json(report::view(&state.service.reports(), id, None, true).await?)))
 }
 
 #[derive(Deserialize)]
@@ -42,7 +42,7 @@ pub async fn get(
     Path(id): Path<i64>,
     Query(q): Query<VersionQuery>,
 ) -> Result<Json<ReportView>> {
-    Ok(Json(report::view(&state.service, id, q.version, true).await?))
+    Ok(Json(report::view(&state.service.reports(), id, q.version, true).await?))
 }
 
 /// A new version: the cells as the user left them, made from `base`.
@@ -58,8 +58,8 @@ pub async fn save(
     Path(id): Path<i64>,
     Json(body): Json<Save>,
 ) -> Result<Json<ReportView>> {
-    report::save(&state.service, id, body.base, &body.title, body.notebook).await?;
-    Ok(Json(report::view(&state.service, id, None, true).await?))
+    report::save(&state.service.reports(), id, body.base, &body.title, body.notebook).await?;
+    Ok(Json(report::view(&state.service.reports(), id, None, true).await?))
 }
 
 #[derive(Deserialize)]
@@ -72,8 +72,8 @@ pub async fn regenerate(
     Path(id): Path<i64>,
     Json(body): Json<Base>,
 ) -> Result<Json<ReportView>> {
-    report::regenerate(&state.service, id, body.base).await?;
-    Ok(Json(report::view(&state.service, id, None, true).await?))
+    report::regenerate(&state.service.reports(), id, body.base).await?;
+    Ok(Json(report::view(&state.service.reports(), id, None, true).await?))
 }
 
 /// Adds the findings rewritten as prose by the configured writer.
@@ -82,15 +82,15 @@ pub async fn prose(
     Path(id): Path<i64>,
     Json(body): Json<Base>,
 ) -> Result<Json<ReportView>> {
-    report::prose(&state.service, id, body.base).await?;
-    Ok(Json(report::view(&state.service, id, None, true).await?))
+    report::prose(&state.service.reports(), id, body.base).await?;
+    Ok(Json(report::view(&state.service.reports(), id, None, true).await?))
 }
 
 pub async fn publish(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<(StatusCode, Json<serde_json::Value>)> {
-    let token = report::publish(&state.service, id).await?;
+    let token = report::publish(&state.service.reports(), id).await?;
     let body = serde_json::json!({ "token": token, "path": format!("/share/{token}") });
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -110,7 +110,7 @@ pub async fn shared(
     State(state): State<AppState>,
     Path(token): Path<String>,
 ) -> Result<Json<ReportView>> {
-    Ok(Json(report::shared(&state.service, &token).await?))
+    Ok(Json(report::shared(&state.service.reports(), &token).await?))
 }
 
 /// `export.html` or `export.md`.
@@ -120,7 +120,7 @@ async fn export(state: &AppState, id: i64, version: Option<i64>, file: &str) -> 
     let name = format!("report-{id}-v{}", row.version);
     match file {
         "export.md" => {
-            let text = report::export_markdown(service, row).await?;
+            let text = report::export_markdown(&service.reports(), row).await?;
             Ok(download(text, "text/markdown; charset=utf-8", &format!("{name}.md")))
         }
         "export.html" => {
@@ -131,7 +131,7 @@ async fn export(state: &AppState, id: i64, version: Option<i64>, file: &str) -> 
                     path.display()
                 ))
             })?;
-            let (view, _) = report::rendered(service, row, false).await?;
+            let (view, _) = report::rendered(&service.reports(), row, false).await?;
             let html = report::export_html(&view, &plotly);
             Ok(download(html, "text/html; charset=utf-8", &format!("{name}.html")))
         }
@@ -162,6 +162,6 @@ pub async fn export_shared(
     State(state): State<AppState>,
     Path((token, file)): Path<(String, String)>,
 ) -> Result<Response> {
-    let (id, version) = report::link(&state.service, &token).await?;
+    let (id, version) = report::link(&state.service.reports(), &token).await?;
     export(&state, id, Some(version), &file).await
 }
