@@ -30,16 +30,17 @@ pub struct RunArgs {
     pub resume: Option<i64>,
 }
 
-/// Reads a study file: TOML, or JSON when it ends in `.json`.
+/// Reads a study file: TOML, or JSON when it ends in `.json`. A file that
+/// does not parse is an invalid study; one that cannot be read is not.
 pub fn read_study(path: &Path) -> anyhow::Result<StudyDef> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let def = if path.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+    let invalid = |e: String| Stopped::error(Why::Invalid, format!("{}: {e}", path.display()));
+    if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))
     } else {
-        StudyDef::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-    };
-    Ok(def)
+        StudyDef::from_toml(&text).map_err(|e| invalid(e.to_string()))
+    }
 }
 
 /// Runs a study headless with a progress bar. Ctrl-C or SIGTERM pauses it
@@ -54,8 +55,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let studies = Studies::new(ctx.clone());
     let id = match (&args.file, args.resume) {
         (Some(file), None) => {
-            let def =
-                read_study(file).map_err(|e| Stopped::error(Why::Invalid, format!("{e:#}")))?;
+            let def = read_study(file)?;
             if let Err(e) = check(&ctx.profiles, &def) {
                 let message = format!("the study is not valid:\n  - {}", e.0.join("\n  - "));
                 return Err(Stopped::error(Why::Invalid, message));

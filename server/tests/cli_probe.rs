@@ -140,6 +140,14 @@ fn a_study_runs_headless_from_a_file() {
         err.contains("the study is not valid") && err.contains("`lots` is not a whole number"),
         "{err}"
     );
+    // A file that does not parse is an invalid study; one that is not
+    // there is an error of another kind.
+    std::fs::write(&file, "name = ").unwrap();
+    let out = tunebook(&["run", file.to_str().unwrap()], data.path());
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let missing = data.path().join("missing.toml");
+    let out = tunebook(&["run", missing.to_str().unwrap()], data.path());
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
