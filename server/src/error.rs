@@ -12,6 +12,9 @@ pub enum Error {
     /// The request was wrong; the message says how.
     #[error("{0}")]
     BadRequest(String),
+    /// A study that does not parse or does not check: every problem.
+    #[error(transparent)]
+    Invalid(#[from] tunebook_study::StudyError),
     #[error("not found")]
     NotFound,
     /// The change was made against an outdated version.
@@ -42,13 +45,31 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub fn status_code(&self) -> StatusCode {
         match self {
-            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::BadRequest(_) | Error::Invalid(_) => StatusCode::BAD_REQUEST,
             Error::NotFound => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Gone(_) => StatusCode::GONE,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// What the pages show of it: what was wrong, in the user's terms, one
+    /// problem a line; a server's own failure is logged and summed up.
+    pub fn for_user(self) -> String {
+        match self {
+            Error::BadRequest(m)
+            | Error::Conflict(m)
+            | Error::Gone(m)
+            | Error::Unavailable(m)
+            | Error::Unauthorized(m) => m,
+            Error::Invalid(e) => e.0.join("\n"),
+            Error::NotFound => "not found".into(),
+            other => {
+                tracing::error!(error = ?other, "request failed");
+                "the server could not read or write its database or files".into()
+            }
         }
     }
 }

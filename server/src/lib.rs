@@ -16,6 +16,7 @@ pub mod login;
 pub mod machine;
 pub mod machine_class;
 pub mod markdown;
+pub mod ops;
 pub mod places;
 pub mod probe_cli;
 pub mod provenance;

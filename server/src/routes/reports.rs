@@ -11,25 +11,21 @@ use tunebook_app::types::{Notebook, ReportSummary, ReportView};
 use crate::AppState;
 use crate::db::reports;
 use crate::error::{Error, Result};
+use crate::ops;
 use crate::report;
 
 pub async fn list(
     State(state): State<AppState>,
     Path(study_id): Path<i64>,
 ) -> Result<Json<Vec<ReportSummary>>> {
-    crate::db::studies::get(&state.service.db, study_id).await?.ok_or(Error::NotFound)?;
-    let list = reports::of_study(&state.service.db, study_id).await?;
-    Ok(Json(
-        list.into_iter().map(|(id, title, version)| ReportSummary { id, title, version }).collect(),
-    ))
+    Ok(Json(ops::reports::list(&state.service.reports(), study_id).await?))
 }
 
 pub async fn create(
     State(state): State<AppState>,
     Path(study_id): Path<i64>,
 ) -> Result<(StatusCode, Json<ReportView>)> {
-    let id = report::create(&state.service.reports(), study_id).await?;
-    Ok((StatusCode::CREATED, Json(report::view(&state.service.reports(), id, None, true).await?)))
+    Ok((StatusCode::CREATED, Json(ops::reports::create(&state.service.reports(), study_id).await?)))
 }
 
 #[derive(Deserialize)]
@@ -42,7 +38,7 @@ pub async fn get(
     Path(id): Path<i64>,
     Query(q): Query<VersionQuery>,
 ) -> Result<Json<ReportView>> {
-    Ok(Json(report::view(&state.service.reports(), id, q.version, true).await?))
+    Ok(Json(ops::reports::open(&state.service.reports(), id, q.version).await?))
 }
 
 /// A new version: the cells as the user left them, made from `base`.
@@ -58,8 +54,8 @@ pub async fn save(
     Path(id): Path<i64>,
     Json(body): Json<Save>,
 ) -> Result<Json<ReportView>> {
-    report::save(&state.service.reports(), id, body.base, &body.title, body.notebook).await?;
-    Ok(Json(report::view(&state.service.reports(), id, None, true).await?))
+    let ctx = state.service.reports();
+    Ok(Json(ops::reports::save(&ctx, id, body.base, &body.title, body.notebook).await?))
 }
 
 #[derive(Deserialize)]
@@ -72,8 +68,7 @@ pub async fn regenerate(
     Path(id): Path<i64>,
     Json(body): Json<Base>,
 ) -> Result<Json<ReportView>> {
-    report::regenerate(&state.service.reports(), id, body.base).await?;
-    Ok(Json(report::view(&state.service.reports(), id, None, true).await?))
+    Ok(Json(ops::reports::regenerate(&state.service.reports(), id, body.base).await?))
 }
 
 /// Adds the findings rewritten as prose by the configured writer.
@@ -82,15 +77,14 @@ pub async fn prose(
     Path(id): Path<i64>,
     Json(body): Json<Base>,
 ) -> Result<Json<ReportView>> {
-    report::prose(&state.service.reports(), id, body.base).await?;
-    Ok(Json(report::view(&state.service.reports(), id, None, true).await?))
+    Ok(Json(ops::reports::prose(&state.service.reports(), id, body.base).await?))
 }
 
 pub async fn publish(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<(StatusCode, Json<serde_json::Value>)> {
-    let token = report::publish(&state.service.reports(), id).await?;
+    let (token, _) = ops::reports::publish(&state.service.reports(), id).await?;
     let body = serde_json::json!({ "token": token, "path": format!("/share/{token}") });
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -99,18 +93,15 @@ pub async fn revoke(
     State(state): State<AppState>,
     Path(token): Path<String>,
 ) -> Result<StatusCode> {
-    if reports::revoke(&state.service.db, &token).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(Error::NotFound)
-    }
+    ops::reports::revoke_link(&state.service.reports(), &token).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 pub async fn shared(
     State(state): State<AppState>,
     Path(token): Path<String>,
 ) -> Result<Json<ReportView>> {
-    Ok(Json(report::shared(&state.service.reports(), &token).await?))
+    Ok(Json(ops::reports::shared(&state.service.reports(), &token).await?))
 }
 
 /// `export.html` or `export.md`.

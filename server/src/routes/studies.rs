@@ -7,15 +7,15 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use tunebook_app::backend::Backend;
 use tunebook_app::types::{CheckView, ParetoFigure, ParetoView, TrialView};
+use tunebook_study::findings::Finding;
 use tunebook_study::{Measure, StudyDef};
 
 use crate::AppState;
 use crate::db::studies::{self, Event, StudyRow};
 use crate::db::trials;
 use crate::error::{Error, Result};
-use crate::study_checks::preview;
+use crate::ops;
 
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<StudyRow>>> {
     Ok(Json(studies::list(&state.service.db).await?))
@@ -33,22 +33,15 @@ pub async fn check(
     State(state): State<AppState>,
     Json(body): Json<serde_json::Value>,
 ) -> Result<Json<CheckView>> {
-    let def = study_of(body)?;
-    let service = &state.service;
-    preview(&service.db, &service.profiles, &service.endpoints, &def)
-        .await?
-        .map(Json)
-        .map_err(|e| Error::BadRequest(e.to_string()))
+    Ok(Json(ops::studies::check(&state.service, &study_of(body)?).await?))
 }
 
 pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<serde_json::Value>,
 ) -> Result<(StatusCode, Json<StudyRow>)> {
-    let def = study_of(body)?;
-    let (id, _) = state.service.studies.create(&def).await?;
-    let row = studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
-    Ok((StatusCode::CREATED, Json(row)))
+    let id = ops::studies::create(&state.service, &study_of(body)?).await?;
+    Ok((StatusCode::CREATED, Json(ops::studies::row(&state.service.db, id).await?)))
 }
 
 #[derive(Serialize)]
@@ -61,7 +54,7 @@ pub struct StudyDetail {
 
 pub async fn get(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<StudyDetail>> {
     let db = &state.service.db;
-    let study = studies::get(db, id).await?.ok_or(Error::NotFound)?;
+    let study = ops::studies::row(db, id).await?;
     let trials_by_state = trials::state_counts(db, id).await?;
     Ok(Json(StudyDetail { study, events: studies::events(db, id).await?, trials_by_state }))
 }
@@ -70,7 +63,7 @@ pub async fn trials(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Vec<TrialView>>> {
-    studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
+    ops::studies::row(&state.service.db, id).await?;
     Ok(Json(trials::of_study(&state.service.db, id).await?))
 }
 
@@ -79,18 +72,8 @@ pub async fn control(
     State(state): State<AppState>,
     Path((id, action)): Path<(i64, String)>,
 ) -> Result<Json<StudyRow>> {
-    let studies = &state.service.studies;
-    match action.as_str() {
-        "pause" => studies.pause(id).await?,
-        "resume" => studies.resume(id).await?,
-        "stop" => studies.stop(id).await?,
-        other => {
-            return Err(Error::BadRequest(format!(
-                "unknown action `{other}`: use pause, resume or stop"
-            )));
-        }
-    }
-    studies::get(&state.service.db, id).await?.map(Json).ok_or(Error::NotFound)
+    ops::studies::control(&state.service, id, &action).await?;
+    Ok(Json(ops::studies::row(&state.service.db, id).await?))
 }
 
 #[derive(Deserialize)]
@@ -124,25 +107,26 @@ pub async fn pareto_figure(
 }
 
 async fn pareto_view(state: &AppState, id: i64, q: ParetoQuery) -> Result<ParetoView> {
-    studies::get(&state.service.db, id).await?.ok_or(Error::NotFound)?;
-    let metrics = q
+    let metrics: Vec<String> = q
         .metrics
         .map(|list| {
             list.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect()
         })
         .unwrap_or_default();
     let machine = q.machine.filter(|m| !m.is_empty());
-    Backend::pareto(&*state.service, id, metrics, machine).await.map_err(Error::BadRequest)
+    ops::pareto::front(&state.service, id, &metrics, machine.as_deref()).await
+}
+
+#[derive(Serialize)]
+pub struct Written {
+    findings: Vec<Finding>,
+    markdown: String,
+    html: String,
 }
 
 /// What the study's trials show: each finding with the trials it cites,
 /// and all of them as one markdown document.
-pub async fn findings(
-    State(state): State<AppState>,
-    Path(id): Path<i64>,
-) -> Result<Json<serde_json::Value>> {
-    let (found, markdown) =
-        crate::write_up::write_up(&state.service.db, id).await?.ok_or(Error::NotFound)?;
-    let html = crate::markdown::to_safe_html(&markdown);
-    Ok(Json(serde_json::json!({ "findings": found, "markdown": markdown, "html": html })))
+pub async fn findings(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<Written>> {
+    let (findings, view) = ops::studies::findings(&state.service.db, id).await?;
+    Ok(Json(Written { findings, markdown: view.markdown, html: view.html }))
 }

@@ -24,6 +24,7 @@ use crate::db::queue::{self, TrialResult, Worker};
 use crate::db::trials;
 use crate::error::{Error, Result};
 use crate::events::Payload;
+use crate::ops;
 use crate::service::Service;
 
 #[derive(Deserialize)]
@@ -36,7 +37,7 @@ pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewWorker>,
 ) -> Result<(StatusCode, Json<Value>)> {
-    let token = state.service.new_worker(&body.name).await?;
+    let token = ops::workers::add(&state.service.db, &body.name).await?;
     let name = body.name.trim();
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "name": name, "token": token }))))
 }
@@ -46,11 +47,8 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Worker>>> {
 }
 
 pub async fn revoke(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode> {
-    if queue::revoke_worker(&state.service.db, &name).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(Error::NotFound)
-    }
+    ops::workers::revoke(&state.service.db, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The worker whose token the request carries.

@@ -77,7 +77,7 @@ impl Studies {
     ) -> Result<(i64, JoinHandle<()>), crate::Error> {
         check_endpoints(&self.ctx.endpoints, def)
             .and_then(|()| check(&self.ctx.profiles, def).map(drop))
-            .map_err(|e| crate::Error::BadRequest(e.to_string()))?;
+            .map_err(crate::Error::Invalid)?;
         let id = studies::insert(&self.ctx.db, def).await?;
         record(&self.ctx, id, "created", &format!("study `{}` created", def.name)).await?;
         Ok((id, self.spawn(id)))

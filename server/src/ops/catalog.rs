@@ -1,0 +1,93 @@
+//! What a study may be written with: the engine profiles this server runs
+//! (their settings, as the browser may see them: names, never paths) and
+//! the metrics a study may optimize or bound.
+
+use engine_bridge::Profile;
+use engine_bridge::catalog::CACHE_TYPES;
+use tunebook_app::types::{MetricView, ParamView, ProfileView};
+use tunebook_study::{Goal, Metric};
+
+/// The profiles as the browser may see them (names, not paths).
+pub fn profiles(profiles: &[Profile]) -> Vec<ProfileView> {
+    profiles
+        .iter()
+        .map(|p| ProfileView {
+            name: p.name.clone(),
+            engine: p.kind.name().to_string(),
+            description: p.description.clone(),
+            models: p.models.iter().map(|m| m.name.clone()).collect(),
+            cache_types: CACHE_TYPES.iter().map(|s| s.to_string()).collect(),
+            params: {
+                let catalog = p.catalog();
+                let env = catalog.env.iter().map(env_param);
+                catalog.params.iter().cloned().chain(env).map(|p| param_view(&p)).collect()
+            },
+        })
+        .collect()
+}
+
+/// The metrics a study can optimize or bound.
+pub fn metrics() -> Vec<MetricView> {
+    Metric::ALL
+        .iter()
+        .map(|m| MetricView {
+            name: m.name().into(),
+            label: m.label().into(),
+            goal: goal_name(m.natural_goal()).into(),
+        })
+        .collect()
+}
+
+/// A goal as study files write it.
+pub fn goal_name(g: Goal) -> &'static str {
+    match g {
+        Goal::Max => "max",
+        Goal::Min => "min",
+    }
+}
+
+/// An environment variable a study may set, as the setting `env.NAME`.
+fn env_param(v: &engine_bridge::catalog::EnvVar) -> engine_bridge::catalog::Param {
+    engine_bridge::catalog::Param {
+        name: format!("{}{}", engine_bridge::catalog::ENV_PREFIX, v.name).into(),
+        flag: v.name.into(),
+        domain: v.domain.clone(),
+        default: "unset",
+        phase: engine_bridge::catalog::Phase::LoadTime,
+        help: v.help,
+    }
+}
+
+fn param_view(p: &engine_bridge::catalog::Param) -> ParamView {
+    use engine_bridge::catalog::{Domain, Phase};
+    let (kind, choices, min, max) = match &p.domain {
+        Domain::Int { min, max } => ("int", vec![], Some(*min as f64), Some(*max as f64)),
+        Domain::Float { min, max } => ("float", vec![], Some(*min), Some(*max)),
+        Domain::Choice { choices, .. } => {
+            ("choice", choices.iter().map(|c| c.to_string()).collect(), None, None)
+        }
+        Domain::Mapped { map } => {
+            ("choice", map.iter().map(|(k, _)| k.to_string()).collect(), None, None)
+        }
+        Domain::Bool | Domain::BoolValue | Domain::Negatable { .. } => {
+            ("bool", vec!["false".into(), "true".into()], None, None)
+        }
+        Domain::Model => ("model", vec![], None, None),
+        Domain::Text | Domain::Devices => ("text", vec![], None, None),
+    };
+    ParamView {
+        name: p.name.to_string(),
+        flag: p.flag.to_string(),
+        kind: kind.into(),
+        choices,
+        min,
+        max,
+        default: p.default.into(),
+        phase: match p.phase {
+            Phase::LoadTime => "load_time",
+            Phase::RequestTime => "request_time",
+        }
+        .into(),
+        help: p.help.into(),
+    }
+}

@@ -1,0 +1,66 @@
+//! The worker machines this server knows: adding one (its token is shown
+//! once), listing them as the pages show them, revoking one.
+
+use tunebook_app::types::WorkerView;
+
+use crate::db::Db;
+use crate::db::queue;
+use crate::error::{Error, Result};
+
+/// The workers, oldest first, with whether each was heard from lately.
+pub async fn list(db: &Db) -> Result<Vec<WorkerView>> {
+    let list = queue::workers(db).await?;
+    let now = crate::db::now_ms();
+    Ok(list
+        .into_iter()
+        .map(|w| {
+            let hardware = w.hardware.as_ref().map_or_else(String::new, |h| {
+                let bandwidth = h["bandwidth_bytes_per_s"]
+                    .as_f64()
+                    .map(|b| format!("; memory read {:.1} GB/s", b / 1e9))
+                    .unwrap_or_default();
+                format!("{}{bandwidth}", crate::machine_class::of(h))
+            });
+            let profiles = w
+                .profiles
+                .as_ref()
+                .and_then(|p| p.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["name"].as_str().map(String::from))
+                .collect();
+            WorkerView {
+                up: !w.revoked
+                    && w.last_seen_ms.is_some_and(|t| now - t < crate::study_runner::WORKER_UP_MS),
+                name: w.name,
+                machine_class: w.machine_class,
+                hardware,
+                profiles,
+                last_seen_ms: w.last_seen_ms,
+                revoked: w.revoked,
+            }
+        })
+        .collect())
+}
+
+/// Adds a worker named `name`; its token. The name is checked and must be new.
+pub async fn add(db: &Db, name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty()
+        || name == "any"
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(Error::BadRequest(format!(
+            "a worker's name is letters, digits, `-`, `_` and `.` (and not `any`): `{name}`"
+        )));
+    }
+    if queue::workers(db).await?.iter().any(|w| w.name == name) {
+        return Err(Error::Conflict(format!("there is a worker named `{name}` already")));
+    }
+    Ok(queue::create_worker(db, name).await?)
+}
+
+/// Revokes a worker's token: it can take no more trials.
+pub async fn revoke(db: &Db, name: &str) -> Result<()> {
+    if queue::revoke_worker(db, name).await? { Ok(()) } else { Err(Error::NotFound) }
+}
