@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use tunebook::db::Db;
 use tunebook::db::trials;
+use tunebook::views::trials::page_query;
 use tunebook_app::types::TrialQuery;
 
 use tunebook_study::{Goal, Measure, Metric, pareto};
@@ -81,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
         let mut ms = Vec::new();
         for _ in 0..5 {
             let t = Instant::now();
-            let (rows, matching) = trials::page(&db, study, &query).await?;
+            let (rows, matching) = trials::page(&db, study, &page_query(&query)).await?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
             assert_eq!(rows.len(), 50);
             assert!(matching >= 50);
@@ -116,7 +117,7 @@ async fn main() -> anyhow::Result<()> {
     );
     // A study's loop reads its whole history once, then at each turn only
     // the trials it has not seen end (here: the newest one).
-    let newest = trials::page(&db, study, &TrialQuery::default()).await?.0[0].id;
+    let newest = trials::page(&db, study, &page_query(&TrialQuery::default())).await?.0[0].id;
     let mut first_ms = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();

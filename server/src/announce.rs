@@ -10,7 +10,7 @@ use crate::events::{Hub, Payload};
 /// Announces trial `id` as stored now, and returns it; `None` when there
 /// is no such trial.
 pub async fn trial(db: &Db, events: &Hub, id: i64) -> Result<Option<TrialView>, sqlx::Error> {
-    let view = trials::get(db, id).await?;
+    let view = trials::get(db, id).await?.map(TrialView::from);
     if let Some(v) = &view {
         events.publish(Payload::Trial(v.clone()));
     }

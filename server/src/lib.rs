@@ -30,8 +30,8 @@ pub mod shutdown;
 pub mod study_checks;
 pub mod study_cli;
 pub mod study_runner;
-pub mod study_views;
 pub mod trial_runner;
+pub mod views;
 pub mod worker;
 pub mod write_up;
 

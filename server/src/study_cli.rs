@@ -18,8 +18,8 @@ use crate::events::{Payload, Update};
 use crate::exit_status::{Stopped, Why};
 use crate::study_checks::check;
 use crate::study_runner::Studies;
-use crate::study_views::{counts_against_budget, objectives_of, points};
 use crate::trial_runner::Runner;
+use crate::views::studies::{counts_against_budget, objectives_of, points};
 use crate::{Settings, prepare};
 
 /// What `tunebook run` needs.
@@ -90,7 +90,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     bar.enable_steady_tick(Duration::from_millis(200));
     let counted =
         |list: &[TrialView]| list.iter().filter(|t| counts_against_budget(t)).count() as u64;
-    bar.set_position(counted(&trials::of_study(&db, id).await?));
+    bar.set_position(counted(&crate::views::all::<_, TrialView>(trials::of_study(&db, id).await?)));
     let interrupted = crate::shutdown::signal();
     tokio::pin!(interrupted);
     loop {
@@ -120,7 +120,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                         s => format!("trial {} {}", t.id, s.as_str()),
                     };
                     bar.set_message(phase);
-                    bar.set_position(counted(&trials::of_study(&db, id).await?));
+                    bar.set_position(counted(&crate::views::all::<_, TrialView>(trials::of_study(&db, id).await?)));
                 }
             }
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -135,7 +135,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
     let row = studies::get(db, id).await?.context("the study vanished")?;
-    let list = trials::of_study(db, id).await?;
+    let list = crate::views::all::<_, TrialView>(trials::of_study(db, id).await?);
     println!(
         "study {id} `{}`: {} — {}",
         row.name,
@@ -184,8 +184,8 @@ pub async fn export(
 ) -> anyhow::Result<()> {
     let db = crate::db::Db::connect(&settings.database_url).await?;
     let mut list = match study {
-        Some(id) => trials::of_study(&db, id).await?,
-        None => trials::list(&db).await?,
+        Some(id) => crate::views::all::<_, TrialView>(trials::of_study(&db, id).await?),
+        None => crate::views::all(trials::list(&db).await?),
     };
     list.sort_by_key(|t| t.id);
     if csv {
@@ -193,7 +193,7 @@ pub async fn export(
     }
     for t in list {
         let record = Record {
-            samples: trials::samples(&db, t.id).await?,
+            samples: crate::views::all(trials::samples(&db, t.id).await?),
             measurement: trials::measurement(&db, t.id).await?,
             trial: t,
         };
@@ -265,7 +265,8 @@ pub async fn import(settings: &Settings, path: &Path, profile: &str) -> anyhow::
     let records = parse_import(&text, path.extension().is_some_and(|e| e == "csv"), profile)
         .map_err(|e| anyhow::anyhow!("{}: {e}; nothing was imported", path.display()))?;
     let db = crate::db::Db::connect(&settings.database_url).await?;
-    Ok(trials::import(&db, &records).await?)
+    let rows: Vec<_> = records.iter().map(crate::views::trials::row_of).collect();
+    Ok(trials::import(&db, &rows).await?)
 }
 
 /// Parses an import without touching the database.

@@ -16,10 +16,10 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_app::types::TrialView;
 
 use crate::db::Db;
-use crate::db::trials::{self, Measured};
+use crate::db::trials::{self, Measured, State};
 
 /// Grace between SIGTERM and SIGKILL when stopping an engine.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -91,7 +91,7 @@ impl Runner {
     /// engine it ran is stopped by the time its handle resolves.
     pub async fn start(ctx: RunnerContext) -> Result<(Self, JoinHandle<()>), sqlx::Error> {
         let (queue, rx) = mpsc::unbounded_channel();
-        for state in [TrialState::Launching, TrialState::Loading, TrialState::Probing] {
+        for state in [State::Launching, State::Loading, State::Probing] {
             for id in trials::ids_in_state(&ctx.db, state).await? {
                 let failure = Failure::new(
                     FailureKind::Interrupted,
@@ -100,7 +100,7 @@ impl Runner {
                 trials::finish_failed(&ctx.db, id, &failure).await?;
             }
         }
-        for id in trials::ids_in_state(&ctx.db, TrialState::Queued).await? {
+        for id in trials::ids_in_state(&ctx.db, State::Queued).await? {
             // A study's queued trial is its study runner's to run again.
             match trials::get(&ctx.db, id).await?.and_then(|t| t.study_id) {
                 Some(_) => {
@@ -154,9 +154,10 @@ pub async fn run_trial(
     let Some(trial) = trials::get(&ctx.db, id).await? else {
         return Ok(());
     };
-    if trial.state != TrialState::Queued {
+    if trial.state() != State::Queued {
         return Ok(());
     }
+    let trial = TrialView::from(trial);
     let mut slot = ctx.slot.lock().await;
     match measure(ctx, &trial, probes, gate, &mut slot).await? {
         Ok(()) => {}
@@ -181,7 +182,7 @@ async fn measure(
 ) -> Result<Result<(), Failure>, sqlx::Error> {
     let fail = |kind, message: String| Ok(Err(Failure::new(kind, message)));
     let probes = &probes.clone().with_endpoints(&ctx.endpoints);
-    set_state(ctx, trial.id, TrialState::Launching).await?;
+    set_state(ctx, trial.id, State::Launching).await?;
     let Some(profile) = ctx.profiles.iter().find(|p| p.name == trial.profile) else {
         return fail(
             FailureKind::Spawn,
@@ -218,7 +219,7 @@ async fn measure(
             }
         }
     };
-    set_state(ctx, trial.id, TrialState::Probing).await?;
+    set_state(ctx, trial.id, State::Probing).await?;
     let measured = engine.measure_gated(probes, gate).await;
     // Kept for the study's next trial, unless something runs after the
     // engine (perplexity needs its memory) or the engine is in doubt.
@@ -270,7 +271,7 @@ async fn start_engine(
         }
         let command = json!({ "url": url, "display": format!("external endpoint {url}") });
         trials::set_command(&ctx.db, trial.id, &command).await?;
-        set_state(ctx, trial.id, TrialState::Loading).await?;
+        set_state(ctx, trial.id, State::Loading).await?;
         let attached = RunningEngine::attach(url, &trial.model, ctx.load_timeout).await;
         return Ok(attached.map(|engine| (engine, command)));
     }
@@ -300,7 +301,7 @@ async fn start_engine(
     trials::set_command(&ctx.db, trial.id, &command).await?;
     let expected = trials::mean_load_ms(&ctx.db, &trial.profile, &trial.model).await?;
     trials::set_expected_load(&ctx.db, trial.id, expected).await?;
-    set_state(ctx, trial.id, TrialState::Loading).await?;
+    set_state(ctx, trial.id, State::Loading).await?;
     // Readiness changes (listening, model loading) go to the trial as they come.
     let (progress, mut watch) = tokio::sync::watch::channel(Health::NotListening);
     let forward = {
@@ -325,7 +326,7 @@ async fn start_engine(
     Ok(launched.map(|engine| (engine, command)))
 }
 
-async fn set_state(ctx: &RunnerContext, id: i64, state: TrialState) -> Result<(), sqlx::Error> {
+async fn set_state(ctx: &RunnerContext, id: i64, state: State) -> Result<(), sqlx::Error> {
     trials::set_state(&ctx.db, id, state).await?;
     publish(ctx, id).await
 }

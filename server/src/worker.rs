@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::db::trials::State;
 use engine_bridge::Profile;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tunebook_app::types::TrialState;
 
 use crate::Settings;
 use crate::db::queue;
@@ -181,15 +181,15 @@ async fn run_one(
         let log = log.clone();
         tokio::spawn(async move {
             loop {
-                let state = trials::get(&db, local).await.ok().flatten().map(|t| t.state);
+                let state = trials::get(&db, local).await.ok().flatten().map(|t| t.state());
                 let state = match state {
                     Some(s) if s.is_final() => return,
-                    Some(TrialState::Queued) | None => TrialState::Launching,
+                    Some(State::Queued) | None => State::Launching,
                     Some(s) => s,
                 };
                 let Some(r) = request.try_clone() else { return };
                 let (output, read) = log.lock().await.fresh().await;
-                match r.json(&json!({ "state": state, "log": output })).send().await {
+                match r.json(&json!({ "state": state.as_str(), "log": output })).send().await {
                     Ok(r) if r.status() == reqwest::StatusCode::CONFLICT => {
                         tracing::warn!(trial = remote, "the lease was lost: stopping the trial");
                         lost.cancel();

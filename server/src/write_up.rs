@@ -9,7 +9,7 @@ use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, StudyDef};
 
 use crate::db::{studies, trials};
-use crate::study_views::{by_machine, findings_of, metrics, objectives_of};
+use crate::views::studies::{by_machine, findings_of, metrics, objectives_of};
 
 /// The classes of machine side by side, as a markdown table: the workers
 /// that ran each, trials run, and per objective the baseline's value and
@@ -112,7 +112,7 @@ pub async fn write_up(
     id: i64,
 ) -> Result<Option<(Vec<Finding>, String)>, sqlx::Error> {
     let Some(row) = studies::get(db, id).await? else { return Ok(None) };
-    let list = trials::of_study(db, id).await?;
+    let list: Vec<TrialView> = crate::views::all(trials::of_study(db, id).await?);
     let (found, mut text) = findings_markdown(&row.definition, &list);
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();

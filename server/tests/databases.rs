@@ -17,6 +17,10 @@ use std::time::Duration;
 use tunebook::db::Db;
 use tunebook::db::studies::{self, StudyRow, StudyState};
 use tunebook::db::trials::{self, Measured, NewTrial, StudyPart};
+use tunebook::views::{
+    self,
+    trials::{page_query, row_of},
+};
 use tunebook_app::types::{TrialQuery, TrialState, TrialView};
 use tunebook_study::{Goal, Measure, Metric, StudyDef};
 
@@ -57,7 +61,7 @@ async fn exercise(db: &Db) {
     let failed = trials::insert(db, &new).await.unwrap();
     assert!(failed > done);
 
-    trials::set_state(db, done, TrialState::Probing).await.unwrap();
+    trials::set_state(db, done, tunebook::db::trials::State::Probing).await.unwrap();
     trials::set_command(db, done, &serde_json::json!({"display": "llama-server -ctk q4_0"}))
         .await
         .unwrap();
@@ -97,9 +101,9 @@ async fn exercise(db: &Db) {
     };
     trials::finish_failed(db, failed, &failure).await.unwrap();
 
-    let all: Vec<TrialView> = trials::list(db).await.unwrap();
+    let all: Vec<TrialView> = views::all(trials::list(db).await.unwrap());
     assert_eq!(all.iter().map(|t| t.id).collect::<Vec<_>>(), [failed, done], "newest first");
-    let d = trials::get(db, done).await.unwrap().unwrap();
+    let d = TrialView::from(trials::get(db, done).await.unwrap().unwrap());
     assert_eq!(d.state, TrialState::Done);
     assert_eq!(d.settings, settings);
     assert_eq!(d.command.as_deref(), Some("llama-server -ctk q4_0"));
@@ -152,7 +156,7 @@ async fn exercise_studies(db: &Db) {
     trials::finish_pruned(db, b, "predicted not to fit").await.unwrap();
     trials::append_note(db, b, "and more").await.unwrap();
     trials::set_drift(db, id, a, b, -7.5).await.unwrap();
-    let list = trials::of_study(db, id).await.unwrap();
+    let list: Vec<TrialView> = views::all(trials::of_study(db, id).await.unwrap());
     assert_eq!(list.iter().map(|t| t.id).collect::<Vec<_>>(), vec![a, b]);
     assert_eq!(list[0].role.as_deref(), Some("baseline"));
     assert_eq!(list[1].state, TrialState::Pruned);
@@ -162,7 +166,7 @@ async fn exercise_studies(db: &Db) {
     let mut copy = list[0].clone();
     copy.decode_tps = Some(123.456);
     copy.study_id = None;
-    let ids = trials::import(db, &[copy]).await.unwrap();
+    let ids = trials::import(db, &[row_of(&copy)]).await.unwrap();
     assert_eq!(trials::get(db, ids[0]).await.unwrap().unwrap().decode_tps, Some(123.456));
     // The packed history query gives exactly what row-by-row decoding gives,
     // every digit of a float included.
@@ -173,7 +177,7 @@ async fn exercise_studies(db: &Db) {
     exact.machine = Some("box-a".into());
     exact.context_tokens = Some(4096);
     exact.state = TrialState::Done;
-    let exact_id = trials::import(db, &[exact]).await.unwrap()[0];
+    let exact_id = trials::import(db, &[row_of(&exact)]).await.unwrap()[0];
     // Plots of one class of machine take only its trials.
     let decode = [Measure::Metric(Metric::DecodeTps)];
     let on_a = trials::points(db, id, &decode, Some("box-a")).await.unwrap();
@@ -203,7 +207,10 @@ async fn exercise_pages(db: &Db) {
     let n = 300;
     let id = common::synthetic::big_study(db, n).await.unwrap();
     let made: Vec<TrialView> = (0..n).map(|i| common::synthetic::trial(id, i)).collect();
-    let page = |q: TrialQuery| async move { trials::page(db, id, &q).await.unwrap() };
+    let page = |q: TrialQuery| async move {
+        let (rows, n) = trials::page(db, id, &page_query(&q)).await.unwrap();
+        (views::all::<_, TrialView>(rows), n)
+    };
 
     let (rows, matching) = page(TrialQuery::default()).await;
     assert_eq!((rows.len(), matching), (50, n as u64), "one page, newest first");
@@ -408,7 +415,7 @@ async fn exercise_reports(db: &Db) {
         reports::save(db, id + 99, 1, "t", &notebook("x"), "e").await,
         Err(SaveError::NotFound)
     ));
-    let newest = reports::get(db, id, None).await.unwrap().unwrap();
+    let newest = reports::get::<Notebook>(db, id, None).await.unwrap().unwrap();
     assert_eq!((newest.version, newest.latest, newest.title.as_str()), (2, 2, "second"));
     assert_eq!(newest.notebook, notebook("two"));
     let first = reports::get(db, id, Some(1)).await.unwrap().unwrap();

@@ -11,8 +11,8 @@ use common::postgres::{drop_postgres, fresh_postgres};
 use common::queue_load::{done, drain, queued};
 use serde_json::{Value, json};
 use tunebook::db::queue::{self, MAX_ATTEMPTS, TrialResult};
+use tunebook::db::trials::State;
 use tunebook::db::{Db, trials};
-use tunebook_app::types::TrialState;
 
 fn sqlite_url(dir: &tempfile::TempDir) -> String {
     format!("sqlite://{}/q.db?mode=rwc", dir.path().display())
@@ -27,7 +27,7 @@ async fn eight_workers_take_a_thousand_trials_once_each_on_postgres() {
     let other = queued(&db, 1, "elsewhere").await[0];
     let rate = drain(&db, &ids, 8).await;
     eprintln!("PostgreSQL: 1,000 trials by 8 workers, {rate:.0} trials/s");
-    assert_eq!(trials::get(&db, other).await.unwrap().unwrap().state, TrialState::Queued);
+    assert_eq!(trials::get(&db, other).await.unwrap().unwrap().state(), State::Queued);
     db.pool.close().await;
     drop_postgres(&name).await;
 }
@@ -59,15 +59,12 @@ async fn lost_lease(db: &Db) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(queue::claim(db, b, "b", &p, 60_000).await.unwrap(), Some(trial));
-    assert!(
-        !queue::heartbeat(db, trial, a, TrialState::Probing, 60_000).await.unwrap(),
-        "a lost it"
-    );
+    assert!(!queue::heartbeat(db, trial, a, State::Probing, 60_000).await.unwrap(), "a lost it");
     assert!(!queue::finish(db, trial, a, &done(1.0)).await.unwrap(), "a cannot finish it");
     assert!(queue::finish(db, trial, b, &done(2.0)).await.unwrap());
     assert!(!queue::finish(db, trial, b, &done(3.0)).await.unwrap(), "finished once");
     let t = trials::get(db, trial).await.unwrap().unwrap();
-    assert_eq!((t.state, t.decode_tps), (TrialState::Done, Some(2.0)));
+    assert_eq!((t.state(), t.decode_tps), (State::Done, Some(2.0)));
 
     // A trial that takes every worker down fails after MAX_ATTEMPTS.
     let doomed = queued(db, 1, "p").await[0];
@@ -84,7 +81,7 @@ async fn lost_lease(db: &Db) {
         }
     }
     let t = trials::get(db, doomed).await.unwrap().unwrap();
-    assert_eq!(t.state, TrialState::Failed);
+    assert_eq!(t.state(), State::Failed);
     assert!(t.error.unwrap().contains("stopped answering 3 times"));
 
     // Tokens: checked, revoked, never stored.

@@ -204,7 +204,8 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
         assert_eq!(ids.len(), 6, "{name}");
     }
     let db = tunebook::db::Db::connect(&other_settings.database_url).await.unwrap();
-    let imported = tunebook::db::trials::list(&db).await.unwrap();
+    let imported: Vec<tunebook_app::types::TrialView> =
+        tunebook::views::all(tunebook::db::trials::list(&db).await.unwrap());
     assert_eq!(imported.len(), 12);
     for t in &imported {
         let original = trials.iter().find(|o| o.settings == t.settings).expect("same settings");

@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::db::trials::State;
+use crate::db::trials::columns::{self, IN_RESULT, SAMPLE, bind, read, sample_names};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use sqlx::Row as _;
-use tunebook_app::types::TrialState;
 
 use super::{Db, Kind, now_ms};
 
@@ -209,10 +209,10 @@ pub async fn heartbeat(
     db: &Db,
     trial: i64,
     worker: i64,
-    state: TrialState,
+    state: State,
     lease_ms: i64,
 ) -> Result<bool, sqlx::Error> {
-    if !matches!(state, TrialState::Launching | TrialState::Loading | TrialState::Probing) {
+    if !matches!(state, State::Launching | State::Loading | State::Probing) {
         return Ok(false);
     }
     let sql = format!(
@@ -274,61 +274,6 @@ pub async fn expire(db: &Db) -> Result<Vec<i64>, sqlx::Error> {
     Ok(failed.into_iter().chain(requeued).collect())
 }
 
-/// How a column of a trial or sample is typed, for moving it between databases.
-#[derive(Clone, Copy)]
-enum Col {
-    Int,
-    Real,
-    Text,
-}
-
-/// What a worker measured, column by column: everything a trial's row and
-/// its samples hold once it has run.
-const RESULT: &[(&str, Col)] = &[
-    ("state", Col::Text),
-    ("started_ms", Col::Int),
-    ("finished_ms", Col::Int),
-    ("load_ms", Col::Real),
-    ("ttft_ms", Col::Real),
-    ("prefill_tps", Col::Real),
-    ("decode_tps", Col::Real),
-    ("client_decode_tps", Col::Real),
-    ("prompt_tokens", Col::Int),
-    ("tokens_requested", Col::Int),
-    ("tokens_generated", Col::Int),
-    ("n_ctx", Col::Int),
-    ("command", Col::Text),
-    ("props", Col::Text),
-    ("failure_kind", Col::Text),
-    ("error", Col::Text),
-    ("log_tail", Col::Text),
-    ("peak_rss_bytes", Col::Int),
-    ("mem_available_drop_bytes", Col::Int),
-    ("peak_gpu_bytes", Col::Int),
-    ("measurement", Col::Text),
-    ("quality_score", Col::Real),
-    ("context_pass_rate", Col::Real),
-    ("context_tokens", Col::Int),
-    ("ceiling_tps", Col::Real),
-    ("pct_of_ceiling", Col::Real),
-    ("perplexity", Col::Real),
-    ("expected_load_ms", Col::Real),
-    ("load_state", Col::Text),
-];
-
-const SAMPLE: &[(&str, Col)] = &[
-    ("idx", Col::Int),
-    ("ttft_ms", Col::Real),
-    ("total_ms", Col::Real),
-    ("client_decode_tps", Col::Real),
-    ("prompt_n", Col::Int),
-    ("prompt_ms", Col::Real),
-    ("prompt_tps", Col::Real),
-    ("predicted_n", Col::Int),
-    ("predicted_ms", Col::Real),
-    ("predicted_tps", Col::Real),
-];
-
 /// A finished trial as a worker sends it back.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrialResult {
@@ -339,60 +284,30 @@ pub struct TrialResult {
     pub log: String,
 }
 
-fn read(
-    row: &sqlx::any::AnyRow,
-    cols: &[(&str, Col)],
-) -> Result<BTreeMap<String, Value>, sqlx::Error> {
-    let mut out = BTreeMap::new();
-    for (i, (name, col)) in cols.iter().enumerate() {
-        let v = match col {
-            Col::Int => row.try_get::<Option<i64>, _>(i)?.map(Value::from),
-            Col::Real => row.try_get::<Option<f64>, _>(i)?.map(Value::from),
-            Col::Text => row.try_get::<Option<String>, _>(i)?.map(Value::from),
-        };
-        out.insert(name.to_string(), v.unwrap_or(Value::Null));
-    }
-    Ok(out)
-}
-
-fn names(cols: &[(&str, Col)]) -> String {
-    cols.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-}
-
 /// Reads trial `id`'s result from a (worker's own) database.
 pub async fn result_of(db: &Db, id: i64) -> Result<TrialResult, sqlx::Error> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {} FROM trials WHERE id = $1",
-        names(RESULT)
+        columns::names_in(IN_RESULT)
     )))
     .bind(id)
     .fetch_one(&db.pool)
     .await?;
     let samples = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {} FROM samples WHERE trial_id = $1 ORDER BY idx",
-        names(SAMPLE)
+        sample_names()
     )))
     .bind(id)
     .fetch_all(&db.pool)
     .await?;
     Ok(TrialResult {
-        columns: read(&row, RESULT)?,
-        samples: samples.iter().map(|r| read(r, SAMPLE)).collect::<Result<_, _>>()?,
+        columns: read(&row, columns::carried_in(IN_RESULT).map(|c| (c.name, c.kind)))?,
+        samples: samples
+            .iter()
+            .map(|r| read(r, SAMPLE.iter().copied()))
+            .collect::<Result<_, _>>()?,
         log: String::new(),
     })
-}
-
-fn bind<'q>(
-    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
-    col: Col,
-    v: Option<&Value>,
-) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
-    let v = v.filter(|v| !v.is_null());
-    match col {
-        Col::Int => q.bind(v.and_then(Value::as_i64)),
-        Col::Real => q.bind(v.and_then(Value::as_f64)),
-        Col::Text => q.bind(v.and_then(Value::as_str).map(str::to_string)),
-    }
 }
 
 /// Stores what worker `worker` measured for `trial`, if it still holds the
@@ -403,13 +318,15 @@ pub async fn finish(
     worker: i64,
     result: &TrialResult,
 ) -> Result<bool, sqlx::Error> {
-    let state = result.columns.get("state").and_then(Value::as_str).and_then(TrialState::parse);
-    if !state.is_some_and(TrialState::is_final) {
+    let state = result.columns.get("state").and_then(Value::as_str).and_then(State::parse);
+    if !state.is_some_and(State::is_final) {
         return Ok(false);
     }
-    let sets: Vec<String> =
-        RESULT.iter().enumerate().map(|(i, (name, _))| format!("{name} = ${}", i + 1)).collect();
-    let n = RESULT.len();
+    let sets: Vec<String> = columns::carried_in(IN_RESULT)
+        .enumerate()
+        .map(|(i, c)| format!("{} = ${}", c.name, i + 1))
+        .collect();
+    let n = sets.len();
     let sql = format!(
         "UPDATE trials SET {}, lease_expires_ms = NULL WHERE id = ${} AND worker_id = ${} \
          AND state IN {IN_FLIGHT}",
@@ -419,8 +336,8 @@ pub async fn finish(
     );
     let mut tx = db.pool.begin().await?;
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for (name, col) in RESULT {
-        q = bind(q, *col, result.columns.get(*name));
+    for c in columns::carried_in(IN_RESULT) {
+        q = bind(q, c.kind, result.columns.get(c.name));
     }
     let done = q.bind(trial).bind(worker).execute(&mut *tx).await?;
     if done.rows_affected() != 1 {
@@ -428,7 +345,7 @@ pub async fn finish(
     }
     let insert = format!(
         "INSERT INTO samples (trial_id, {}) VALUES ($1, {})",
-        names(SAMPLE),
+        sample_names(),
         (2..=SAMPLE.len() + 1).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
     );
     for s in &result.samples {

@@ -1,21 +1,40 @@
-//! Reports, every version of them, and their read-only links.
+//! Reports, every version of them, and their read-only links. A version's
+//! notebook is stored as JSON, whatever its type `N`.
 
-use tunebook_app::types::{Notebook, ShareView, VersionInfo};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::{Db, now_ms};
 
 /// A report at one version.
 #[derive(Debug, Clone)]
-pub struct ReportRow {
+pub struct ReportRow<N> {
     pub id: i64,
     pub study_id: i64,
     pub title: String,
     pub version: i64,
     pub latest: i64,
-    pub notebook: Notebook,
+    pub notebook: N,
 }
 
-fn decode(text: &str) -> Result<Notebook, sqlx::Error> {
+/// One version in a report's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionRow {
+    pub version: i64,
+    pub note: String,
+    pub created_ms: i64,
+}
+
+/// A read-only link to a report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareRow {
+    pub token: String,
+    pub version: i64,
+    pub created_ms: i64,
+    pub revoked: bool,
+}
+
+fn decode<N: DeserializeOwned>(text: &str) -> Result<N, sqlx::Error> {
     serde_json::from_str(text).map_err(|e| sqlx::Error::Decode(Box::new(e)))
 }
 
@@ -24,7 +43,7 @@ pub async fn insert(
     db: &Db,
     study_id: i64,
     title: &str,
-    notebook: &Notebook,
+    notebook: &impl Serialize,
 ) -> Result<i64, sqlx::Error> {
     let mut tx = db.pool.begin().await?;
     let (id,): (i64,) = sqlx::query_as(
@@ -45,7 +64,7 @@ async fn add_version(
     id: i64,
     version: i64,
     title: &str,
-    notebook: &Notebook,
+    notebook: &impl Serialize,
     note: &str,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
@@ -89,7 +108,7 @@ pub async fn save(
     id: i64,
     base: i64,
     title: &str,
-    notebook: &Notebook,
+    notebook: &impl Serialize,
     note: &str,
 ) -> Result<i64, SaveError> {
     // Two saves from the same base raced: one wrote first, and the other's
@@ -141,7 +160,7 @@ async fn try_save(
     id: i64,
     base: i64,
     title: &str,
-    notebook: &Notebook,
+    notebook: &impl Serialize,
     note: &str,
 ) -> Result<i64, SaveError> {
     let mut tx = db.pool.begin().await?;
@@ -162,7 +181,11 @@ async fn try_save(
 }
 
 /// Report `id` at `version`, or at its newest when `None`.
-pub async fn get(db: &Db, id: i64, version: Option<i64>) -> Result<Option<ReportRow>, sqlx::Error> {
+pub async fn get<N: DeserializeOwned>(
+    db: &Db,
+    id: i64,
+    version: Option<i64>,
+) -> Result<Option<ReportRow<N>>, sqlx::Error> {
     let row: Option<(i64, i64, String, String, i64, i64)> = sqlx::query_as(
         "SELECT r.id, r.study_id, v.title, v.notebook, v.version, \
          (SELECT MAX(version) FROM report_versions WHERE report_id = r.id) \
@@ -191,7 +214,7 @@ pub async fn of_study(db: &Db, study_id: i64) -> Result<Vec<(i64, String, i64)>,
     .await
 }
 
-pub async fn versions(db: &Db, id: i64) -> Result<Vec<VersionInfo>, sqlx::Error> {
+pub async fn versions(db: &Db, id: i64) -> Result<Vec<VersionRow>, sqlx::Error> {
     let rows: Vec<(i64, String, i64)> = sqlx::query_as(
         "SELECT version, note, created_ms FROM report_versions WHERE report_id = $1 \
          ORDER BY version DESC",
@@ -201,7 +224,7 @@ pub async fn versions(db: &Db, id: i64) -> Result<Vec<VersionInfo>, sqlx::Error>
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(version, note, created_ms)| VersionInfo { version, note, created_ms })
+        .map(|(version, note, created_ms)| VersionRow { version, note, created_ms })
         .collect())
 }
 
@@ -219,7 +242,7 @@ pub async fn share(db: &Db, id: i64, version: i64, token: &str) -> Result<(), sq
     Ok(())
 }
 
-pub async fn shares(db: &Db, id: i64) -> Result<Vec<ShareView>, sqlx::Error> {
+pub async fn shares(db: &Db, id: i64) -> Result<Vec<ShareRow>, sqlx::Error> {
     let rows: Vec<(String, i64, i64, Option<i64>)> = sqlx::query_as(
         "SELECT token, version, created_ms, revoked_ms FROM report_shares WHERE report_id = $1 \
          ORDER BY created_ms DESC, token",
@@ -229,7 +252,7 @@ pub async fn shares(db: &Db, id: i64) -> Result<Vec<ShareView>, sqlx::Error> {
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(token, version, created_ms, revoked)| ShareView {
+        .map(|(token, version, created_ms, revoked)| ShareRow {
             token,
             version,
             created_ms,

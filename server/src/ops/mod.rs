@@ -8,7 +8,7 @@
 //!
 //! Below this layer: storage (`db`), the runners (`trial_runner`,
 //! `study_runner`), reports (`report`) and the views built from stored rows
-//! (`study_views`). Above it: `routes` and `backend`, which only translate.
+//! (`views`). Above it: `routes` and `backend`, which only translate.
 
 pub mod catalog;
 pub mod pareto;

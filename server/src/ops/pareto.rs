@@ -19,7 +19,7 @@ pub async fn front(
     let db = &service.db;
     let row = super::studies::row(db, id).await?;
     let def = &row.definition;
-    let objectives = crate::study_views::measures_of(def);
+    let objectives = crate::views::studies::measures_of(def);
     let chosen: Vec<(Measure, Goal)> = if metrics.is_empty() {
         objectives
     } else {
@@ -52,7 +52,7 @@ pub async fn front(
     let done = trials::points(db, id, &measures, shown.as_deref()).await?;
     let baseline = super::studies::baseline_of(&service.profiles, &row).unwrap_or_default();
     let varied: Vec<String> = def.space.keys().cloned().collect();
-    let mut view = crate::study_views::pareto_view(done, &chosen, &baseline, &varied);
+    let mut view = crate::views::studies::pareto_view(done, &chosen, &baseline, &varied);
     if machines.len() > 1 {
         view.machines = machines;
         view.machine = shown;

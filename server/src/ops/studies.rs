@@ -18,6 +18,7 @@ use crate::db::studies::{self, StudyRow};
 use crate::db::trials;
 use crate::error::{Error, Result};
 use crate::service::Service;
+use crate::views;
 
 /// Trials in flight a study's page shows at most (one per worker).
 const IN_FLIGHT_SHOWN: i64 = 32;
@@ -130,7 +131,7 @@ pub async fn view(service: &Service, id: i64) -> Result<StudyView> {
         })
         .collect();
     Ok(StudyView {
-        objectives: crate::study_views::measures_of(&row.definition)
+        objectives: crate::views::studies::measures_of(&row.definition)
             .into_iter()
             .map(|(m, g)| ObjectiveView {
                 metric: m.name(),
@@ -150,8 +151,8 @@ pub async fn view(service: &Service, id: i64) -> Result<StudyView> {
 
 /// One page of a study's trials.
 pub async fn trial_page(db: &Db, id: i64, query: &TrialQuery) -> Result<TrialPage> {
-    let (rows, matching) = trials::page(db, id, query).await?;
-    Ok(TrialPage { rows, offset: query.offset, matching })
+    let (rows, matching) = trials::page(db, id, &views::trials::page_query(query)).await?;
+    Ok(TrialPage { rows: views::all(rows), offset: query.offset, matching })
 }
 
 /// The settings of a study's baseline, where the study still checks
@@ -166,7 +167,7 @@ pub async fn progress(
     row: &StudyRow,
     by_state: &BTreeMap<String, usize>,
 ) -> Result<StudyProgress> {
-    let objectives = crate::study_views::objectives_of(&row.definition);
+    let objectives = crate::views::studies::objectives_of(&row.definition);
     let best_of = |machine: Option<String>| {
         let objectives = &objectives;
         async move {
@@ -198,7 +199,7 @@ pub async fn progress(
     Ok(StudyProgress {
         counted: trials::counted(db, row.id).await?,
         finished,
-        in_flight: trials::in_flight(db, row.id, IN_FLIGHT_SHOWN).await?,
+        in_flight: views::all(trials::in_flight(db, row.id, IN_FLIGHT_SHOWN).await?),
         best,
         best_by_machine,
     })

@@ -8,6 +8,7 @@ use crate::db::studies;
 use crate::db::trials::{self, NewTrial};
 use crate::error::{Error, Result};
 use crate::service::Service;
+use crate::views;
 
 /// Checks a request, stores it as a queued trial, and hands it to the
 /// runner. Nothing is stored when the request is wrong.
@@ -111,30 +112,30 @@ pub async fn detail(service: &Service, id: i64) -> Result<TrialDetail> {
         argv,
         env,
         read_back: pretty(extras.props),
-        samples: trials::samples(&service.db, id).await?,
+        samples: views::all(trials::samples(&service.db, id).await?),
         log_tail: extras
             .log_tail
             .map(|t| t.lines().map(String::from).collect())
             .unwrap_or_default(),
         measurement,
         baseline,
-        trial,
+        trial: trial.into(),
     })
 }
 
 /// Every trial, newest first.
 pub async fn list(db: &Db) -> Result<Vec<TrialView>> {
-    Ok(trials::list(db).await?)
+    Ok(views::all(trials::list(db).await?))
 }
 
 pub async fn get(db: &Db, id: i64) -> Result<TrialView> {
-    trials::get(db, id).await?.ok_or(Error::NotFound)
+    trials::get(db, id).await?.map(TrialView::from).ok_or(Error::NotFound)
 }
 
 /// A trial's samples, in order.
 pub async fn samples(db: &Db, id: i64) -> Result<Vec<SampleView>> {
     get(db, id).await?;
-    Ok(trials::samples(db, id).await?)
+    Ok(views::all(trials::samples(db, id).await?))
 }
 
 /// What the engine and the probes reported of a trial, as stored.

@@ -46,7 +46,7 @@ pub fn draft(
     provenance: &crate::provenance::Provenance,
 ) -> Vec<Cell> {
     let def = &row.definition;
-    let objectives = crate::study_views::objectives_of(def);
+    let objectives = crate::views::studies::objectives_of(def);
     let count = |s: TrialState| list.iter().filter(|t| t.state == s).count();
     let varied: Vec<String> = def.space.keys().map(|k| format!("`{k}`")).collect();
     let goals: Vec<String> = objectives
@@ -269,7 +269,7 @@ pub fn validate(notebook: &Notebook, list: &[TrialView], varied: &[String]) -> R
 /// first, then each one's findings, its plots and tables drawn from its
 /// own trials only).
 pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
-    let groups = crate::study_views::by_machine(&src.list);
+    let groups = crate::views::studies::by_machine(&src.list);
     if groups.len() <= 1 {
         return fresh_cells_of(service, src).await;
     }
@@ -287,7 +287,7 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
         ),
     )];
     for (i, (machine, list)) in groups.iter().enumerate() {
-        let found = crate::study_views::findings_of(def, list);
+        let found = crate::views::studies::findings_of(def, list);
         let name = machine.as_deref().unwrap_or("this server");
         for mut c in draft(src.row, list, &found, &crate::provenance::Provenance::default()) {
             if c.origin.as_deref() == Some("provenance") {
@@ -311,7 +311,7 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
 
 /// The written cells of a study whose trials all ran on one class of machine.
 async fn fresh_cells_of(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
-    let found = crate::study_views::findings_of(&src.row.definition, &src.list);
+    let found = crate::views::studies::findings_of(&src.row.definition, &src.list);
     let props: Vec<Option<String>> = {
         let mut out = Vec::new();
         for t in src.list.iter().filter(|t| t.state == TrialState::Done).take(50) {

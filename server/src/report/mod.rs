@@ -55,7 +55,7 @@ pub async fn save(
     title: &str,
     notebook: Notebook,
 ) -> Result<i64> {
-    let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
+    let current = reports::get::<Notebook>(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let src = source(service, &row).await?;
     let title = title.trim();
@@ -70,7 +70,7 @@ pub async fn save(
 /// Rewrites the cells written from the findings with what the data says
 /// now, leaving the user's changes; a new version.
 pub async fn regenerate(service: &Reports, id: i64, base: i64) -> Result<i64> {
-    let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
+    let current = reports::get::<Notebook>(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let src = source(service, &row).await?;
     let notebook = merge(&current.notebook, fresh_cells(service, &src).await);
@@ -81,7 +81,8 @@ pub async fn regenerate(service: &Reports, id: i64, base: i64) -> Result<i64> {
 
 /// Makes version `version` the newest again (as a new version).
 pub async fn restore(service: &Reports, id: i64, base: i64, version: i64) -> Result<i64> {
-    let old = reports::get(&service.db, id, Some(version)).await?.ok_or(Error::NotFound)?;
+    let old =
+        reports::get::<Notebook>(&service.db, id, Some(version)).await?.ok_or(Error::NotFound)?;
     reports::save(
         &service.db,
         id,
@@ -106,9 +107,9 @@ pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
             "no writer model is configured: start Tunebook with --writer-url (an OpenAI-compatible endpoint) to have findings rewritten as prose".into(),
         ));
     };
-    let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
+    let current = reports::get::<Notebook>(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
-    let list = trials::of_study(&service.db, row.id).await?;
+    let list = crate::views::all(trials::of_study(&service.db, row.id).await?);
     let (_, facts) = crate::write_up::findings_markdown(&row.definition, &list);
     if facts.trim().is_empty() {
         return Err(Error::BadRequest("the study has no findings yet: nothing to rewrite".into()));
@@ -147,7 +148,7 @@ pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
 
 /// A new read-only link to the newest version: a 256-bit random token.
 pub async fn publish(service: &Reports, id: i64) -> Result<String> {
-    let current = reports::get(&service.db, id, None).await?.ok_or(Error::NotFound)?;
+    let current = reports::get::<Notebook>(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let token = crate::new_token();
     reports::share(&service.db, id, current.version, &token).await?;
     Ok(token)
@@ -161,7 +162,8 @@ pub async fn view(
     version: Option<i64>,
     owner: bool,
 ) -> Result<ReportView> {
-    let report = reports::get(&service.db, id, version).await?.ok_or(Error::NotFound)?;
+    let report =
+        reports::get::<Notebook>(&service.db, id, version).await?.ok_or(Error::NotFound)?;
     let (view, _) = rendered(service, report, owner).await?;
     Ok(view)
 }
@@ -169,7 +171,7 @@ pub async fn view(
 /// A report row rendered, with each cell's markdown (what the exports use).
 pub async fn rendered(
     service: &Reports,
-    report: ReportRow,
+    report: ReportRow<Notebook>,
     owner: bool,
 ) -> Result<(ReportView, Vec<String>)> {
     let row = study_of(service, report.study_id).await?;
@@ -196,8 +198,16 @@ pub async fn rendered(
         latest: report.latest,
         notebook: if owner { report.notebook } else { Notebook::default() },
         cells,
-        versions: if owner { reports::versions(&service.db, report.id).await? } else { vec![] },
-        shares: if owner { reports::shares(&service.db, report.id).await? } else { vec![] },
+        versions: if owner {
+            crate::views::all(reports::versions(&service.db, report.id).await?)
+        } else {
+            vec![]
+        },
+        shares: if owner {
+            crate::views::all(reports::shares(&service.db, report.id).await?)
+        } else {
+            vec![]
+        },
     };
     Ok((view, parts.into_iter().map(|(m, _)| m).collect()))
 }
@@ -227,7 +237,7 @@ pub async fn shared(service: &Reports, token: &str) -> Result<ReportView> {
 }
 
 /// The report as markdown: each cell's text, plots as their captions.
-pub async fn export_markdown(service: &Reports, report: ReportRow) -> Result<String> {
+pub async fn export_markdown(service: &Reports, report: ReportRow<Notebook>) -> Result<String> {
     let (view, parts) = rendered(service, report, false).await?;
     let mut out = format!(
         "<!-- {} · version {} · study {} -->\n\n",

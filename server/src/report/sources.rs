@@ -28,7 +28,7 @@ pub(super) struct Source<'a> {
 
 impl Source<'_> {
     fn goal(&self, m: Metric) -> Goal {
-        crate::study_views::objectives_of(&self.row.definition)
+        crate::views::studies::objectives_of(&self.row.definition)
             .into_iter()
             .find(|(o, _)| *o == m)
             .map_or(m.natural_goal(), |(_, g)| g)
@@ -40,7 +40,7 @@ impl Source<'_> {
             metrics.iter().map(|m| (Measure::Metric(*m), self.goal(*m))).collect();
         let measures: Vec<Measure> = chosen.iter().map(|(m, _)| m.clone()).collect();
         let done = trials::points(&self.service.db, self.row.id, &measures, machine).await?;
-        Ok(crate::study_views::pareto_view(done, &chosen, &self.baseline, &self.varied))
+        Ok(crate::views::studies::pareto_view(done, &chosen, &self.baseline, &self.varied))
     }
 }
 
@@ -138,11 +138,11 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
                 .filter(|t| machine.is_none() || t.machine.as_deref() == machine)
-                .filter_map(|t| Some((t, *crate::study_views::metrics(t).get(&m)?)))
+                .filter_map(|t| Some((t, *crate::views::studies::metrics(t).get(&m)?)))
                 .collect();
             rows.sort_by(|a, b| goal.oriented(b.1).total_cmp(&goal.oriented(a.1)));
             rows.truncate(*limit as usize);
-            let objectives: Vec<Metric> = crate::study_views::objectives_of(&src.row.definition)
+            let objectives: Vec<Metric> = crate::views::studies::objectives_of(&src.row.definition)
                 .into_iter()
                 .map(|(o, _)| o)
                 .filter(|o| *o != m)
@@ -161,7 +161,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 "---|".repeat(head.len())
             );
             for (t, v) in &rows {
-                let all = crate::study_views::metrics(t);
+                let all = crate::views::studies::metrics(t);
                 let mut cells = vec![t.id.to_string()];
                 cells.extend(
                     src.varied
@@ -186,7 +186,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 return Ok((format!("*Trial {trial} is not a trial of this study.*"), None));
             };
             let config: Vec<String> = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let measured: Vec<String> = crate::study_views::metrics(t)
+            let measured: Vec<String> = crate::views::studies::metrics(t)
                 .iter()
                 .filter(|(m, _)| {
                     matches!(
@@ -234,7 +234,7 @@ pub(super) async fn source<'a>(service: &'a Reports, row: &'a StudyRow) -> Resul
     Ok(Source {
         service,
         row,
-        list: trials::of_study(&service.db, row.id).await?,
+        list: crate::views::all(trials::of_study(&service.db, row.id).await?),
         baseline: crate::study_checks::check(&service.profiles, &row.definition)
             .map(|s| s.baseline)
             .unwrap_or_default(),

@@ -67,7 +67,7 @@ impl Follower {
                 .await
                 .ok()
                 .flatten()
-                .is_none_or(|t| t.state.is_final());
+                .is_none_or(|t| t.state().is_final());
             let lines = self.read().await;
             if !lines.is_empty() {
                 return Some(Event::default().data(lines.join("\n")));

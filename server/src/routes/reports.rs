@@ -107,7 +107,7 @@ pub async fn shared(
 /// `export.html` or `export.md`.
 async fn export(state: &AppState, id: i64, version: Option<i64>, file: &str) -> Result<Response> {
     let service = &state.service;
-    let row = reports::get(&service.db, id, version).await?.ok_or(Error::NotFound)?;
+    let row = reports::get::<Notebook>(&service.db, id, version).await?.ok_or(Error::NotFound)?;
     let name = format!("report-{id}-v{}", row.version);
     match file {
         "export.md" => {

@@ -64,7 +64,7 @@ pub async fn trials(
     Path(id): Path<i64>,
 ) -> Result<Json<Vec<TrialView>>> {
     ops::studies::row(&state.service.db, id).await?;
-    Ok(Json(trials::of_study(&state.service.db, id).await?))
+    Ok(Json(crate::views::all::<_, TrialView>(trials::of_study(&state.service.db, id).await?)))
 }
 
 /// `pause`, `resume` or `stop`.

@@ -283,13 +283,14 @@ pub async fn heartbeat(
 ) -> Result<StatusCode> {
     let (id, _) = worker(&state, &headers).await?;
     let service = &state.service;
-    let before = trials::get(&service.db, trial).await?.map(|t| t.state);
+    let before = trials::get(&service.db, trial).await?.map(|t| t.state());
     let lease_ms = service.lease.as_millis() as i64;
-    if !queue::heartbeat(&service.db, trial, id, body.state, lease_ms).await? {
+    let now = crate::views::trials::stored(body.state);
+    if !queue::heartbeat(&service.db, trial, id, now, lease_ms).await? {
         return Err(Error::Conflict(format!("trial {trial} is no longer this worker's")));
     }
     append_log(service, trial, &body.log).await;
-    if before != Some(body.state) {
+    if before != Some(now) {
         announce::trial(&service.db, &service.events, trial).await?;
     }
     Ok(StatusCode::NO_CONTENT)

@@ -5,8 +5,8 @@ use tunebook_app::types::{TrialState, TrialView};
 use tunebook_study::{Observation, Study, confirm};
 
 use crate::db::trials;
-use crate::study_views::{counts_against_budget, interrupted, metrics};
 use crate::trial_runner::RunnerContext;
+use crate::views::studies::{counts_against_budget, interrupted, metrics};
 
 /// What the study's trials say so far, kept between the study loop's
 /// turns: each turn reads only the trials it has not yet seen ended.
@@ -31,7 +31,8 @@ impl History {
         id: i64,
     ) -> Result<(), sqlx::Error> {
         let before = self.settled;
-        let mut fresh = trials::of_study_after(&ctx.db, id, before).await?;
+        let mut fresh =
+            crate::views::all::<_, TrialView>(trials::of_study_after(&ctx.db, id, before).await?);
         if let Some(class) = &self.machine {
             fresh.retain(|t| t.machine.as_ref() == Some(class));
         }

@@ -24,8 +24,8 @@ use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
 use crate::events::Payload;
 use crate::study_checks::{FitCheck, check, check_endpoints};
-use crate::study_views::{facts_of, interrupted, metrics};
 use crate::trial_runner::{self as runner, RunnerContext};
+use crate::views::studies::{facts_of, interrupted, metrics};
 use history::{History, stop_reason};
 pub(crate) use on_workers::WORKER_UP_MS;
 
@@ -324,6 +324,7 @@ impl Studies {
             return Ok(());
         };
         let Some(rerun) = trials::get(&self.ctx.db, rerun_id).await? else { return Ok(()) };
+        let rerun = tunebook_app::types::TrialView::from(rerun);
         let (Some(before), Some(now)) =
             (metrics(base).get(&first).copied(), metrics(&rerun).get(&first).copied())
         else {

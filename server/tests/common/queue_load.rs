@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use serde_json::json;
 use tunebook::db::queue::{self, TrialResult};
+use tunebook::db::trials::State;
 use tunebook::db::{Db, trials};
-use tunebook_app::types::TrialState;
 
 /// `n` trials queued for any worker; their ids.
 pub async fn queued(db: &Db, n: usize, profile: &str) -> Vec<i64> {
@@ -59,9 +59,7 @@ pub async fn drain(db: &Db, ids: &[i64], workers: usize) -> f64 {
             while let Some(trial) =
                 queue::claim(&db, id, &name, &["p".to_string()], 60_000).await.unwrap()
             {
-                assert!(
-                    queue::heartbeat(&db, trial, id, TrialState::Probing, 60_000).await.unwrap()
-                );
+                assert!(queue::heartbeat(&db, trial, id, State::Probing, 60_000).await.unwrap());
                 assert!(queue::finish(&db, trial, id, &done(trial as f64)).await.unwrap());
                 took.push(trial);
             }
@@ -82,7 +80,7 @@ pub async fn drain(db: &Db, ids: &[i64], workers: usize) -> f64 {
     assert!(busy > 1, "more than one worker took trials");
     for id in ids {
         let t = trials::get(db, *id).await.unwrap().unwrap();
-        assert_eq!((t.state, t.decode_tps), (TrialState::Done, Some(*id as f64)));
+        assert_eq!((t.state(), t.decode_tps), (State::Done, Some(*id as f64)));
     }
     rate
 }

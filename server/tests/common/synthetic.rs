@@ -53,7 +53,7 @@ pub async fn big_study(db: &Db, n: usize) -> anyhow::Result<i64> {
     let study = studies::insert(db, &def).await?;
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
         let batch: Vec<TrialView> = chunk.iter().map(|&i| trial(study, i)).collect();
-        trials::import(db, &batch).await?;
+        trials::import(db, &rows(&batch)).await?;
     }
     studies::set_state(db, study, studies::StudyState::Done, Some("made up")).await?;
     Ok(study)
@@ -116,7 +116,7 @@ pub async fn planted_study(db: &Db) -> anyhow::Result<i64> {
             ..TrialView::new("demo", "tiny-llama", settings, TrialState::Failed)
         });
     }
-    let ids = trials::import(db, &batch).await?;
+    let ids = trials::import(db, &rows(&batch)).await?;
     // The command each ran with, as the runner stores it.
     for (id, t) in ids.iter().zip(&batch) {
         let command = json!({
@@ -167,7 +167,12 @@ pub async fn two_machine_study(db: &Db) -> anyhow::Result<i64> {
             });
         }
     }
-    trials::import(db, &batch).await?;
+    trials::import(db, &rows(&batch)).await?;
     studies::set_state(db, study, studies::StudyState::Done, Some("made up")).await?;
     Ok(study)
+}
+
+/// Trials as rows to import.
+pub fn rows(batch: &[TrialView]) -> Vec<tunebook::db::trials::TrialRow> {
+    batch.iter().map(tunebook::views::trials::row_of).collect()
 }

@@ -4,16 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use tunebook_app::types::{TrialQuery, TrialState, TrialView};
 use tunebook_study::{Goal, Measure, Metric};
 
-use super::Row;
+use super::columns::{self, Col, IN_HISTORY};
+use super::{State, TrialRow, select};
 use crate::db::{Db, Kind};
 
 /// A trial as a study's history needs it: settings, state and metrics,
 /// without the command line, load progress and the other display fields.
-/// The field order is the column order of [`history`]'s arrays.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
+/// The field order is the order of [`columns::IN_HISTORY`]'s columns,
+/// which is that of [`history`]'s arrays.
+#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
 pub struct HistoryRow {
     pub id: i64,
     pub state: String,
@@ -34,27 +35,6 @@ pub struct HistoryRow {
     pub perplexity: Option<f64>,
 }
 
-/// The columns of [`HistoryRow`], in its field order; REAL ones marked.
-const HISTORY_COLUMNS: [(&str, bool); 17] = [
-    ("id", false),
-    ("state", false),
-    ("role", false),
-    ("settings", false),
-    ("failure_kind", false),
-    ("load_ms", true),
-    ("ttft_ms", true),
-    ("prefill_tps", true),
-    ("decode_tps", true),
-    ("peak_rss_bytes", false),
-    ("mem_available_drop_bytes", false),
-    ("peak_gpu_bytes", false),
-    ("quality_score", true),
-    ("context_pass_rate", true),
-    ("context_tokens", false),
-    ("pct_of_ceiling", true),
-    ("perplexity", true),
-];
-
 /// A study's history, oldest first: the lean query behind strategies,
 /// Pareto fronts and large tables.
 ///
@@ -63,9 +43,8 @@ const HISTORY_COLUMNS: [(&str, bool); 17] = [
 /// (100,000 trials: see `examples/history_bench.rs`).
 pub async fn history(db: &Db, study_id: i64) -> Result<Vec<HistoryRow>, sqlx::Error> {
     let columns = |real: fn(&str) -> String| {
-        HISTORY_COLUMNS
-            .iter()
-            .map(|(c, is_real)| if *is_real { real(c) } else { c.to_string() })
+        columns::carried_in(IN_HISTORY)
+            .map(|c| if c.kind == Col::Real { real(c.name) } else { c.name.to_string() })
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -90,9 +69,22 @@ pub async fn history(db: &Db, study_id: i64) -> Result<Vec<HistoryRow>, sqlx::Er
 
 /// The same rows, decoded one at a time; kept to check [`history`] against.
 pub async fn history_rows(db: &Db, study_id: i64) -> Result<Vec<HistoryRow>, sqlx::Error> {
-    let columns: Vec<&str> = HISTORY_COLUMNS.iter().map(|(c, _)| *c).collect();
-    let sql = format!("SELECT {} FROM trials WHERE study_id = $1 ORDER BY id", columns.join(", "));
+    let columns = columns::names_in(IN_HISTORY);
+    let sql = format!("SELECT {columns} FROM trials WHERE study_id = $1 ORDER BY id");
     sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(study_id).fetch_all(&db.pool).await
+}
+
+/// Which of a study's trials a table shows: sorted, filtered, one page.
+#[derive(Debug, Clone, Copy)]
+pub struct PageQuery<'a> {
+    /// `id` or a metric's name.
+    pub sort: &'a str,
+    pub descending: bool,
+    /// Case-insensitive text to find in the state, the role or the settings
+    /// (`setting=value`); empty for every trial.
+    pub filter: &'a str,
+    pub offset: u64,
+    pub limit: u64,
 }
 
 /// The page of a study's trials a table asks for, and how many match.
@@ -102,35 +94,33 @@ pub async fn history_rows(db: &Db, study_id: i64) -> Result<Vec<HistoryRow>, sql
 pub async fn page(
     db: &Db,
     study_id: i64,
-    query: &TrialQuery,
-) -> Result<(Vec<TrialView>, u64), sqlx::Error> {
+    query: &PageQuery<'_>,
+) -> Result<(Vec<TrialRow>, u64), sqlx::Error> {
     // The sort column comes from a closed set: a metric's column, or `id`.
     let direction = if query.descending { "DESC" } else { "ASC" };
-    let order = match Metric::parse(&query.sort) {
+    let order = match Metric::parse(query.sort) {
         // Unknown values last either way; ties newest first.
         Some(m) => format!("{0} IS NULL, {0} {direction}, id DESC", m.name()),
         // By id the index on (study_id, id) gives the order.
         None => format!("id {direction}"),
     };
-    let filter = Filter::new(&query.filter);
+    let filter = Filter::new(query.filter);
     let limit = query.limit.clamp(1, 1000);
     let offset = query.offset.min(i64::MAX as u64);
     // The page's ids first, so sorting carries two columns, not whole rows.
-    let sql = format!(
-        "{} WHERE id IN (SELECT id FROM trials WHERE study_id = $1{} ORDER BY {order} \
+    let sql = select(&format!(
+        "WHERE id IN (SELECT id FROM trials WHERE study_id = $1{} ORDER BY {order} \
          LIMIT {limit} OFFSET {offset}) ORDER BY {order}",
-        select_trials!(""),
         filter.clause()
-    );
-    let rows: Vec<Row> = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), filter.arguments(study_id)?)
-        .fetch_all(&db.pool)
-        .await?;
+    ));
+    let rows: Vec<TrialRow> =
+        sqlx::query_as_with(sql, filter.arguments(study_id)?).fetch_all(&db.pool).await?;
     let count = format!("SELECT COUNT(*) FROM trials WHERE study_id = $1{}", filter.clause());
     let matching: i64 =
         sqlx::query_scalar_with(sqlx::AssertSqlSafe(count), filter.arguments(study_id)?)
             .fetch_one(&db.pool)
             .await?;
-    Ok((rows.into_iter().map(Row::into_view).collect(), matching as u64))
+    Ok((rows, matching as u64))
 }
 
 /// A table's filter text as two `LIKE` patterns: $2 for the state and the
@@ -178,8 +168,8 @@ pub async fn counted(db: &Db, study_id: i64) -> Result<u64, sqlx::Error> {
          AND COALESCE(failure_kind, '') <> $4",
     )
     .bind(study_id)
-    .bind(TrialState::Done.as_str())
-    .bind(TrialState::Failed.as_str())
+    .bind(State::Done.as_str())
+    .bind(State::Failed.as_str())
     .bind(engine_bridge::FailureKind::Interrupted.label())
     .fetch_one(&db.pool)
     .await?;
@@ -188,18 +178,15 @@ pub async fn counted(db: &Db, study_id: i64) -> Result<u64, sqlx::Error> {
 
 /// A study's trials that have not reached a final state (one, or one per
 /// worker of a study on workers), oldest first; at most `limit`.
-pub async fn in_flight(db: &Db, study_id: i64, limit: i64) -> Result<Vec<TrialView>, sqlx::Error> {
-    let rows: Vec<Row> = sqlx::query_as(select_trials!(
-        "WHERE study_id = $1 AND state NOT IN ($2, $3, $4) ORDER BY id LIMIT $5"
-    ))
-    .bind(study_id)
-    .bind(TrialState::Done.as_str())
-    .bind(TrialState::Failed.as_str())
-    .bind(TrialState::Pruned.as_str())
-    .bind(limit)
-    .fetch_all(&db.pool)
-    .await?;
-    Ok(rows.into_iter().map(Row::into_view).collect())
+pub async fn in_flight(db: &Db, study_id: i64, limit: i64) -> Result<Vec<TrialRow>, sqlx::Error> {
+    sqlx::query_as(select("WHERE study_id = $1 AND state NOT IN ($2, $3, $4) ORDER BY id LIMIT $5"))
+        .bind(study_id)
+        .bind(State::Done.as_str())
+        .bind(State::Failed.as_str())
+        .bind(State::Pruned.as_str())
+        .bind(limit)
+        .fetch_all(&db.pool)
+        .await
 }
 
 /// The done trial with the best value of a metric (of one class of
@@ -220,7 +207,7 @@ pub async fn best(
          ORDER BY {column} {direction}, id LIMIT 1"
     );
     let mut query =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(study_id).bind(TrialState::Done.as_str());
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(study_id).bind(State::Done.as_str());
     if let Some(m) = machine {
         query = query.bind(m);
     }
@@ -260,8 +247,7 @@ pub async fn points(
         values.join(", "),
         if machine.is_some() { " AND machine = $3" } else { "" }
     );
-    let mut query =
-        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(study_id).bind(TrialState::Done.as_str());
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(study_id).bind(State::Done.as_str());
     if let Some(m) = machine {
         query = query.bind(m);
     }

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use engine_bridge::{Failure, Outcome};
-use tunebook_app::types::{TrialState, TrialView};
 
+use super::columns::{self, IN_IMPORT};
+use super::{State, TrialRow};
 use crate::db::{Db, now_ms};
 
 /// A trial as it is first stored.
@@ -51,7 +52,7 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     .bind(t.profile)
     .bind(t.model)
     .bind(settings)
-    .bind(TrialState::Queued.as_str())
+    .bind(State::Queued.as_str())
     .bind(now_ms())
     .bind(t.tokens_requested.map(i64::from))
     .bind(t.study.as_ref().map(|s| s.study_id))
@@ -64,7 +65,7 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
 }
 
 /// Moves a trial to a new phase.
-pub async fn set_state(db: &Db, id: i64, state: TrialState) -> Result<(), sqlx::Error> {
+pub async fn set_state(db: &Db, id: i64, state: State) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE trials SET state = $1, started_ms = COALESCE(started_ms, $2) WHERE id = $3",
     )
@@ -84,7 +85,7 @@ pub async fn mean_load_ms(db: &Db, profile: &str, model: &str) -> Result<Option<
     )
     .bind(profile)
     .bind(model)
-    .bind(TrialState::Done.as_str())
+    .bind(State::Done.as_str())
     .fetch_one(&db.pool)
     .await
 }
@@ -103,7 +104,7 @@ pub async fn mean_wall_ms(
     )
     .bind(profile)
     .bind(model)
-    .bind(TrialState::Done.as_str())
+    .bind(State::Done.as_str())
     .fetch_one(&db.pool)
     .await?;
     Ok((mean, n))
@@ -173,7 +174,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
          quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
          pct_of_ceiling = $19, perplexity = $20, context_tokens = $21 WHERE id = $22",
     )
-    .bind(TrialState::Done.as_str())
+    .bind(State::Done.as_str())
     .bind(now_ms())
     .bind((!m.reused).then_some(o.load_time.as_secs_f64() * 1e3))
     .bind(s.map(|s| s.ttft_ms))
@@ -210,7 +211,7 @@ pub async fn measurement(db: &Db, id: i64) -> Result<Option<serde_json::Value>, 
     Ok(text.flatten().and_then(|t| serde_json::from_str(&t).ok()))
 }
 
-/// What a trial's page shows besides its [`TrialView`]: the command as
+/// What a trial's page shows besides its [`TrialRow`]: the command as
 /// launched (JSON: program, args, env), what the engine read back (JSON),
 /// and the engine's last lines.
 #[derive(Debug, Default, sqlx::FromRow)]
@@ -233,7 +234,7 @@ pub async fn finish_failed(db: &Db, id: i64, failure: &Failure) -> Result<(), sq
         "UPDATE trials SET state = $1, finished_ms = $2, failure_kind = $3, error = $4, \
          log_tail = $5 WHERE id = $6",
     )
-    .bind(TrialState::Failed.as_str())
+    .bind(State::Failed.as_str())
     .bind(now_ms())
     .bind(failure.kind.label())
     .bind(&failure.message)
@@ -247,7 +248,7 @@ pub async fn finish_failed(db: &Db, id: i64, failure: &Failure) -> Result<(), sq
 /// Marks a trial pruned: never launched, for `reason`.
 pub async fn finish_pruned(db: &Db, id: i64, reason: &str) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE trials SET state = $1, finished_ms = $2, error = $3 WHERE id = $4")
-        .bind(TrialState::Pruned.as_str())
+        .bind(State::Pruned.as_str())
         .bind(now_ms())
         .bind(reason)
         .bind(id)
@@ -294,53 +295,24 @@ pub async fn set_drift(
 
 /// Stores a finished trial read from an export or from llama-bench, with
 /// its metrics, in one transaction for the whole batch. Returns the new ids.
-pub async fn import(db: &Db, records: &[TrialView]) -> Result<Vec<i64>, sqlx::Error> {
+pub async fn import(db: &Db, records: &[TrialRow]) -> Result<Vec<i64>, sqlx::Error> {
+    let names = columns::names_in(IN_IMPORT);
+    let n = columns::carried_in(IN_IMPORT).count();
+    let places: Vec<String> = (1..=n + 1).map(|i| format!("${i}")).collect();
+    let sql = format!(
+        "INSERT INTO trials ({names}, finished_ms) VALUES ({}) RETURNING id",
+        places.join(", ")
+    );
     let mut tx = db.pool.begin().await?;
     let mut ids = Vec::with_capacity(records.len());
     for t in records {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO trials (profile, model, settings, state, created_ms, finished_ms, load_ms, \
-             ttft_ms, prefill_tps, decode_tps, client_decode_tps, prompt_tokens, tokens_requested, \
-             tokens_generated, n_ctx, peak_rss_bytes, mem_available_drop_bytes, peak_gpu_bytes, \
-             quality_score, context_pass_rate, ceiling_tps, pct_of_ceiling, perplexity, \
-             failure_kind, error, study_id, role, note, drift_pct, machine, context_tokens) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-             $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31) RETURNING id",
-        )
-        .bind(&t.profile)
-        .bind(&t.model)
-        .bind(serde_json::to_string(&t.settings).expect("a string map serializes"))
-        .bind(t.state.as_str())
-        .bind(t.created_ms)
-        .bind(now_ms())
-        .bind(t.load_ms)
-        .bind(t.ttft_ms)
-        .bind(t.prefill_tps)
-        .bind(t.decode_tps)
-        .bind(t.client_decode_tps)
-        .bind(t.prompt_tokens)
-        .bind(t.tokens_requested)
-        .bind(t.tokens_generated)
-        .bind(t.n_ctx)
-        .bind(t.peak_rss_bytes)
-        .bind(t.mem_available_drop_bytes)
-        .bind(t.peak_gpu_bytes)
-        .bind(t.quality_score)
-        .bind(t.context_pass_rate)
-        .bind(t.ceiling_tps)
-        .bind(t.pct_of_ceiling)
-        .bind(t.perplexity)
-        .bind(&t.failure_kind)
-        .bind(&t.error)
-        .bind(t.study_id)
-        .bind(&t.role)
-        .bind(&t.note)
-        .bind(t.drift_pct)
-        .bind(&t.machine)
-        .bind(t.context_tokens)
-        .fetch_one(&mut *tx)
-        .await?;
-        ids.push(id);
+        let values = serde_json::to_value(t).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
+        for c in columns::carried_in(IN_IMPORT) {
+            q = columns::bind(q, c.kind, values.get(c.name));
+        }
+        let row = q.bind(now_ms()).fetch_one(&mut *tx).await?;
+        ids.push(sqlx::Row::try_get(&row, 0)?);
     }
     tx.commit().await?;
     Ok(ids)

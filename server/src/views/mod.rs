@@ -1,0 +1,12 @@
+//! The view types the pages, the API and reports show, built from what
+//! storage returns: storage speaks its own rows ([`crate::db`]), and this is
+//! the one place they become the app's types.
+
+pub mod reports;
+pub mod studies;
+pub mod trials;
+
+/// Rows as views, in order.
+pub fn all<R, V: From<R>>(rows: Vec<R>) -> Vec<V> {
+    rows.into_iter().map(V::from).collect()
+}

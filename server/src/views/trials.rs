@@ -1,0 +1,136 @@
+//! Trials as the pages, the API and exports show them, built from
+//! storage's rows; and an exported trial turned back into a row to import.
+
+use tunebook_app::types::{SampleView, TrialQuery, TrialState, TrialView};
+
+use crate::db::trials::{PageQuery, SampleRow, State, TrialRow};
+
+impl From<TrialRow> for TrialView {
+    fn from(row: TrialRow) -> Self {
+        let command = row.command_display();
+        let settings = row.settings();
+        let state = TrialState::parse(&row.state).unwrap_or(TrialState::Failed);
+        TrialView {
+            id: row.id,
+            profile: row.profile,
+            model: row.model,
+            settings,
+            state,
+            command,
+            created_ms: row.created_ms,
+            load_ms: row.load_ms,
+            ttft_ms: row.ttft_ms,
+            prefill_tps: row.prefill_tps,
+            decode_tps: row.decode_tps,
+            client_decode_tps: row.client_decode_tps,
+            prompt_tokens: row.prompt_tokens,
+            tokens_requested: row.tokens_requested,
+            tokens_generated: row.tokens_generated,
+            n_ctx: row.n_ctx,
+            peak_rss_bytes: row.peak_rss_bytes,
+            mem_available_drop_bytes: row.mem_available_drop_bytes,
+            peak_gpu_bytes: row.peak_gpu_bytes,
+            quality_score: row.quality_score,
+            context_pass_rate: row.context_pass_rate,
+            context_tokens: row.context_tokens,
+            ceiling_tps: row.ceiling_tps,
+            pct_of_ceiling: row.pct_of_ceiling,
+            perplexity: row.perplexity,
+            started_ms: row.started_ms,
+            expected_load_ms: row.expected_load_ms,
+            load_state: row.load_state,
+            failure_kind: row.failure_kind,
+            error: row.error,
+            study_id: row.study_id,
+            role: row.role,
+            note: row.note,
+            drift_pct: row.drift_pct,
+            machine: row.machine,
+            worker: row.worker,
+        }
+    }
+}
+
+impl From<SampleRow> for SampleView {
+    fn from(s: SampleRow) -> Self {
+        SampleView {
+            idx: s.idx,
+            ttft_ms: s.ttft_ms,
+            total_ms: s.total_ms,
+            client_decode_tps: s.client_decode_tps,
+            prompt_n: s.prompt_n,
+            prompt_ms: s.prompt_ms,
+            prompt_tps: s.prompt_tps,
+            predicted_n: s.predicted_n,
+            predicted_ms: s.predicted_ms,
+            predicted_tps: s.predicted_tps,
+        }
+    }
+}
+
+/// A table's query as storage takes it.
+pub fn page_query(q: &TrialQuery) -> PageQuery<'_> {
+    PageQuery {
+        sort: &q.sort,
+        descending: q.descending,
+        filter: &q.filter,
+        offset: q.offset,
+        limit: q.limit,
+    }
+}
+
+/// A stored state as the pages name it.
+pub fn state(s: State) -> TrialState {
+    TrialState::parse(s.as_str()).expect("the same words")
+}
+
+/// A state named by the pages (or a worker) as storage keeps it.
+pub fn stored(s: TrialState) -> State {
+    State::parse(s.as_str()).expect("the same words")
+}
+
+/// An exported trial as a row to import. The export carries the command
+/// only as shown, so none is imported; every other field has the same name
+/// in both (`a_view_and_a_row_name_their_fields_alike`).
+pub fn row_of(view: &TrialView) -> TrialRow {
+    let mut value = serde_json::to_value(view).expect("a view serializes");
+    value["settings"] = serde_json::to_string(&view.settings).expect("a map serializes").into();
+    value["command"] = serde_json::Value::Null;
+    serde_json::from_value(value).expect("a row takes any view")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_and_a_row_name_their_fields_alike() {
+        let row = TrialRow {
+            id: 7,
+            settings: r#"{"threads":"4"}"#.into(),
+            state: "done".into(),
+            decode_tps: Some(12.5),
+            machine: Some("m".into()),
+            ..Default::default()
+        };
+        let view = TrialView::from(row.clone());
+        assert_eq!(view.settings["threads"], "4");
+        assert_eq!(view.state, TrialState::Done);
+        let keys = |v: serde_json::Value| {
+            v.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(
+            keys(serde_json::to_value(&view).unwrap()),
+            keys(serde_json::to_value(&row).unwrap())
+        );
+        assert_eq!(row_of(&view), TrialRow { command: None, ..row });
+    }
+
+    #[test]
+    fn every_state_has_the_same_word_in_storage_and_on_the_pages() {
+        for s in State::ALL {
+            assert_eq!(stored(state(s)), s);
+        }
+        assert_eq!(State::ALL.len(), TrialState::ALL.len());
+    }
+}
