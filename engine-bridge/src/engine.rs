@@ -1,5 +1,6 @@
-//! One configuration from profile to numbers: plan the command line, launch
-//! the engine, wait until it is ready, probe its speed, stop it.
+//! One configuration from profile to a running engine: plan the command
+//! line, launch the engine, wait until it is ready, talk to it, stop it.
+//! Measuring it is [`crate::measure`]'s, which the probes serve.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
@@ -10,7 +11,6 @@ use crate::failure::{Failure, FailureKind, classify_exit};
 use crate::llama_server::{self, Completion, CompletionRequest, CompletionSample, Prompt, Props};
 use crate::memory::{MemoryReport, MemorySampler};
 use crate::openai;
-use crate::probes::{Gate, Measurement, ProbePlan};
 use crate::process::{EngineProcess, ExitInfo, LaunchSpec};
 use crate::profile::{Api, EngineKind, Profile};
 
@@ -109,46 +109,6 @@ pub fn plan(
 /// A port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
-}
-
-/// What one configuration measured, from launch to stop.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Outcome {
-    /// Spawn to first healthy answer.
-    #[serde(with = "crate::probes::secs")]
-    pub load_time: Duration,
-    /// What the engine said it runs.
-    pub props: Option<Props>,
-    pub measurement: Measurement,
-    pub memory: MemoryReport,
-}
-
-impl Outcome {
-    /// Runs the plan's perplexity probe (after the engine has stopped);
-    /// a failure is noted in the measurement, and nothing else is lost.
-    /// With `registry`, the tool is recorded there while it runs, like an
-    /// engine (see [`crate::registry`]).
-    pub async fn add_perplexity(
-        &mut self,
-        plan: &ProbePlan,
-        profile: &Profile,
-        model: &str,
-        settings: &Settings,
-        scratch: &std::path::Path,
-        registry: Option<&std::path::Path>,
-    ) {
-        let Some(probe) = &plan.perplexity else { return };
-        // A configuration the gate found clearly beaten is not worth a
-        // second load of the model.
-        if self.measurement.skipped.is_some() {
-            return;
-        }
-        let Some(entry) = profile.model(model) else { return };
-        match probe.run(profile, &entry.path, settings, scratch, registry).await {
-            Ok(r) => self.measurement.perplexity = Some(r),
-            Err(f) => self.measurement.probe_errors.push(format!("perplexity: {f}")),
-        }
-    }
 }
 
 /// An engine that answered its health check.
@@ -414,42 +374,6 @@ impl RunningEngine {
             t.prompt_per_second = t.prompt_n as f64 / (t.prompt_ms / 1e3);
         }
         Ok(done)
-    }
-
-    /// Reads back what runs, runs the probe plan, takes the memory peaks,
-    /// and stops the engine whatever the probes' result.
-    pub async fn measure_and_stop(
-        self,
-        plan: &ProbePlan,
-        grace: Duration,
-    ) -> Result<Outcome, Failure> {
-        self.measure_and_stop_gated(plan, grace, None).await
-    }
-
-    /// As [`Self::measure_and_stop`], with a [`Gate`] on the slower probes.
-    pub async fn measure_and_stop_gated(
-        self,
-        plan: &ProbePlan,
-        grace: Duration,
-        gate: Option<Gate<'_>>,
-    ) -> Result<Outcome, Failure> {
-        let outcome = self.measure_gated(plan, gate).await;
-        self.stop(grace).await;
-        outcome
-    }
-
-    /// Reads back what runs and runs the probe plan, leaving the engine
-    /// running (to be measured again with other request-time settings).
-    /// Memory peaks count from the launch.
-    pub async fn measure_gated(
-        &self,
-        plan: &ProbePlan,
-        gate: Option<Gate<'_>>,
-    ) -> Result<Outcome, Failure> {
-        let props = self.props().await;
-        let result = plan.run_gated(self, props.as_ref().and_then(|p| p.n_ctx), gate).await;
-        let memory = self.memory();
-        Ok(Outcome { load_time: self.load_time, props, measurement: result?, memory })
     }
 
     /// Whether the engine's process has exited (never, for an endpoint

@@ -25,6 +25,7 @@ pub mod failure;
 pub mod flags;
 pub mod gguf;
 pub mod llama_server;
+pub mod measure;
 pub mod memory;
 pub mod openai;
 pub mod output_lines;
@@ -35,7 +36,8 @@ pub mod profile;
 pub mod registry;
 
 pub use catalog::{Catalog, Settings};
-pub use engine::{Outcome, RunningEngine, free_port, plan};
+pub use engine::{RunningEngine, free_port, plan};
 pub use failure::{Failure, FailureKind};
+pub use measure::Outcome;
 pub use probes::{Measurement, ProbePlan, SpeedProbe, SpeedSummary};
 pub use profile::Profile;

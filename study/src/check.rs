@@ -18,7 +18,7 @@ impl StudyDef {
     /// models; every problem is reported, and nothing is half-accepted.
     pub fn check(&self, catalog: &Catalog, models: &[String]) -> Result<Study, StudyError> {
         // Sizes first: nothing is built from a study past a bound.
-        let over = crate::limits::check(self);
+        let over = crate::within_limits::check(self);
         if !over.is_empty() {
             return Err(StudyError(over));
         }

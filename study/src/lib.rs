@@ -10,12 +10,14 @@ pub mod confirm;
 pub mod expr;
 pub mod findings;
 pub mod limits;
+pub mod margins;
 pub mod metric;
 pub mod pareto;
 pub mod planted;
 pub mod space;
 pub mod strategy;
 pub mod study;
+pub mod within_limits;
 
 pub use metric::{Goal, Measure, Metric};
 pub use space::{Domain, Space};

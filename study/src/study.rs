@@ -152,11 +152,11 @@ pub struct StudyDef {
     /// What the findings call "the same": the equivalence margins a "no
     /// effect" or a free win must be shown within.
     #[serde(default, skip_serializing_if = "is_default_margins")]
-    pub margins: crate::findings::Margins,
+    pub margins: crate::margins::Margins,
 }
 
-fn is_default_margins(m: &crate::findings::Margins) -> bool {
-    *m == crate::findings::Margins::default()
+fn is_default_margins(m: &crate::margins::Margins) -> bool {
+    *m == crate::margins::Margins::default()
 }
 
 /// Why a study's list of machines is wrong, if it is.

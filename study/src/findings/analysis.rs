@@ -15,7 +15,7 @@ use engine_bridge::Settings;
 use super::design::{Design, Factor, Term, value_of};
 use super::ols::{Fit, Gram, f_test, t_p};
 use super::{ALPHA, TrialFacts};
-use crate::study::{Goal, Metric};
+use crate::metric::{Goal, Metric};
 
 /// An anomaly is at least this many times off its prediction…
 pub const ANOMALY_RATIO: f64 = 1.5;

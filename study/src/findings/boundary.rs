@@ -114,7 +114,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::study::Metric;
+    use crate::metric::Metric;
 
     fn facts(id: i64, ctx: u32, decode: Option<f64>, role: &str) -> TrialFacts {
         TrialFacts {

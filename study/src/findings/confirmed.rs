@@ -10,7 +10,7 @@ use engine_bridge::Settings;
 
 use super::ols::t_quantile;
 use super::{INTERVAL, Interval, TrialFacts};
-use crate::study::{Goal, Metric};
+use crate::metric::{Goal, Metric};
 
 /// The role of a confirmation run of the best pick…
 pub const ROLE_PICK: &str = "confirm";

@@ -41,7 +41,8 @@ pub use sections::{Pick, SECTIONS, markdown, section_markdown};
 pub use summary::balanced_pick;
 pub use text::{num, value_text};
 
-use crate::study::{Goal, Measure, Metric};
+pub use crate::margins::Margins;
+use crate::metric::{Goal, Measure, Metric};
 use analysis::Analysis;
 
 /// Family-wise chance of claiming an effect or an interaction where there
@@ -72,63 +73,6 @@ pub const GAINS: [Metric; 6] = [
     Metric::PeakGpuBytes,
     Metric::MemAvailableDropBytes,
 ];
-
-/// How close counts as "the same": the equivalence margins a "no effect"
-/// or a free win must be shown within.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Margins {
-    /// Speeds and times, in percent either way.
-    pub speed_pct: f64,
-    /// Memory, in percent either way.
-    pub memory_pct: f64,
-    /// Rates (quality score, context pass rate), as a share: 0.02 is two
-    /// points in a hundred.
-    pub quality_rate: f64,
-    /// Perplexity, in percent either way.
-    pub perplexity_pct: f64,
-}
-
-impl Default for Margins {
-    fn default() -> Self {
-        Margins { speed_pct: 3.0, memory_pct: 3.0, quality_rate: 0.02, perplexity_pct: 1.0 }
-    }
-}
-
-impl Margins {
-    /// The margin of `metric` on the scale its model is fitted on: a log
-    /// ratio for speeds, memory and perplexity, a share for rates.
-    pub fn on_model_scale(&self, metric: Metric) -> f64 {
-        let pct = |p: f64| (1.0 + p / 100.0).ln();
-        match metric {
-            Metric::QualityScore | Metric::ContextPassRate => self.quality_rate,
-            Metric::Perplexity => pct(self.perplexity_pct),
-            m if m.name().ends_with("_bytes") => pct(self.memory_pct),
-            _ => pct(self.speed_pct),
-        }
-    }
-
-    /// What is wrong with these margins, if anything.
-    pub fn error(&self) -> Option<String> {
-        let pcts = [
-            ("speed_pct", self.speed_pct),
-            ("memory_pct", self.memory_pct),
-            ("perplexity_pct", self.perplexity_pct),
-        ];
-        for (name, v) in pcts {
-            if !(v > 0.0 && v <= 50.0) {
-                return Some(format!("margins.{name}: {v} is not between 0 and 50 percent"));
-            }
-        }
-        if !(self.quality_rate > 0.0 && self.quality_rate <= 0.5) {
-            return Some(format!(
-                "margins.quality_rate: {} is not a share between 0 and 0.5",
-                self.quality_rate
-            ));
-        }
-        None
-    }
-}
 
 /// One trial as the findings see it.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -3,7 +3,7 @@
 
 use super::text::names;
 use super::{Finding, Undetermined};
-use crate::study::Metric;
+use crate::metric::Metric;
 
 /// Which findings a section of a write-up holds.
 pub type Pick = fn(&Finding) -> bool;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_bridge::Settings;
 
 use super::{Finding, TrialFacts, rules};
-use crate::study::{Goal, Measure, Metric};
+use crate::metric::{Goal, Measure, Metric};
 
 /// The settings of the balanced pick among `done` (see [`Finding::Balanced`]).
 pub fn balanced_pick(done: &[&TrialFacts], objectives: &[(Measure, Goal)]) -> Option<Settings> {

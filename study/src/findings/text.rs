@@ -8,7 +8,7 @@ use engine_bridge::Settings;
 
 use super::rules::{Condition, Op};
 use super::{Finding, Interval, Undetermined, WALL_PCT};
-use crate::study::{Goal, Measure, Metric};
+use crate::metric::{Goal, Measure, Metric};
 
 /// A number as reports show it: three significant digits or whole.
 pub fn num(x: f64) -> String {

@@ -14,7 +14,7 @@ use super::analysis::{Analysis, Tested};
 use super::design::value_of;
 use super::ols::{holm, t_p, t_quantile};
 use super::{ALPHA, EQUIVALENCE, Finding, INTERVAL, Interval, Level, Margins, Undetermined};
-use crate::study::{Goal, Metric};
+use crate::metric::{Goal, Metric};
 
 /// Every test made, Holm-adjusted together: per analysis, its mains' and
 /// its pairs' adjusted p-values.
