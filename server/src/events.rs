@@ -52,6 +52,9 @@ pub enum Start {
 }
 
 pub struct Hub {
+    /// Trials' state changes for the server's own waiters, apart from the
+    /// feed (see [`crate::trial_changes`]).
+    pub changes: crate::trial_changes::Changes,
     epoch: u64,
     kept: Mutex<Kept>,
     tx: broadcast::Sender<Arc<Update>>,
@@ -75,7 +78,8 @@ impl Hub {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let (tx, _) = broadcast::channel(KEPT);
-        Self { epoch, kept: Mutex::new(Kept { next: 1, ..Kept::default() }), tx }
+        let kept = Mutex::new(Kept { next: 1, ..Kept::default() });
+        Self { changes: Default::default(), epoch, kept, tx }
     }
 
     /// The event id of an update.
@@ -117,7 +121,9 @@ impl Hub {
         (start, rx)
     }
 
-    /// A receiver only: for listeners in this process.
+    /// A receiver only: for a watcher in this process, such as the command
+    /// line's progress. The server's own control flow waits on
+    /// [`Hub::changes`] instead.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Update>> {
         self.tx.subscribe()
     }

@@ -30,6 +30,7 @@ pub mod shutdown;
 pub mod study_checks;
 pub mod study_cli;
 pub mod study_runner;
+pub mod trial_changes;
 pub mod trial_runner;
 pub mod views;
 pub mod worker;

@@ -16,14 +16,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tunebook_app::types::{TrialState, TrialView};
 
-use tokio::sync::broadcast::error::RecvError;
-
 use crate::AppState;
 use crate::announce;
 use crate::db::queue::{self, TrialResult, Worker};
 use crate::db::trials;
 use crate::error::{Error, Result};
-use crate::events::Payload;
 use crate::ops;
 use crate::service::Service;
 
@@ -190,26 +187,13 @@ pub async fn claim(
     let profiles = runnable(service, id).await?;
     let lease_ms = service.lease.as_millis() as i64;
     // Listening before looking: a trial queued in between is not missed.
-    let mut feed = service.events.subscribe();
+    let mut changes = service.events.changes.subscribe();
     let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
     let trial = loop {
         if let Some(trial) = queue::claim(&service.db, id, &name, &profiles, lease_ms).await? {
             break trial;
         }
-        let queued = async {
-            loop {
-                match feed.recv().await {
-                    Ok(u) => {
-                        if matches!(&u.payload, Payload::Trial(t) if t.state == TrialState::Queued)
-                        {
-                            return;
-                        }
-                    }
-                    Err(RecvError::Lagged(_)) => return,
-                    Err(RecvError::Closed) => std::future::pending().await,
-                }
-            }
-        };
+        let queued = changes.until(|c| c.state == trials::State::Queued);
         tokio::select! {
             _ = state.shutdown.cancelled() => return Ok(Json(None)),
             _ = tokio::time::sleep_until(deadline) => return Ok(Json(None)),

@@ -2,7 +2,6 @@
 //! many trials queued for a class as it has workers up.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use engine_bridge::Settings;
 use tunebook_study::{Study, StudyDef, strategy};
@@ -12,7 +11,6 @@ use super::{Control, Studies, conclude, record};
 use crate::db::queue;
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
-use crate::events::Payload;
 use crate::trial_runner as runner;
 
 impl Studies {
@@ -29,7 +27,8 @@ impl Studies {
         control: &Control,
     ) -> Result<(), sqlx::Error> {
         let ctx = &self.ctx;
-        let mut feed = ctx.events.subscribe();
+        // Listening before looking: a trial that ends in between is not missed.
+        let mut changes = ctx.events.changes.subscribe();
         let mut histories: BTreeMap<String, History> = BTreeMap::new();
         // Classes whose search has ended, and why.
         let mut ended: BTreeMap<String, String> = BTreeMap::new();
@@ -161,7 +160,7 @@ impl Studies {
             tokio::select! {
                 _ = control.stop.cancelled() => {}
                 _ = control.wake.notified() => {}
-                _ = trial_of_study_ended(&mut feed, id) => {}
+                _ = changes.until(|c| c.study == Some(id) && c.state.is_final()) => {}
                 // Workers come and go without a word to the study.
                 _ = tokio::time::sleep(WORKERS_LOOKED_AT_EVERY) => {}
             }
@@ -201,28 +200,4 @@ async fn machine_classes(
         }
     }
     Ok(out)
-}
-
-/// Waits until a trial of study `id` ends (or the feed lags, which may
-/// have hidden one).
-async fn trial_of_study_ended(
-    feed: &mut tokio::sync::broadcast::Receiver<Arc<crate::events::Update>>,
-    id: i64,
-) {
-    loop {
-        match feed.recv().await {
-            Ok(u) => {
-                if let Payload::Trial(t) = &u.payload
-                    && t.study_id == Some(id)
-                    && t.state.is_final()
-                {
-                    return;
-                }
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                std::future::pending::<()>().await
-            }
-        }
-    }
 }
