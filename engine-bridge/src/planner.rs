@@ -71,15 +71,13 @@ pub enum ModelError {
 }
 
 impl ModelInfo {
-    /// Reads a GGUF file's header, metadata and tensor table (not the weights).
+    /// Reads a GGUF file's header, metadata and tensor table (not the
+    /// weights), with every part of a split model.
     pub fn read(path: &Path) -> Result<Self, ModelError> {
         let shown = path.display().to_string();
-        let read_err = |message: String| ModelError::Read { path: shown.clone(), message };
-        let file_bytes = std::fs::metadata(path).map_err(|e| read_err(e.to_string()))?.len();
-        let model = gguf_rs::get_gguf_container(&shown)
-            .and_then(|mut c| c.decode())
-            .map_err(|e| read_err(e.to_string()))?;
-        let meta = model.metadata();
+        let model = crate::gguf::read::read(path)
+            .map_err(|e| ModelError::Read { path: e.path, message: e.message })?;
+        let meta = &model.metadata;
         let arch = meta
             .get("general.architecture")
             .and_then(Value::as_str)
@@ -107,13 +105,13 @@ impl ModelInfo {
         };
         let head = embedding / heads.max(1);
         let tensors = model
-            .tensors()
+            .tensors
             .iter()
             .map(|t| TensorInfo {
                 name: t.name.clone(),
-                ggml_type: t.kind,
-                dims: t.shape.iter().copied().filter(|d| *d > 0).collect(),
-                bytes: t.size,
+                ggml_type: t.ggml_type,
+                dims: t.dims.clone(),
+                bytes: t.bytes,
             })
             .collect();
         Ok(Self {
@@ -127,7 +125,7 @@ impl ModelInfo {
             context_length: num("context_length"),
             experts: num("expert_count").map(|v| v as u32),
             experts_used: num("expert_used_count").map(|v| v as u32),
-            file_bytes,
+            file_bytes: model.file_bytes,
             tensors,
             architecture: arch,
         })
@@ -488,6 +486,38 @@ mod tests {
         assert_eq!((found[1].device.as_str(), found[1].what.as_str()), ("CPU_Mapped", "model"));
         assert_eq!(found[5].device, "CUDA_Host");
         assert!(logged_buffers(&["no buffers here".into()]).is_empty());
+    }
+
+    #[test]
+    fn weights_of_every_tensor_type_count_at_their_size() {
+        use crate::gguf::{MetaValue, ModelSpec, TensorSpec, write_model};
+        let meta = |k: &str, v: u32| (format!("llama.{k}"), MetaValue::U32(v));
+        let spec = ModelSpec {
+            metadata: vec![
+                ("general.architecture".into(), MetaValue::Str("llama".into())),
+                meta("block_count", 1),
+                meta("embedding_length", 256),
+                meta("attention.head_count", 4),
+                meta("expert_count", 8),
+                meta("expert_used_count", 2),
+            ],
+            tensors: vec![
+                TensorSpec::new("token_embd.weight", "bf16", &[256, 1000]),
+                TensorSpec::new("blk.0.attn_q.weight", "iq4_nl", &[256, 256]),
+                TensorSpec::new("blk.0.ffn_gate_exps.weight", "mxfp4", &[256, 512, 8]),
+                TensorSpec::new("blk.0.ffn_down_exps.weight", "q4_K", &[512, 256, 8]),
+                TensorSpec::new("output.weight", "q6_K", &[256, 1000]),
+            ],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("moe.gguf");
+        write_model(&path, &spec, 1).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        let written: u64 = spec.tensors.iter().map(|t| t.size().unwrap()).sum();
+        assert_eq!(info.weight_bytes(), written);
+        assert_eq!((info.experts, info.experts_used), (Some(8), Some(2)));
+        // BF16's two bytes a value, not a block size guessed from its number.
+        assert_eq!(info.tensors[0].bytes, 256 * 1000 * 2);
     }
 
     #[test]

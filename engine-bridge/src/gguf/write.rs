@@ -1,16 +1,23 @@
 //! Writes small GGUF models with random weights, so tests and demos have a
-//! real model that loads in llama.cpp without downloading anything.
+//! real model that loads in llama.cpp without downloading anything; and
+//! models of any tensor types and shapes, in one file or split, for the
+//! planner's tests ([`write_model`]).
 //!
 //! The format (version 3): a header, metadata key/value pairs, tensor
 //! descriptions, then the tensor data, each tensor aligned to 32 bytes.
 //! Dimensions are written in ggml order (fastest-varying first).
 
 use std::fs::File;
+use std::io::Read;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+use super::types;
+
+use MetaValue as Value;
 
 const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 const GGUF_VERSION: u32 = 3;
@@ -83,7 +90,10 @@ pub enum GgufError {
     },
 }
 
-enum Value {
+/// A metadata value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaValue {
+    U16(u16),
     U32(u32),
     F32(f32),
     Str(String),
@@ -92,9 +102,10 @@ enum Value {
     ArrI32(Vec<i32>),
 }
 
-impl Value {
+impl MetaValue {
     fn type_id(&self) -> u32 {
         match self {
+            Value::U16(_) => 2,
             Value::U32(_) => 4,
             Value::F32(_) => 6,
             Value::Str(_) => 8,
@@ -198,6 +209,7 @@ impl<W: Write> Writer<W> {
     }
     fn value(&mut self, v: &Value) -> std::io::Result<()> {
         match v {
+            Value::U16(x) => self.bytes(&x.to_le_bytes()),
             Value::U32(x) => self.u32(*x),
             Value::F32(x) => self.bytes(&x.to_le_bytes()),
             Value::Str(s) => self.str(s),
@@ -257,26 +269,11 @@ pub fn write_random_llama(path: &Path, spec: &LlamaSpec, seed: u64) -> Result<u6
 fn write_all<W: Write>(w: &mut Writer<W>, spec: &LlamaSpec, seed: u64) -> std::io::Result<()> {
     let meta = metadata(spec);
     let tensors = tensors(spec);
-    w.bytes(GGUF_MAGIC)?;
-    w.u32(GGUF_VERSION)?;
-    w.u64(tensors.len() as u64)?;
-    w.u64(meta.len() as u64)?;
-    for (key, value) in &meta {
-        w.str(key)?;
-        w.u32(value.type_id())?;
-        w.value(value)?;
-    }
-    let mut offset = 0u64;
-    for t in &tensors {
-        w.str(&t.name)?;
-        w.u32(t.dims.len() as u32)?;
-        t.dims.iter().try_for_each(|d| w.u64(*d))?;
-        w.u32(GGML_TYPE_F32)?;
-        w.u64(offset)?;
-        let size = t.elements() * 4;
-        offset += size + padding(size);
-    }
-    w.pad()?;
+    let table: Vec<_> = tensors
+        .iter()
+        .map(|t| (t.name.as_str(), &t.dims[..], GGML_TYPE_F32, t.elements() * 4))
+        .collect();
+    header(w, meta.iter().map(|(k, v)| (*k, v)), &table)?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut buf = Vec::new();
     for t in &tensors {
@@ -290,6 +287,124 @@ fn write_all<W: Write>(w: &mut Writer<W>, spec: &LlamaSpec, seed: u64) -> std::i
         w.pad()?;
     }
     Ok(())
+}
+
+/// Writes the header, the metadata and the tensor table, each tensor
+/// described as (name, dims, ggml type, bytes), and pads to where the data
+/// starts.
+fn header<'a, W: Write>(
+    w: &mut Writer<W>,
+    meta: impl ExactSizeIterator<Item = (&'a str, &'a Value)>,
+    tensors: &[(&str, &[u64], u32, u64)],
+) -> std::io::Result<()> {
+    w.bytes(GGUF_MAGIC)?;
+    w.u32(GGUF_VERSION)?;
+    w.u64(tensors.len() as u64)?;
+    w.u64(meta.len() as u64)?;
+    for (key, value) in meta {
+        w.str(key)?;
+        w.u32(value.type_id())?;
+        w.value(value)?;
+    }
+    let mut offset = 0u64;
+    for (name, dims, ggml_type, size) in tensors {
+        w.str(name)?;
+        w.u32(dims.len() as u32)?;
+        dims.iter().try_for_each(|d| w.u64(*d))?;
+        w.u32(*ggml_type)?;
+        w.u64(offset)?;
+        offset += size + padding(*size);
+    }
+    w.pad()
+}
+
+/// A tensor of a model [`write_model`] writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSpec {
+    pub name: String,
+    /// A ggml type id (see [`super::types`]).
+    pub ggml_type: u32,
+    /// ggml order: `dims[0]` varies fastest.
+    pub dims: Vec<u64>,
+    /// The size of a type the table does not know; ignored for one it does.
+    pub bytes: Option<u64>,
+}
+
+impl TensorSpec {
+    /// A tensor of the type named `kind` (`q4_K`, `bf16`, …).
+    pub fn new(name: impl Into<String>, kind: &str, dims: &[u64]) -> Self {
+        let ggml_type = types::by_name(kind).unwrap_or_else(|| panic!("unknown type {kind}")).id;
+        Self { name: name.into(), ggml_type, dims: dims.to_vec(), bytes: None }
+    }
+
+    /// Its data's size.
+    pub fn size(&self) -> Result<u64, GgufError> {
+        match types::by_id(self.ggml_type) {
+            Some(t) => t.bytes(&self.dims).ok_or_else(|| {
+                GgufError::InvalidSpec(format!(
+                    "{}: {:?} is not whole blocks",
+                    self.name, self.dims
+                ))
+            }),
+            None => self.bytes.ok_or_else(|| {
+                GgufError::InvalidSpec(format!(
+                    "{}: type {} needs its size",
+                    self.name, self.ggml_type
+                ))
+            }),
+        }
+    }
+}
+
+/// A model of any tensors: its metadata and tensor table are what a real
+/// one has; its weights are zeros (it is for planning, not for loading).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelSpec {
+    pub metadata: Vec<(String, MetaValue)>,
+    pub tensors: Vec<TensorSpec>,
+}
+
+/// Writes `spec` at `path`; with `parts` > 1, split as llama.cpp's
+/// `gguf-split` does: `STEM-0000k-of-0000n.gguf` beside `path`, the tensors
+/// in order across the parts, the metadata in the first, and `split.no`,
+/// `split.count` and `split.tensors.count` in each. Returns the files.
+pub fn write_model(path: &Path, spec: &ModelSpec, parts: u16) -> Result<Vec<PathBuf>, GgufError> {
+    let sizes = spec.tensors.iter().map(TensorSpec::size).collect::<Result<Vec<_>, _>>()?;
+    let parts = parts.max(1);
+    let paths: Vec<PathBuf> = if parts == 1 {
+        vec![path.to_path_buf()]
+    } else {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
+        (1..=parts)
+            .map(|k| path.with_file_name(format!("{stem}-{k:05}-of-{parts:05}.gguf")))
+            .collect()
+    };
+    let per_part = spec.tensors.len().div_ceil(parts as usize).max(1);
+    for (no, file) in paths.iter().enumerate() {
+        let io = |source| GgufError::Io { path: file.display().to_string(), source };
+        let mut meta: Vec<(String, Value)> = if no == 0 { spec.metadata.clone() } else { vec![] };
+        if parts > 1 {
+            meta.push(("split.no".into(), Value::U16(no as u16)));
+            meta.push(("split.count".into(), Value::U16(parts)));
+            meta.push(("split.tensors.count".into(), Value::U32(spec.tensors.len() as u32)));
+        }
+        let range =
+            (no * per_part).min(spec.tensors.len())..((no + 1) * per_part).min(spec.tensors.len());
+        let table: Vec<_> = spec.tensors[range.clone()]
+            .iter()
+            .zip(&sizes[range.clone()])
+            .map(|(t, size)| (t.name.as_str(), &t.dims[..], t.ggml_type, *size))
+            .collect();
+        let mut w = Writer { inner: BufWriter::new(File::create(file).map_err(io)?), written: 0 };
+        header(&mut w, meta.iter().map(|(k, v)| (k.as_str(), v)), &table).map_err(io)?;
+        for size in &sizes[range] {
+            std::io::copy(&mut std::io::repeat(0).take(*size), &mut w.inner).map_err(io)?;
+            w.written += size;
+            w.pad().map_err(io)?;
+        }
+        w.inner.flush().map_err(io)?;
+    }
+    Ok(paths)
 }
 
 #[cfg(test)]
