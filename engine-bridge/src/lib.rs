@@ -29,6 +29,7 @@ pub mod measure;
 pub mod memory;
 pub mod openai;
 pub mod output_lines;
+pub mod placement;
 pub mod planner;
 pub mod probes;
 pub mod process;

@@ -8,6 +8,8 @@
 use std::path::Path;
 
 use serde::Serialize;
+
+use crate::placement::{Place, Placement};
 use serde_json::Value;
 
 /// llama.cpp rounds the context (K/V cache cells) up to a multiple of this.
@@ -57,7 +59,10 @@ pub struct ModelInfo {
     /// Experts per MoE layer, and how many are used per token.
     pub experts: Option<u32>,
     pub experts_used: Option<u32>,
+    /// Bytes of its files together.
     pub file_bytes: u64,
+    /// Its files: several for a model split across files.
+    pub files: Vec<std::path::PathBuf>,
     pub tensors: Vec<TensorInfo>,
 }
 
@@ -126,6 +131,7 @@ impl ModelInfo {
             experts: num("expert_count").map(|v| v as u32),
             experts_used: num("expert_used_count").map(|v| v as u32),
             file_bytes: model.file_bytes,
+            files: model.parts.clone(),
             tensors,
             architecture: arch,
         })
@@ -202,25 +208,29 @@ impl ModelInfo {
     pub fn offload_plan(
         &self,
         ctx: u64,
-        (type_k, type_v): (&str, &str),
+        types: (&str, &str),
         n_gpu_layers: u64,
+        available: (u64, u64),
+    ) -> OffloadPlan {
+        self.placed_plan(ctx, types, &Placement::layers(n_gpu_layers), available)
+    }
+
+    /// As [`Self::offload_plan`], with tensors placed as `placement` says:
+    /// expert tensors kept on the CPU (`n_cpu_moe`, `cpu_moe`) and tensor
+    /// overrides (`override_tensor`) as well as offloaded layers.
+    pub fn placed_plan(
+        &self,
+        ctx: u64,
+        (type_k, type_v): (&str, &str),
+        placement: &Placement,
         (gpu_free, host_available): (u64, u64),
     ) -> OffloadPlan {
-        let layers = self.layers as u64;
-        let slots = n_gpu_layers.min(layers + 1);
-        // Blocks from this index on are offloaded.
-        let first_on_gpu = layers + 1 - slots;
-        let blocks_on_gpu = layers - first_on_gpu.min(layers);
-        let output_on_gpu = slots >= 1;
-        let on_gpu = |name: &str| -> bool {
-            match name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()) {
-                Some(i) => i.parse::<u64>().is_ok_and(|i| i >= first_on_gpu),
-                None => output_on_gpu && name.starts_with("output"),
-            }
-        };
+        let blocks = self.layers as u64;
+        let on_gpu = |name: &str| placement.place(name, blocks) == Place::Gpu;
         let gpu_weights: u64 =
             self.tensors.iter().filter(|t| on_gpu(&t.name)).map(|t| t.bytes).sum();
         let host_weights = self.weight_bytes() - gpu_weights;
+        let output_on_gpu = placement.gpu_layers.min(blocks + 1) >= 1;
         let tied = !self.tensors.iter().any(|t| t.name == "output.weight");
         let tied_copy: u64 = if output_on_gpu && tied {
             self.tensors.iter().filter(|t| t.name == "token_embd.weight").map(|t| t.bytes).sum()
@@ -228,7 +238,7 @@ impl ModelInfo {
             0
         };
         let kv = self.kv_bytes(ctx, type_k, type_v);
-        let share = blocks_on_gpu as f64 / layers.max(1) as f64;
+        let share = placement.kv_blocks_on_gpu(blocks) as f64 / blocks.max(1) as f64;
         let gpu_kv = kv.map(|kv| (kv as f64 * share).round() as u64);
         let side = |weights: u64, kv: Option<u64>, available: u64, runtime: u64| {
             let overhead = (weights / 20).max(256 << 20) + runtime;
@@ -518,6 +528,60 @@ mod tests {
         assert_eq!((info.experts, info.experts_used), (Some(8), Some(2)));
         // BF16's two bytes a value, not a block size guessed from its number.
         assert_eq!(info.tensors[0].bytes, 256 * 1000 * 2);
+    }
+
+    #[test]
+    fn experts_kept_on_the_cpu_leave_the_gpu_their_bytes() {
+        use crate::gguf::{MetaValue, ModelSpec, TensorSpec, write_model};
+        let meta = |k: &str, v: u32| (format!("llama.{k}"), MetaValue::U32(v));
+        let mut tensors = vec![TensorSpec::new("token_embd.weight", "q8_0", &[256, 1000])];
+        for b in 0..4 {
+            tensors.push(TensorSpec::new(format!("blk.{b}.attn_q.weight"), "q8_0", &[256, 256]));
+            tensors.push(TensorSpec::new(format!("blk.{b}.ffn_gate_inp.weight"), "f32", &[256, 8]));
+            for e in ["gate", "up"] {
+                let name = format!("blk.{b}.ffn_{e}_exps.weight");
+                tensors.push(TensorSpec::new(name, "mxfp4", &[256, 512, 8]));
+            }
+            tensors.push(TensorSpec::new(
+                format!("blk.{b}.ffn_down_exps.weight"),
+                "q4_K",
+                &[512, 256, 8],
+            ));
+        }
+        tensors.push(TensorSpec::new("output.weight", "q8_0", &[256, 1000]));
+        let spec = ModelSpec {
+            metadata: vec![
+                ("general.architecture".into(), MetaValue::Str("llama".into())),
+                meta("block_count", 4),
+                meta("embedding_length", 256),
+                meta("attention.head_count", 4),
+            ],
+            tensors,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("moe.gguf");
+        write_model(&path, &spec, 1).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        let experts_of = |b: u64| -> u64 {
+            let prefix = format!("blk.{b}.");
+            info.tensors
+                .iter()
+                .filter(|t| t.name.starts_with(&prefix) && t.name.contains("_exps"))
+                .map(|t| t.bytes)
+                .sum()
+        };
+        let big = (1 << 40, 1 << 40);
+        let plan = |pairs: &[(&str, &str)]| {
+            let settings = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            info.placed_plan(1024, ("f16", "f16"), &Placement::of(&settings, 0).unwrap(), big)
+        };
+        let all = plan(&[("n_gpu_layers", "99")]);
+        let two = plan(&[("n_gpu_layers", "99"), ("n_cpu_moe", "2")]);
+        assert_eq!(all.gpu.weights - two.gpu.weights, experts_of(0) + experts_of(1));
+        assert_eq!(two.host.weights - all.host.weights, experts_of(0) + experts_of(1));
+        let every = plan(&[("n_gpu_layers", "99"), ("cpu_moe", "true")]);
+        assert_eq!(all.gpu.weights - every.gpu.weights, (0..4).map(experts_of).sum::<u64>());
+        assert_eq!(every.gpu.kv, all.gpu.kv, "the K/V cache stays with its layers");
     }
 
     #[test]

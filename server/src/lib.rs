@@ -18,6 +18,7 @@ pub mod machine_class;
 pub mod markdown;
 pub mod ops;
 pub mod places;
+pub mod plan_cli;
 pub mod probe_cli;
 pub mod provenance;
 pub mod recipe;

@@ -144,6 +144,25 @@ enum Command {
         #[arg(last = true)]
         settings: Vec<String>,
     },
+    /// What a configuration of a model needs, without launching it:
+    /// weights, K/V cache, what goes on the GPU and what stays on the host,
+    /// whether each fits, and the decode speed memory bandwidth allows.
+    ///
+    /// Example: tunebook plan --model model.gguf -- ctx_size=32768 n_gpu_layers=99 n_cpu_moe=8
+    Plan {
+        /// The model file (GGUF; any part of a split model).
+        #[arg(long)]
+        model: PathBuf,
+        /// Print JSON instead of a readable report.
+        #[arg(long)]
+        json: bool,
+        /// Memory read bandwidth in GB/s (default: measured now).
+        #[arg(long, env = "TUNEBOOK_BANDWIDTH_GBPS")]
+        bandwidth_gbps: Option<f64>,
+        /// llama-server settings as name=value (ctx_size=4096 n_gpu_layers=20 …).
+        #[arg(last = true)]
+        settings: Vec<String>,
+    },
     /// Write a llama GGUF model with random weights (for tests and demos).
     MakeModel {
         /// Where to write the .gguf file.
@@ -327,6 +346,15 @@ async fn main_inner() -> anyhow::Result<()> {
             let settings = common.settings()?;
             let ids = tunebook::study_cli::import(&settings, &file, &profile).await?;
             println!("imported {} trials", ids.len());
+        }
+        Command::Plan { model, json, bandwidth_gbps, settings } => {
+            tunebook::plan_cli::run(tunebook::plan_cli::PlanArgs {
+                model,
+                settings,
+                bandwidth: bandwidth_gbps.map(|g| g * 1e9),
+                json,
+            })
+            .await?;
         }
         Command::MakeModel { path, size, seed } => {
             let spec = match size {

@@ -67,15 +67,15 @@ impl FitCheck {
         let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
         let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
         let types = (cache("cache_type_k"), cache("cache_type_v"));
-        let offloaded = match config.get("n_gpu_layers") {
-            Some(n) => n.parse::<u64>().ok()?,
-            None if self.gpu_free.is_some() => return None,
-            None => 0,
-        };
-        let (plan, where_) = if offloaded == 0 {
+        if config.get("n_gpu_layers").is_none() && self.gpu_free.is_some() {
+            // The engine chooses (or fits) the layers: nothing to predict.
+            return None;
+        }
+        let placement = engine_bridge::placement::Placement::of(config, 0).ok()?;
+        let (plan, where_) = if placement.gpu_layers == 0 {
             (info.memory_plan(ctx, types.0, types.1, *available), "")
         } else {
-            let plan = info.offload_plan(ctx, types, offloaded, (self.gpu_free?, *available));
+            let plan = info.placed_plan(ctx, types, &placement, (self.gpu_free?, *available));
             if plan.gpu.fits { (plan.host, " in host memory") } else { (plan.gpu, " on the GPU") }
         };
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;

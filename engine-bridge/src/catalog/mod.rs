@@ -44,6 +44,12 @@ pub enum Domain {
     /// A comma-separated list of device ids or UUIDs (`0,1`,
     /// `GPU-8f2c…`): letters, digits and `-` only.
     Devices,
+    /// Tensors placed by name: `PATTERN=BUFFER` by commas, each pattern a
+    /// regular expression on tensor names, each buffer a device's buffer
+    /// type (`CPU`, `CUDA0`, …): letters, digits and `_`.
+    TensorOverrides,
+    /// Shares by commas (`3,1`): how a model splits across devices.
+    Proportions,
 }
 
 /// Whether changing the parameter needs the engine restarted.
@@ -102,6 +108,8 @@ pub enum SettingError {
         "setting `{name}`: `{value}` is not a list of device ids (letters, digits, `-`, by commas)"
     )]
     NotDevices { name: String, value: String },
+    #[error("setting `{name}`: `{value}` {why}")]
+    NotPlacement { name: String, value: String, why: String },
 }
 
 /// The longest value any setting may have, in bytes.
@@ -365,6 +373,19 @@ impl Param {
                 "false" | "off" | "0" => Ok(vec![]),
                 _ => Err(SettingError::NotABool { name, value: value.into() }),
             },
+            Domain::TensorOverrides => match tensor_overrides(value) {
+                Ok(_) => Ok(vec![flag(), value.into()]),
+                Err(why) => Err(SettingError::NotPlacement { name, value: value.into(), why }),
+            },
+            Domain::Proportions => {
+                let share = |s: &str| s.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0);
+                if value.split(',').count() <= 64 && value.split(',').all(share) {
+                    Ok(vec![flag(), value.into()])
+                } else {
+                    let why = "is not shares by commas (`3,1`)".to_string();
+                    Err(SettingError::NotPlacement { name, value: value.into(), why })
+                }
+            }
             Domain::Devices => {
                 let id = |d: &str| {
                     !d.is_empty()
@@ -379,6 +400,36 @@ impl Param {
             }
         }
     }
+}
+
+/// Most `PATTERN=BUFFER` pairs in one tensor override.
+pub const MAX_OVERRIDES: usize = 64;
+
+/// A tensor override (`-ot`) read: each pattern compiled (within a size
+/// bound) with the buffer its tensors go to; why not, when it cannot be.
+pub fn tensor_overrides(value: &str) -> Result<Vec<(regex::Regex, String)>, String> {
+    let pairs: Vec<&str> = value.split(',').collect();
+    if pairs.len() > MAX_OVERRIDES {
+        return Err(format!("has more than {MAX_OVERRIDES} overrides"));
+    }
+    pairs
+        .into_iter()
+        .map(|pair| {
+            let (pattern, buffer) =
+                pair.rsplit_once('=').ok_or_else(|| format!("has `{pair}`, not PATTERN=BUFFER"))?;
+            let named = !buffer.is_empty()
+                && buffer.len() <= 32
+                && buffer.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !named {
+                return Err(format!("names the buffer `{buffer}`, not CPU, CUDA0 or the like"));
+            }
+            let regex = regex::RegexBuilder::new(pattern)
+                .size_limit(1 << 16)
+                .build()
+                .map_err(|_| format!("has `{pattern}`, which is not a pattern this reads"))?;
+            Ok((regex, buffer.to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]

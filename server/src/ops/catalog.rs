@@ -73,7 +73,9 @@ fn param_view(p: &engine_bridge::catalog::Param) -> ParamView {
             ("bool", vec!["false".into(), "true".into()], None, None)
         }
         Domain::Model => ("model", vec![], None, None),
-        Domain::Text | Domain::Devices => ("text", vec![], None, None),
+        Domain::Text | Domain::Devices | Domain::TensorOverrides | Domain::Proportions => {
+            ("text", vec![], None, None)
+        }
     };
     ParamView {
         name: p.name.to_string(),
