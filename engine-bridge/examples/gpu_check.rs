@@ -67,6 +67,8 @@ async fn main() {
             kv_heads: 4,
             feed_forward: 5632,
             context_length: 4096,
+            experts: 0,
+            experts_used: 0,
         };
         write_random_llama(&large, &spec, 7).expect("large model written");
     }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use engine_bridge::endpoints::Endpoint;
-use engine_bridge::planner::{ModelInfo, logged_kv_bytes};
+use engine_bridge::gguf::{LlamaSpec, write_random_llama};
+use engine_bridge::placement::Placement;
+use engine_bridge::planner::{LoggedBuffer, ModelInfo, logged_buffers, logged_kv_bytes};
 use engine_bridge::probes::quality::Judge;
 use engine_bridge::probes::{ConcurrencyProbe, ContextProbe, DepthProbe, QualityProbe};
 use engine_bridge::{Profile, RunningEngine, Settings, SpeedProbe, free_port, plan};
@@ -64,6 +66,56 @@ async fn kv_cache_prediction_matches_the_engine_within_5_percent() {
         let predicted = model.kv_bytes(ctx.parse().unwrap(), k, v).unwrap();
         let error = (predicted as f64 / logged as f64 - 1.0).abs();
         assert!(error < 0.05, "ctx {ctx} {k}/{v}: predicted {predicted} B, engine {logged} B");
+        engine.stop(Duration::from_secs(5)).await;
+    }
+}
+
+/// The buffers the engine logs, once it has logged its model buffers.
+async fn logged_model_buffers(engine: &RunningEngine) -> Vec<LoggedBuffer> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let found = logged_buffers(&engine.log_tail(400));
+        if found.iter().any(|b| b.what == "model") {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "the engine never logged its model buffers");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_mixture_of_experts_is_planned_as_the_engine_loads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny-moe.gguf");
+    write_random_llama(&path, &LlamaSpec::tiny_moe(), 5).unwrap();
+    let mut profile = demo_profile();
+    profile.models[0].path = path.clone();
+    // The buffer lines are printed at log verbosity 4.
+    profile.args.extend(["-lv".to_string(), "4".to_string()]);
+    let model = ModelInfo::read(&path).unwrap();
+    assert_eq!((model.experts, model.experts_used), (Some(8), Some(2)));
+    // A token reads a quarter of the experts: far less than every weight.
+    assert!(model.weight_bytes_per_token() < 0.5 * model.weight_bytes() as f64);
+    for asked in [
+        vec![],
+        vec![("n_cpu_moe", "2")],
+        vec![("cpu_moe", "true")],
+        vec![("override_tensor", r"blk\.3\.ffn_.*_exps=CPU")],
+    ] {
+        let s = settings(&asked);
+        let engine = launch(&profile, &s).await;
+        let logged: u64 = logged_model_buffers(&engine)
+            .await
+            .iter()
+            .filter(|b| b.what == "model")
+            .map(|b| b.bytes)
+            .sum();
+        let placement = Placement::of(&s, 0).unwrap();
+        let plan = model.placed_plan(1024, ("f16", "f16"), &placement, (0, u64::MAX));
+        // The engine logs MiB to two decimals: 5 KiB either way.
+        let planned = plan.host.weights + plan.gpu.weights;
+        let error = (planned as f64 / logged as f64 - 1.0).abs();
+        assert!(error < 0.005, "{asked:?}: planned {planned} B, engine {logged} B");
         engine.stop(Duration::from_secs(5)).await;
     }
 }

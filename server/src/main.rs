@@ -226,6 +226,8 @@ enum Size {
     Tiny,
     /// About 500 MB: decoding is memory-bound.
     MemoryBound,
+    /// The tiny one as a mixture of experts (8, 2 used per token).
+    TinyMoe,
 }
 
 #[tokio::main]
@@ -360,6 +362,7 @@ async fn main_inner() -> anyhow::Result<()> {
             let spec = match size {
                 Size::Tiny => LlamaSpec::tiny(),
                 Size::MemoryBound => LlamaSpec::memory_bound(),
+                Size::TinyMoe => LlamaSpec::tiny_moe(),
             };
             let bytes = write_random_llama(&path, &spec, seed)?;
             println!("wrote {} ({:.1} MB)", path.display(), bytes as f64 / 1e6);

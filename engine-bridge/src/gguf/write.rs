@@ -40,6 +40,10 @@ pub struct LlamaSpec {
     pub feed_forward: u32,
     /// Context length the model claims to be trained for.
     pub context_length: u32,
+    /// Experts in each block's feed-forward (0: a dense model), and how
+    /// many of them each token uses.
+    pub experts: u32,
+    pub experts_used: u32,
 }
 
 impl LlamaSpec {
@@ -52,6 +56,8 @@ impl LlamaSpec {
             kv_heads: 2,
             feed_forward: 512,
             context_length: 4096,
+            experts: 0,
+            experts_used: 0,
         }
     }
 
@@ -65,7 +71,15 @@ impl LlamaSpec {
             kv_heads: 4,
             feed_forward: 2816,
             context_length: 4096,
+            experts: 0,
+            experts_used: 0,
         }
+    }
+
+    /// The tiny model as a mixture of experts: eight experts in each
+    /// block, two used per token (as Mixtral has them).
+    pub fn tiny_moe() -> Self {
+        Self { experts: 8, experts_used: 2, feed_forward: 256, ..Self::tiny() }
     }
 
     fn head_dim(&self) -> u32 {
@@ -136,7 +150,7 @@ fn metadata(spec: &LlamaSpec) -> Vec<(&'static str, Value)> {
     let mut types = vec![2, 3, 3];
     types.extend(std::iter::repeat_n(6, 256));
     types.push(1);
-    vec![
+    let mut meta = vec![
         ("general.architecture", Value::Str("llama".into())),
         ("general.name", Value::Str("tunebook random llama".into())),
         ("general.alignment", Value::U32(ALIGNMENT as u32)),
@@ -156,7 +170,12 @@ fn metadata(spec: &LlamaSpec) -> Vec<(&'static str, Value)> {
         ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
         ("tokenizer.ggml.bos_token_id", Value::U32(1)),
         ("tokenizer.ggml.eos_token_id", Value::U32(2)),
-    ]
+    ];
+    if spec.experts > 0 {
+        meta.push(("llama.expert_count", Value::U32(spec.experts)));
+        meta.push(("llama.expert_used_count", Value::U32(spec.experts_used)));
+    }
+    meta
 }
 
 fn tensors(spec: &LlamaSpec) -> Vec<Tensor> {
@@ -176,9 +195,17 @@ fn tensors(spec: &LlamaSpec) -> Vec<Tensor> {
         out.push(random(format!("blk.{i}.attn_v.weight"), vec![w, kv]));
         out.push(random(format!("blk.{i}.attn_output.weight"), vec![w, w]));
         out.push(ones(format!("blk.{i}.ffn_norm.weight")));
-        out.push(random(format!("blk.{i}.ffn_gate.weight"), vec![w, ff]));
-        out.push(random(format!("blk.{i}.ffn_up.weight"), vec![w, ff]));
-        out.push(random(format!("blk.{i}.ffn_down.weight"), vec![ff, w]));
+        if spec.experts == 0 {
+            out.push(random(format!("blk.{i}.ffn_gate.weight"), vec![w, ff]));
+            out.push(random(format!("blk.{i}.ffn_up.weight"), vec![w, ff]));
+            out.push(random(format!("blk.{i}.ffn_down.weight"), vec![ff, w]));
+        } else {
+            let n = spec.experts as u64;
+            out.push(random(format!("blk.{i}.ffn_gate_inp.weight"), vec![w, n]));
+            out.push(random(format!("blk.{i}.ffn_gate_exps.weight"), vec![w, ff, n]));
+            out.push(random(format!("blk.{i}.ffn_up_exps.weight"), vec![w, ff, n]));
+            out.push(random(format!("blk.{i}.ffn_down_exps.weight"), vec![ff, w, n]));
+        }
     }
     out
 }
