@@ -22,6 +22,14 @@ fi
 mkdir -p "$root/.tools/bin"
 ln -sfn "$wb_root/bin/wasm-bindgen" "$root/.tools/bin/wasm-bindgen"
 
+# systemd-analyze checks the systemd units recipes write (a unit test).
+if ! command -v systemd-analyze >/dev/null; then
+  echo "==> installing Debian's systemd (for systemd-analyze)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq systemd >/dev/null
+fi
+
 if [[ "${1:-}" == "--browser" ]]; then
   if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
     echo "==> installing Debian's chromium and chromium-driver"
