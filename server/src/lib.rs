@@ -12,6 +12,7 @@ pub mod dominance;
 pub mod error;
 pub mod events;
 pub mod exit_status;
+pub mod import;
 pub mod login;
 pub mod machine;
 pub mod machine_class;

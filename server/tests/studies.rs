@@ -344,8 +344,10 @@ async fn llama_bench_output_becomes_trials() {
             "8",
             "-t",
             "1,2",
+            "-d",
+            "0,32",
             "-r",
-            "1",
+            "2",
             "-o",
             "jsonl",
         ])
@@ -354,7 +356,7 @@ async fn llama_bench_output_becomes_trials() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    let trials = study_cli::parse_import(&text, false, "bench").unwrap();
+    let trials = tunebook::import::parse_import(&text, false, "bench").unwrap();
     assert_eq!(trials.len(), 2, "one trial per thread count, prefill and decode merged");
     for (t, threads) in trials.iter().zip(["1", "2"]) {
         assert_eq!(t.settings["threads"], threads);
@@ -367,7 +369,33 @@ async fn llama_bench_output_becomes_trials() {
         "[{}]",
         text.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join(",")
     );
-    assert_eq!(study_cli::parse_import(&array, false, "bench").unwrap().len(), 2);
+    assert_eq!(tunebook::import::parse_import(&array, false, "bench").unwrap().len(), 2);
+    // Depth rows are kept beside, not over, the decode at depth 0; each
+    // test's spread is kept too.
+    for t in &trials {
+        let note = t.note.as_deref().unwrap();
+        assert!(note.contains("tg8 @ depth 32: ") && note.contains("pp16: "), "{note}");
+        assert!(note.contains(" ± "), "{note}");
+        let at_0: f64 =
+            note.split("tg8: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert!((at_0 - t.decode_tps.unwrap()).abs() < 0.01, "{note} vs {:?}", t.decode_tps);
+        assert!(!t.settings.contains_key("n_gpu_layers"), "-1 is the engine's choice");
+        assert!(!t.settings.contains_key("flash_attn"), "-1 is auto");
+    }
+    // And llama-bench's CSV reads to the same trials.
+    let csv = std::process::Command::new(root.join(".tools/engine-bin/llama-bench"))
+        .args(["-m", ".tools/models/tiny-llama.gguf", "-p", "16", "-n", "8", "-t", "1,2"])
+        .args(["-d", "0,32", "-r", "1", "-o", "csv"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let from_csv = tunebook::import::parse_import(&text, true, "bench").unwrap();
+    assert_eq!(from_csv.len(), 2);
+    for (a, b) in from_csv.iter().zip(&trials) {
+        assert_eq!((&a.settings, &a.model), (&b.settings, &b.model));
+        assert!(a.decode_tps.unwrap() > 0.0 && a.note.as_deref().unwrap().contains("@ depth 32"));
+    }
 }
 
 #[tokio::test]
