@@ -22,6 +22,7 @@ pub mod children;
 pub mod endpoints;
 pub mod engine;
 pub mod failure;
+pub mod fit;
 pub mod flags;
 pub mod gguf;
 pub mod llama_server;

@@ -159,6 +159,14 @@ enum Command {
         /// Memory read bandwidth in GB/s (default: measured now).
         #[arg(long, env = "TUNEBOOK_BANDWIDTH_GBPS")]
         bandwidth_gbps: Option<f64>,
+        /// An engine profile whose llama.cpp build chooses too
+        /// (`llama-fit-params`), shown beside the plan.
+        #[arg(long)]
+        profile: Option<String>,
+        /// Folder of engine profile TOML files (default: `profiles` here,
+        /// else ~/.config/tunebook/profiles).
+        #[arg(long, env = "TUNEBOOK_PROFILES")]
+        profiles: Option<PathBuf>,
         /// llama-server settings as name=value (ctx_size=4096 n_gpu_layers=20 …).
         #[arg(last = true)]
         settings: Vec<String>,
@@ -349,12 +357,14 @@ async fn main_inner() -> anyhow::Result<()> {
             let ids = tunebook::study_cli::import(&settings, &file, &profile).await?;
             println!("imported {} trials", ids.len());
         }
-        Command::Plan { model, json, bandwidth_gbps, settings } => {
+        Command::Plan { model, json, bandwidth_gbps, profile, profiles, settings } => {
             tunebook::plan_cli::run(tunebook::plan_cli::PlanArgs {
                 model,
                 settings,
                 bandwidth: bandwidth_gbps.map(|g| g * 1e9),
                 json,
+                profile,
+                profiles: profiles.unwrap_or_else(tunebook::places::profiles),
             })
             .await?;
         }

@@ -21,6 +21,10 @@ pub struct PlanArgs {
     /// Bytes per second; measured when absent.
     pub bandwidth: Option<f64>,
     pub json: bool,
+    /// An engine profile whose build's `llama-fit-params` gives llama.cpp's
+    /// own choice beside the plan, and the folder of profiles.
+    pub profile: Option<String>,
+    pub profiles: PathBuf,
 }
 
 /// The plan as `--json` prints it.
@@ -48,6 +52,8 @@ pub struct PlanReport {
     pub bytes_per_token: f64,
     pub bandwidth_bytes_per_s: f64,
     pub decode_ceiling_tps: Option<f64>,
+    /// What llama.cpp's `llama-fit-params` chose with these settings fixed.
+    pub fitted: Option<engine_bridge::fit::Fitted>,
 }
 
 /// Prints the plan; a setting that is not valid is an invalid command (3).
@@ -57,6 +63,18 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
     // The settings are llama-server's, checked as a study's would be.
     Catalog::llama_server().render(&settings).map_err(|e| invalid(e.to_string()))?;
     let info = ModelInfo::read(&args.model).map_err(|e| invalid(e.to_string()))?;
+    let fitted = match &args.profile {
+        Some(name) => {
+            let profiles = engine_bridge::Profile::load_dir(&args.profiles)?;
+            let profile = profiles.iter().find(|p| &p.name == name).ok_or_else(|| {
+                invalid(format!("no engine profile `{name}` in {}", args.profiles.display()))
+            })?;
+            engine_bridge::fit::fitted(profile, &args.model, &settings)
+                .await
+                .map_err(anyhow::Error::msg)?
+        }
+        None => None,
+    };
     let placement = Placement::of(&settings, 0).map_err(invalid)?;
     let cache = |name: &str| settings.get(name).map_or("f16", String::as_str);
     let types = (cache("cache_type_k"), cache("cache_type_v"));
@@ -102,6 +120,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
         bytes_per_token: info.weight_bytes_per_token(),
         bandwidth_bytes_per_s: bandwidth,
         decode_ceiling_tps: info.decode_ceiling(bandwidth, 0, types.0, types.1),
+        fitted,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -153,6 +172,9 @@ fn text(r: &PlanReport, has_gpu: bool) -> String {
     }
     if let Some(p) = &r.host {
         line("memory", side("host", p, "available"));
+    }
+    if let Some(f) = &r.fitted {
+        line("llama.cpp", format!("fits with {}", f.args.join(" ")));
     }
     if let Some(c) = r.decode_ceiling_tps {
         line(

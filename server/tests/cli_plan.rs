@@ -99,3 +99,33 @@ fn a_setting_that_is_not_valid_is_an_invalid_command() {
     let out = plan(&model, &["no_such_setting=1"]);
     assert_eq!(out.status.code(), Some(3));
 }
+
+#[test]
+fn llama_cpps_own_fit_is_shown_beside_the_plan() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    assert!(
+        root.join(".tools/engine-bin/llama-fit-params").is_file(),
+        "the demo engine's build is missing: run scripts/setup.sh first"
+    );
+    // A model llama.cpp loads: the tiny mixture of experts.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny-moe.gguf");
+    let spec = engine_bridge::gguf::LlamaSpec::tiny_moe();
+    engine_bridge::gguf::write_random_llama(&model, &spec, 1).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .args(["plan", "--json", "--bandwidth-gbps", "10", "--profile", "demo", "--profiles"])
+        .arg(root.join("profiles"))
+        .arg("--model")
+        .arg(&model)
+        .args(["--", "ctx_size=2048", "threads=2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args: Vec<&str> =
+        r["fitted"]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    // The context asked for is kept; the layers are llama.cpp's to choose.
+    assert!(args.windows(2).any(|w| w == ["-c", "2048"]), "{args:?}");
+    assert!(args.contains(&"-ngl"), "{args:?}");
+    assert_eq!(r["fitted"]["settings"]["ctx_size"], "2048");
+}
