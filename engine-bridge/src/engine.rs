@@ -125,7 +125,13 @@ pub struct RunningEngine {
     /// context length the server reports.
     model_id: String,
     served_ctx: Option<u64>,
+    /// What the engine logged up to being ready: what it says it runs
+    /// (see [`crate::applied`]), kept before requests push it out of the tail.
+    startup_log: Vec<String>,
 }
+
+/// How long, once ready, the engine's start-up lines may take to be read.
+const STARTUP_LOG_WAIT: Duration = Duration::from_secs(2);
 
 /// A prompt as the engine's API takes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -199,6 +205,19 @@ impl RunningEngine {
                         openai::first_model(&client, &base_url).await.unwrap_or_default()
                     }
                 };
+                // The log is drained by its own task: wait (briefly) for the
+                // line llama-server writes once it listens.
+                let deadline = tokio::time::Instant::now() + STARTUP_LOG_WAIT;
+                while spec.api == Api::LlamaServer
+                    && !process
+                        .tail(crate::process::TAIL_LINES)
+                        .iter()
+                        .any(|l| l.contains("listening on"))
+                    && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let startup_log = process.tail(crate::process::TAIL_LINES);
                 Ok(Self {
                     process: Some(process),
                     memory: Some(memory),
@@ -208,6 +227,7 @@ impl RunningEngine {
                     client,
                     model_id,
                     served_ctx,
+                    startup_log,
                 })
             }
             Err(failure) => {
@@ -256,6 +276,7 @@ impl RunningEngine {
             client,
             model_id: model_id.to_string(),
             served_ctx,
+            startup_log: vec![],
         })
     }
 
@@ -265,6 +286,12 @@ impl RunningEngine {
     }
 
     /// The last `n` lines the engine printed (none for an external endpoint).
+    /// What the engine logged until it was ready (empty for an endpoint
+    /// Tunebook does not run).
+    pub fn startup_log(&self) -> &[String] {
+        &self.startup_log
+    }
+
     pub fn log_tail(&self, n: usize) -> Vec<String> {
         self.process.as_ref().map(|p| p.tail(n)).unwrap_or_default()
     }

@@ -146,6 +146,12 @@ pub async fn adapt(mut spec: LaunchSpec) -> Result<LaunchSpec, Failure> {
     }
     let flags = flags_of(&spec).await;
     spec.args = adapt_llama_server(&spec.args, &flags)?;
+    // Verbosity 4 logs what the engine runs (threads, batch sizes, cache
+    // types, flash attention, layers offloaded): see `crate::applied`.
+    let chosen = ["-lv", "--verbosity", "--log-verbosity"];
+    if flags.supports("-lv") && !spec.args.iter().any(|a| chosen.contains(&a.as_str())) {
+        spec.args.extend(["-lv".to_string(), "4".to_string()]);
+    }
     Ok(spec)
 }
 

@@ -17,6 +17,7 @@
 //! - [`planner`]: model metadata, weight and K/V cache memory before launch;
 //! - [`gguf`]: random-weight GGUF models for tests and demos.
 
+pub mod applied;
 pub mod catalog;
 pub mod children;
 pub mod endpoints;

@@ -26,7 +26,7 @@ use crate::profile::Api;
 use crate::registry;
 
 /// Lines kept of an engine's output.
-const TAIL_LINES: usize = 400;
+pub const TAIL_LINES: usize = 400;
 /// Longest line kept, in bytes; engines sometimes print whole tensors.
 const MAX_LINE: usize = 2000;
 

@@ -121,6 +121,35 @@ async fn a_mixture_of_experts_is_planned_as_the_engine_loads_it() {
 }
 
 #[tokio::test]
+async fn what_the_engine_ran_is_read_back_and_a_capped_setting_is_caught() {
+    let profile = demo_profile();
+    let asked = settings(&[
+        ("ctx_size", "1000"),
+        ("threads", "2"),
+        ("batch_size", "64"),
+        // More than the batch: llama.cpp runs it at the batch size.
+        ("ubatch_size", "512"),
+        ("cache_type_k", "q8_0"),
+        ("flash_attn", "on"),
+        ("parallel", "2"),
+    ]);
+    let port = free_port().unwrap();
+    let spec = plan(&profile, "tiny-llama", &asked, port).unwrap();
+    // As a trial launches it: adapted to the build, which logs what it runs.
+    let spec = engine_bridge::flags::adapt(spec).await.unwrap();
+    let engine = RunningEngine::launch(spec, port, Duration::from_secs(60)).await.unwrap();
+    let applied = engine_bridge::applied::read_back(&asked, engine.startup_log());
+    engine.stop(Duration::from_secs(5)).await;
+    let ran = |name: &str| applied.iter().find(|a| a.setting == name).unwrap().clone();
+    assert_eq!(applied.len(), asked.len(), "each setting read back: {applied:?}");
+    let wrong = engine_bridge::applied::mismatched(&applied);
+    assert_eq!(wrong.len(), 1, "{applied:?}");
+    assert_eq!((wrong[0].setting.as_str(), wrong[0].ran.as_deref()), ("ubatch_size", Some("64")));
+    assert_eq!(ran("ctx_size").ran.as_deref(), Some("1024"), "1000 rounded up, as asked");
+    assert_eq!(ran("flash_attn").ran.as_deref(), Some("enabled"));
+}
+
+#[tokio::test]
 async fn launch_probe_and_stop_free_the_port() {
     let profile = demo_profile();
     let s = settings(&[("ctx_size", "2048"), ("threads", "2")]);

@@ -221,6 +221,7 @@ async fn measure(
     };
     set_state(ctx, trial.id, State::Probing).await?;
     let measured = engine.measure_gated(probes, gate).await;
+    let applied = engine_bridge::applied::read_back(&trial.settings, engine.startup_log());
     // Kept for the study's next trial, unless something runs after the
     // engine (perplexity needs its memory) or the engine is in doubt.
     let keep = trial
@@ -239,6 +240,15 @@ async fn measure(
         Ok(o) => o,
         Err(failure) => return Ok(Err(failure)),
     };
+    let differs: Vec<String> = engine_bridge::applied::mismatched(&applied)
+        .iter()
+        .map(|a| format!("{} {} (asked {})", a.setting, a.ran.as_deref().unwrap_or("?"), a.asked))
+        .collect();
+    if !differs.is_empty() {
+        let note = format!("the engine did not run as asked: {}", differs.join(", "));
+        trials::append_note(&ctx.db, trial.id, &note).await?;
+    }
+    outcome.measurement.applied = applied;
     let scratch = ctx.logs_dir.as_path();
     let registry = Some(ctx.engines_dir.as_path());
     outcome.add_perplexity(probes, profile, &trial.model, &trial.settings, scratch, registry).await;

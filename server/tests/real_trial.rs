@@ -53,6 +53,12 @@ async fn a_real_trial_stores_consistent_measurements() {
     let cases = measurement["quality"]["cases"].as_array().unwrap();
     assert_eq!(cases.len(), engine_bridge::probes::Suite::default_suite().cases.len());
 
+    // What the engine ran is read back from it, setting by setting.
+    let applied = measurement["applied"].as_array().expect("settings read back");
+    assert_eq!(applied.len(), settings.len(), "{applied:?}");
+    assert!(applied.iter().all(|a| a["matches"] == true), "{applied:?}");
+    assert!(t.note.is_none(), "nothing to say: {:?}", t.note);
+
     // The engine ran exactly what was asked, and says so.
     let command = t.command.clone().unwrap();
     for fragment in ["-c 1024", "-t 2", "-ctk q8_0", "-ctv q8_0", "-fa on", "--host 127.0.0.1"] {
@@ -143,6 +149,20 @@ async fn the_engine_log_is_followed_while_the_trial_runs() {
     let missing = http().get(server.url("/api/trials/999999/log")).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_setting_the_engine_capped_is_said_on_the_trial() {
+    require_demo_engine();
+    let server = TestServer::start().await;
+    // llama.cpp runs a physical batch larger than the logical one at the
+    // logical one's size.
+    let req = request(&[("ctx_size", "1024"), ("batch_size", "64"), ("ubatch_size", "512")]);
+    let queued: TrialView = submit(&server, &req).await.json().await.unwrap();
+    let t = wait_final(&server, queued.id).await;
+    assert_eq!(t.state, TrialState::Done, "failed: {:?} {:?}", t.failure_kind, t.error);
+    let note = t.note.unwrap_or_default();
+    assert!(note.contains("did not run as asked: ubatch_size 64 (asked 512)"), "{note}");
 }
 
 #[tokio::test]

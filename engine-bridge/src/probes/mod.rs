@@ -64,6 +64,9 @@ pub struct Measurement {
     /// Why the slower probes did not run, where a [`Gate`] stopped them.
     #[serde(default)]
     pub skipped: Option<String>,
+    /// Each setting as asked and as the engine said it ran it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<crate::applied::Applied>,
 }
 
 /// Looks at the speed result so far and says whether the rest of the speed
