@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up (once) and runs every check: formatting, clippy on the server and
-# the browser builds, unit tests, real-engine tests, PostgreSQL tests and
+# Sets up (once) and runs every check: formatting, the modules' shape, clippy
+# on the server and the browser builds, unit tests, real-engine tests, PostgreSQL tests and
 # the headless-browser test.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,6 +9,8 @@ scripts/setup.sh --browser
 
 echo "==> cargo fmt --check"
 cargo fmt --all --check
+echo "==> module shape (no circles, storage on its own types, file sizes)"
+python3 scripts/check_modules.py
 echo "==> cargo clippy (server)"
 cargo clippy --quiet --workspace --all-targets -- -D warnings
 echo "==> cargo clippy (browser)"

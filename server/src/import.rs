@@ -8,7 +8,16 @@ use std::path::Path;
 
 use tunebook_app::types::{TrialState, TrialView};
 
-use crate::study_cli::Record;
+/// One exported trial: the stored view, every sample and the full measurement.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Record {
+    #[serde(flatten)]
+    pub trial: TrialView,
+    #[serde(default)]
+    pub samples: Vec<tunebook_app::types::SampleView>,
+    #[serde(default)]
+    pub measurement: Option<serde_json::Value>,
+}
 
 /// Parses an import without touching the database.
 pub fn parse_import(text: &str, is_csv: bool, profile: &str) -> Result<Vec<TrialView>, String> {

@@ -16,6 +16,7 @@ use crate::db::studies::{self, StudyState};
 use crate::db::trials;
 use crate::events::{Payload, Update};
 use crate::exit_status::{Stopped, Why};
+use crate::import::Record;
 use crate::study_checks::check;
 use crate::study_runner::Studies;
 use crate::trial_runner::Runner;
@@ -162,17 +163,6 @@ async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
         println!("  trial {:>5}  {}  {}", t.id, values.join("  "), settings.join(" "));
     }
     Ok(())
-}
-
-/// One exported trial: the stored view, every sample and the full measurement.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub struct Record {
-    #[serde(flatten)]
-    pub trial: TrialView,
-    #[serde(default)]
-    pub samples: Vec<tunebook_app::types::SampleView>,
-    #[serde(default)]
-    pub measurement: Option<serde_json::Value>,
 }
 
 /// Writes a study's trials (or all trials) as JSONL or CSV.
