@@ -85,16 +85,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
     let ctx = if ctx == 0 { info.context_length.unwrap_or(4096) } else { ctx };
     let host_free = engine_bridge::memory::mem_available().unwrap_or(0);
     let gpu_free = engine_bridge::memory::gpu_free_bytes().await;
-    let bandwidth = match args.bandwidth {
-        Some(b) => b,
-        None => {
-            let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            tokio::task::spawn_blocking(move || {
-                engine_bridge::planner::measure_bandwidth(512 << 20, threads, 3)
-            })
-            .await?
-        }
-    };
+    let bandwidth = crate::probe_cli::bandwidth_or_measured(args.bandwidth).await?;
     let (host_only, gpu, host) = if placement.gpu_layers == 0 {
         (Some(info.memory_plan(ctx, types.0, types.1, host_free)), None, None)
     } else {

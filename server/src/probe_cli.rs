@@ -49,6 +49,19 @@ pub fn parse_settings(pairs: &[String]) -> anyhow::Result<Settings> {
         .collect()
 }
 
+/// `given` bytes per second, or this machine's memory read bandwidth
+/// measured now.
+pub async fn bandwidth_or_measured(given: Option<f64>) -> anyhow::Result<f64> {
+    if let Some(b) = given {
+        return Ok(b);
+    }
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    Ok(tokio::task::spawn_blocking(move || {
+        engine_bridge::planner::measure_bandwidth(512 << 20, threads, 3)
+    })
+    .await?)
+}
+
 /// Runs the probe and prints the result; an engine failure is an error.
 pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let settings = parse_settings(&args.settings)
@@ -73,16 +86,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     let model_path = profile.model(&args.model).expect("plan checked the model").path.clone();
     let model = ModelInfo::read(&model_path).ok();
-    let bandwidth = match args.bandwidth {
-        Some(b) => b,
-        None => {
-            let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            tokio::task::spawn_blocking(move || {
-                engine_bridge::planner::measure_bandwidth(512 << 20, threads, 3)
-            })
-            .await?
-        }
-    };
+    let bandwidth = bandwidth_or_measured(args.bandwidth).await?;
     if !args.json {
         eprintln!("launching: {command}");
     }
