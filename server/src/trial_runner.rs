@@ -240,13 +240,21 @@ async fn measure(
         Ok(o) => o,
         Err(failure) => return Ok(Err(failure)),
     };
-    let differs: Vec<String> = engine_bridge::applied::mismatched(&applied)
-        .iter()
-        .map(|a| format!("{} {} (asked {})", a.setting, a.ran.as_deref().unwrap_or("?"), a.asked))
-        .collect();
-    if !differs.is_empty() {
-        let note = format!("the engine did not run as asked: {}", differs.join(", "));
+    let wrong = engine_bridge::applied::mismatched(&applied);
+    if !wrong.is_empty() {
+        let said: Vec<String> = wrong
+            .iter()
+            .map(|a| {
+                format!("{} {} (asked {})", a.setting, a.ran.as_deref().unwrap_or("?"), a.asked)
+            })
+            .collect();
+        let note = format!("the engine did not run as asked: {}", said.join(", "));
         trials::append_note(&ctx.db, trial.id, &note).await?;
+        let ran = wrong
+            .iter()
+            .map(|a| (a.setting.clone(), a.ran.clone().unwrap_or_else(|| "?".into())))
+            .collect();
+        trials::set_mismatched(&ctx.db, trial.id, &ran).await?;
     }
     outcome.measurement.applied = applied;
     let scratch = ctx.logs_dir.as_path();

@@ -86,6 +86,40 @@ fn nested(markdown: &str) -> String {
 /// the trials ran on more than one class of machine, the classes side by
 /// side and then each class's own findings. Returns the findings too.
 pub fn findings_markdown(def: &StudyDef, list: &[TrialView]) -> (Vec<Finding>, String) {
+    let (found, text) = by_class(def, list);
+    (found, format!("{text}{}", left_out(list)))
+}
+
+/// Trials the engine did not run as asked, said once: they are left out of
+/// every finding.
+fn left_out(list: &[TrialView]) -> String {
+    let said: Vec<String> = list
+        .iter()
+        .filter(|t| !t.mismatched.is_empty())
+        .map(|t| {
+            let ran: Vec<String> = t
+                .mismatched
+                .iter()
+                .map(|(k, v)| {
+                    let asked = t.settings.get(k).map_or("?", String::as_str);
+                    format!("{k} ran as {v}, not {asked}")
+                })
+                .collect();
+            format!("trial {} ({})", t.id, ran.join("; "))
+        })
+        .collect();
+    if said.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n\n**Left out**: the engine did not run {} as asked, so what {} measured is not counted for any setting: {}.\n",
+        if said.len() == 1 { "one trial" } else { "some trials" },
+        if said.len() == 1 { "it" } else { "they" },
+        said.join(", ")
+    )
+}
+
+fn by_class(def: &StudyDef, list: &[TrialView]) -> (Vec<Finding>, String) {
     let groups = by_machine(list);
     if groups.len() <= 1 {
         let found = findings_of(def, list);
@@ -153,4 +187,51 @@ On port {}; the unit's start timeout is three times the measured load time.
         ));
     }
     Ok(Some((found, text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_trial_the_engine_did_not_run_as_asked_is_left_out_and_said() {
+        let def = StudyDef::from_toml(
+            "name = \"s\"\nprofile = \"p\"\nmodel = \"m\"\n[space]\nubatch_size = [128, 512]\n\
+             [[objectives]]\nmetric = \"decode_tps\"\n",
+        )
+        .unwrap();
+        let trial = |id: i64, ubatch: &str, decode: f64| TrialView {
+            id,
+            decode_tps: Some(decode),
+            ..TrialView::new(
+                "p",
+                "m",
+                BTreeMap::from([("ubatch_size".into(), ubatch.into())]),
+                TrialState::Done,
+            )
+        };
+        let mut list: Vec<TrialView> = (1..=6)
+            .map(|i| trial(i, if i % 2 == 0 { "512" } else { "128" }, 10.0 + i as f64 * 0.1))
+            .collect();
+        // The fastest trial by far, but the engine ran it at another size.
+        let mut wrong = trial(7, "512", 99.0);
+        wrong.mismatched = BTreeMap::from([("ubatch_size".into(), "64".into())]);
+        list.push(wrong);
+        assert_eq!(crate::views::studies::facts_of(&def, &list).len(), 6);
+        let (found, text) = findings_markdown(&def, &list);
+        let best = found.iter().find_map(|f| match f {
+            Finding::Best { trial, .. } => Some(*trial),
+            _ => None,
+        });
+        assert_eq!(best, Some(6), "the best is among the trials that ran as asked");
+        assert!(
+            text.contains("**Left out**")
+                && text.contains("trial 7 (ubatch_size ran as 64, not 512)"),
+            "{text}"
+        );
+        let (_, clean) = findings_markdown(&def, &list[..6]);
+        assert!(!clean.contains("Left out"));
+    }
 }

@@ -163,6 +163,8 @@ async fn a_setting_the_engine_capped_is_said_on_the_trial() {
     assert_eq!(t.state, TrialState::Done, "failed: {:?} {:?}", t.failure_kind, t.error);
     let note = t.note.unwrap_or_default();
     assert!(note.contains("did not run as asked: ubatch_size 64 (asked 512)"), "{note}");
+    // Stored, so that the findings leave the trial out.
+    assert_eq!(t.mismatched, BTreeMap::from([("ubatch_size".to_string(), "64".to_string())]));
 }
 
 #[tokio::test]

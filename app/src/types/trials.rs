@@ -175,6 +175,7 @@ impl TrialView {
             drift_pct: None,
             machine: None,
             worker: None,
+            mismatched: BTreeMap::new(),
         }
     }
 }
@@ -247,6 +248,10 @@ pub struct TrialView {
     /// The worker that ran it, by name.
     #[serde(default)]
     pub worker: Option<String>,
+    /// Settings the engine did not run as asked, with what it ran instead;
+    /// such a trial is left out of the findings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mismatched: BTreeMap<String, String>,
 }
 
 /// One recorded request of a trial.

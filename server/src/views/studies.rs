@@ -139,11 +139,14 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
 }
 
 /// Trials as the findings see them: those that ended, neither pruned nor
-/// cut off by a restart, each marked with the bound of `def` it broke.
+/// cut off by a restart nor run otherwise than asked (what they measured
+/// belongs to settings they do not record), each marked with the bound of
+/// `def` it broke.
 pub(crate) fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> {
     let mut facts: Vec<TrialFacts> = trials
         .iter()
         .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
+        .filter(|t| t.mismatched.is_empty())
         .map(|t| TrialFacts {
             id: t.id,
             settings: t.settings.clone(),

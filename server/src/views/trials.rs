@@ -10,6 +10,11 @@ impl From<TrialRow> for TrialView {
         let command = row.command_display();
         let settings = row.settings();
         let state = TrialState::parse(&row.state).unwrap_or(TrialState::Failed);
+        let mismatched = row
+            .mismatched
+            .as_deref()
+            .and_then(|m| serde_json::from_str(m).ok())
+            .unwrap_or_default();
         TrialView {
             id: row.id,
             profile: row.profile,
@@ -47,6 +52,7 @@ impl From<TrialRow> for TrialView {
             drift_pct: row.drift_pct,
             machine: row.machine,
             worker: row.worker,
+            mismatched,
         }
     }
 }
@@ -96,6 +102,10 @@ pub fn row_of(view: &TrialView) -> TrialRow {
     let mut value = serde_json::to_value(view).expect("a view serializes");
     value["settings"] = serde_json::to_string(&view.settings).expect("a map serializes").into();
     value["command"] = serde_json::Value::Null;
+    value["mismatched"] = match view.mismatched.is_empty() {
+        true => serde_json::Value::Null,
+        false => serde_json::to_string(&view.mismatched).expect("a map serializes").into(),
+    };
     serde_json::from_value(value).expect("a row takes any view")
 }
 
@@ -111,11 +121,13 @@ mod tests {
             state: "done".into(),
             decode_tps: Some(12.5),
             machine: Some("m".into()),
+            mismatched: Some(r#"{"ubatch_size":"64"}"#.into()),
             ..Default::default()
         };
         let view = TrialView::from(row.clone());
         assert_eq!(view.settings["threads"], "4");
         assert_eq!(view.state, TrialState::Done);
+        assert_eq!(view.mismatched["ubatch_size"], "64");
         let keys = |v: serde_json::Value| {
             v.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>()
         };

@@ -83,6 +83,8 @@ pub const COLUMNS: &[Column] = &[
     c("note", Text, IN_ROW | IN_IMPORT),
     c("drift_pct", Real, IN_ROW | IN_IMPORT),
     c("machine", Text, IN_ROW | IN_IMPORT),
+    // JSON: each setting the engine did not run as asked, and what it ran.
+    c("mismatched", Text, IN_ROW | IN_RESULT | IN_IMPORT),
 ];
 
 /// The columns a kind of row carries, in [`COLUMNS`]' order.

@@ -94,6 +94,7 @@ pub struct TrialRow {
     pub drift_pct: Option<f64>,
     pub machine: Option<String>,
     pub worker: Option<String>,
+    pub mismatched: Option<String>,
 }
 
 impl TrialRow {

@@ -257,6 +257,24 @@ pub async fn finish_pruned(db: &Db, id: i64, reason: &str) -> Result<(), sqlx::E
     Ok(())
 }
 
+/// Records the settings the engine did not run as asked (setting → what
+/// ran); nothing when all ran as asked.
+pub async fn set_mismatched(
+    db: &Db,
+    id: i64,
+    mismatched: &BTreeMap<String, String>,
+) -> Result<(), sqlx::Error> {
+    if mismatched.is_empty() {
+        return Ok(());
+    }
+    sqlx::query("UPDATE trials SET mismatched = $1 WHERE id = $2")
+        .bind(serde_json::to_string(mismatched).expect("a map serializes"))
+        .bind(id)
+        .execute(&db.pool)
+        .await?;
+    Ok(())
+}
+
 /// Adds to a trial's note (probes skipped, drift seen).
 pub async fn append_note(db: &Db, id: i64, text: &str) -> Result<(), sqlx::Error> {
     let note: Option<Option<String>> = sqlx::query_scalar("SELECT note FROM trials WHERE id = $1")
