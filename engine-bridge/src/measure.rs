@@ -52,6 +52,31 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// Runs the plan's KL-divergence probe (after the engine has stopped),
+    /// keeping the reference's logits in `dir`; a failure is noted in the
+    /// measurement, and nothing else is lost.
+    pub async fn add_kld(
+        &mut self,
+        plan: &ProbePlan,
+        profile: &Profile,
+        model: &str,
+        settings: &Settings,
+        dir: &std::path::Path,
+        registry: Option<&std::path::Path>,
+    ) {
+        let Some(probe) = &plan.kld else { return };
+        if self.measurement.skipped.is_some() {
+            return;
+        }
+        let Some(entry) = profile.model(model) else { return };
+        match probe.run(profile, &entry.path, settings, dir, registry).await {
+            Ok(r) => self.measurement.kld = Some(r),
+            Err(f) => self.measurement.probe_errors.push(format!("kl divergence: {f}")),
+        }
+    }
+}
+
 impl RunningEngine {
     /// Reads back what runs, runs the probe plan, takes the memory peaks,
     /// and stops the engine whatever the probes' result.

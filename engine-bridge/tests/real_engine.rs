@@ -374,3 +374,46 @@ async fn perplexity_at_the_trial_settings() {
     let f = probe.run(&profile, model, &bad, scratch.path(), None).await.unwrap_err();
     assert!(f.message.contains("q3_bogus"), "{}", f.message);
 }
+
+#[tokio::test]
+async fn kl_divergence_from_the_reference_grows_as_the_cache_shrinks() {
+    let profile = demo_profile();
+    let dir = tempfile::tempdir().unwrap();
+    let model = &profile.models[0].path;
+    let probe = engine_bridge::probes::KldProbe {
+        ctx: 128,
+        chunks: 3,
+        reference: settings(&[("flash_attn", "on"), ("threads", "2")]),
+        ..Default::default()
+    };
+    let mut found = Vec::new();
+    for cache in ["f16", "q8_0", "q4_0"] {
+        let s = settings(&[
+            ("cache_type_k", cache),
+            ("cache_type_v", cache),
+            ("flash_attn", "on"),
+            ("threads", "2"),
+        ]);
+        let r = probe.run(&profile, model, &s, dir.path(), None).await.expect("the probe runs");
+        assert_eq!((r.ctx, r.chunks), (128, 3));
+        eprintln!(
+            "{cache}: mean KLD {:.6}, p99 {:.6}, same top {:.2} %",
+            r.mean, r.p99, r.same_top_pct
+        );
+        found.push(r);
+    }
+    // The reference against itself: nothing moves.
+    assert!(found[0].mean < 1e-6 && found[0].same_top_pct > 99.9, "{:?}", found[0]);
+    // Each halving of the cache moves the distribution further.
+    assert!(found[0].mean < found[1].mean && found[1].mean < found[2].mean, "{found:?}");
+    assert!(found[1].same_top_pct > found[2].same_top_pct, "{found:?}");
+    assert!(found.iter().all(|r| r.p99 >= r.mean), "{found:?}");
+    // The reference's logits were written once and kept.
+    let kept: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("kld-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].ends_with(".bin"), "{kept:?}");
+}

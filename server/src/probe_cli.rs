@@ -111,6 +111,8 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     let scratch = tempfile::tempdir()?;
     outcome.add_perplexity(&plan, profile, &args.model, &settings, scratch.path(), None).await;
+    // Nothing is kept by a probe: the reference's logits go with the scratch.
+    outcome.add_kld(&plan, profile, &args.model, &settings, scratch.path(), None).await;
     let ceiling = model.as_ref().and_then(|m| {
         let speed = &outcome.measurement.speed.as_ref()?.summary;
         speed_ceiling(m, &settings, speed, bandwidth)
@@ -185,6 +187,15 @@ fn report(
                 ),
             );
         }
+    }
+    if let Some(k) = &o.measurement.kld {
+        line(
+            "KLD",
+            format!(
+                "mean {:.6}, 99th percentile {:.6}, same top token {:.1} % ({} chunks of {} tokens)",
+                k.mean, k.p99, k.same_top_pct, k.chunks, k.ctx
+            ),
+        );
     }
     if let Some(p) = &o.measurement.perplexity {
         let pm = p.plus_minus.map_or(String::new(), |x| format!(" ± {x:.4}"));

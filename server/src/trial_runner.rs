@@ -226,7 +226,8 @@ async fn measure(
     // engine (perplexity needs its memory) or the engine is in doubt.
     let keep = trial
         .study_id
-        .filter(|_| measured.is_ok() && probes.perplexity.is_none() && !engine.has_exited());
+        .filter(|_| measured.is_ok() && probes.perplexity.is_none() && probes.kld.is_none())
+        .filter(|_| !engine.has_exited());
     match keep {
         Some(study_id) => {
             let launched_by = reused_from.unwrap_or(trial.id);
@@ -260,6 +261,9 @@ async fn measure(
     let scratch = ctx.logs_dir.as_path();
     let registry = Some(ctx.engines_dir.as_path());
     outcome.add_perplexity(probes, profile, &trial.model, &trial.settings, scratch, registry).await;
+    // The reference's logits are kept beside the logs, in the data folder.
+    let kld_dir = ctx.logs_dir.with_file_name("kld");
+    outcome.add_kld(probes, profile, &trial.model, &trial.settings, &kld_dir, registry).await;
     let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
         let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
         let speed = &outcome.measurement.speed.as_ref()?.summary;

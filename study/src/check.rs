@@ -166,10 +166,14 @@ impl StudyDef {
         if !errors.is_empty() {
             return Err(StudyError(errors));
         }
-        let probes = self.probes.clone().unwrap_or_else(|| ProbePlan {
+        let mut probes = self.probes.clone().unwrap_or_else(|| ProbePlan {
             speed: Some(Default::default()),
             ..ProbePlan::default()
         });
+        // A study's KL divergence is measured from its own baseline.
+        if let Some(kld) = &mut probes.kld {
+            kld.reference = baseline.clone();
+        }
         let request_time = space
             .params
             .iter()

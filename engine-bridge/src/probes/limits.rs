@@ -106,6 +106,12 @@ impl ProbePlan {
             c.at_most("perplexity.chunks", p.chunks, MAX_CHUNKS);
             c.at_most("perplexity.timeout", p.timeout, MAX_TIMEOUT);
         }
+        if let Some(p) = &self.kld {
+            c.at_most("kld.ctx", p.ctx as usize, MAX_TOKENS);
+            c.at_most("kld.chunks", p.chunks, MAX_CHUNKS);
+            c.at_most("kld.timeout", p.timeout, MAX_TIMEOUT);
+            c.at_most("kld.reference (settings)", p.reference.len(), 64);
+        }
         c.0
     }
 }

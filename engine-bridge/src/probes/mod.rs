@@ -5,6 +5,7 @@
 pub mod concurrency;
 pub mod context;
 pub mod depth;
+pub mod kld;
 pub mod limits;
 pub mod perplexity;
 pub mod quality;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use concurrency::{ConcurrencyPoint, ConcurrencyProbe};
 pub use context::{ContextProbe, RecallPoint};
 pub use depth::{DepthPoint, DepthProbe};
+pub use kld::{KldProbe, KldResult};
 pub use perplexity::{PerplexityProbe, PerplexityResult};
 pub use quality::{Judge, QualityProbe, QualityResult, Suite};
 pub use speed::{SpeedProbe, SpeedResult, SpeedSummary};
@@ -36,6 +38,9 @@ pub struct ProbePlan {
     pub context: Option<ContextProbe>,
     /// Runs after the engine stops (see [`perplexity`]); llama-server only.
     pub perplexity: Option<PerplexityProbe>,
+    /// KL divergence from a reference configuration (see [`kld`]); after
+    /// the engine stops, llama-server only.
+    pub kld: Option<KldProbe>,
 }
 
 impl ProbePlan {
@@ -58,6 +63,8 @@ pub struct Measurement {
     pub quality: Option<QualityResult>,
     pub context: Option<Vec<RecallPoint>>,
     pub perplexity: Option<PerplexityResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kld: Option<KldResult>,
     /// Probes that failed without failing the trial (perplexity), and why.
     #[serde(default)]
     pub probe_errors: Vec<String>,

@@ -69,6 +69,17 @@ pub struct PerplexityResult {
     pub ms: f64,
 }
 
+/// What a run of llama-perplexity is about: the engine's profile, the
+/// model, the configuration, where to write the text, and where the tool is
+/// recorded while it runs (see [`crate::registry`]).
+pub(crate) struct Run<'a> {
+    pub profile: &'a Profile,
+    pub model: &'a Path,
+    pub settings: &'a Settings,
+    pub scratch: &'a Path,
+    pub registry: Option<&'a Path>,
+}
+
 /// The final estimate from llama-perplexity's output.
 pub fn parse_estimate(output: &str) -> Option<(f64, Option<f64>)> {
     let re = Regex::new(r"Final estimate: PPL = ([0-9.]+)(?: \+/- ([0-9.]+))?").expect("regex");
@@ -92,27 +103,50 @@ impl PerplexityProbe {
         scratch: &Path,
         registry: Option<&Path>,
     ) -> Result<PerplexityResult, Failure> {
+        let started = Instant::now();
+        let run = Run { profile, model, settings, scratch, registry };
+        let (ppl, plus_minus) = self.run_tool(&run, &[], parse_estimate).await?;
+        Ok(PerplexityResult {
+            ppl,
+            plus_minus,
+            ctx: self.ctx,
+            chunks: self.chunks,
+            ms: started.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// Runs llama-perplexity on the text with the configuration's shared
+    /// settings and `extra` arguments, until `parse` reads what it printed
+    /// (its output can be lost on a busy machine: see
+    /// [`LOST_OUTPUT_RETRIES`]).
+    pub(crate) async fn run_tool<T>(
+        &self,
+        run: &Run<'_>,
+        extra: &[String],
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<T, Failure> {
         let fail = |message: String| Failure::new(FailureKind::ProbeFailed, message);
-        let binary = Self::binary_for(profile)
+        let binary = Self::binary_for(run.profile)
             .ok_or_else(|| fail("no llama-perplexity beside this profile's llama-server".into()))?;
         let text_path = match &self.text {
             Some(p) => p.clone(),
             None => {
-                let p = scratch.join("tunebook-reference.txt");
+                let p = run.scratch.join("tunebook-reference.txt");
                 std::fs::write(&p, REFERENCE_TEXT)
                     .map_err(|e| fail(format!("writing the text: {e}")))?;
                 p
             }
         };
-        let shared: Settings = settings
+        let shared: Settings = run
+            .settings
             .iter()
             .filter(|(k, _)| SHARED_SETTINGS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let rendered = profile.catalog().render(&shared).map_err(|e| fail(e.to_string()))?;
+        let rendered = run.profile.catalog().render(&shared).map_err(|e| fail(e.to_string()))?;
         let mut args = vec![
             "-m".to_string(),
-            model.display().to_string(),
+            run.model.display().to_string(),
             "-f".into(),
             text_path.display().to_string(),
             "-c".into(),
@@ -125,28 +159,22 @@ impl PerplexityProbe {
             self.ctx.to_string(),
         ];
         args.extend(rendered.args);
+        args.extend(extra.iter().cloned());
         let mut spec = LaunchSpec::new(binary, args);
         spec.env = rendered.env;
-        spec.env.extend(profile.env.clone());
+        spec.env.extend(run.profile.env.clone());
         let mut spec = crate::flags::adapt(spec).await?;
-        spec.registry_dir = registry.map(Path::to_path_buf);
-        let started = Instant::now();
+        spec.registry_dir = run.registry.map(Path::to_path_buf);
         let mut attempt = 0;
         loop {
             attempt += 1;
             let (status, text) = self.run_once(&spec).await?;
-            if let (true, Some((ppl, plus_minus))) = (status.success(), parse_estimate(&text)) {
-                return Ok(PerplexityResult {
-                    ppl,
-                    plus_minus,
-                    ctx: self.ctx,
-                    chunks: self.chunks,
-                    ms: started.elapsed().as_secs_f64() * 1e3,
-                });
+            if let (true, Some(found)) = (status.success(), parse(&text)) {
+                return Ok(found);
             }
             // This llama.cpp logs from a background thread and, on a busy
             // machine, sometimes exits (successfully) before its last lines
-            // are written: the estimate is lost, not wrong. Run it again.
+            // are written: the result is lost, not wrong. Run it again.
             if status.success() && attempt < LOST_OUTPUT_RETRIES {
                 continue;
             }
@@ -155,7 +183,7 @@ impl PerplexityProbe {
             let mut failure = classify_exit(exit, tail.into_iter().rev().collect());
             if status.success() {
                 failure.kind = FailureKind::ProbeFailed;
-                failure.message = format!("llama-perplexity printed no estimate in {attempt} runs");
+                failure.message = format!("llama-perplexity printed no result in {attempt} runs");
             }
             return Err(failure);
         }
