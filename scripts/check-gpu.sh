@@ -4,7 +4,8 @@
 # llama.cpp's llama-server and llama-bench with CUDA from the same
 # llama-cpp-python source package as the CPU engine, then runs
 # engine-bridge's gpu_check (the planner's GPU split against the engine's
-# own buffers at several -ngl, the nvidia-smi sampling against the device)
+# own buffers at several -ngl and with a mixture of experts' experts kept on
+# the CPU, the nvidia-smi sampling against the device)
 # and the harness benchmark with every layer on the GPU (on a 4.3 GB model
 # gpu_check writes).
 #

@@ -8,7 +8,11 @@
 //!    against what the device itself says is in use, and the planner's
 //!    whole GPU prediction (weights, K/V, margin) against both.
 //!
-//! Prints a markdown table and exits 1 if a prediction is more than 5 % off.
+//! 3. a mixture-of-experts model with every layer offloaded and its experts
+//!    kept on the CPU by count (`--n-cpu-moe`), by switch (`--cpu-moe`) and
+//!    by pattern (`-ot`): the planner's GPU weights against the engine's.
+//!
+//! Prints markdown tables and exits 1 if a prediction is more than 5 % off.
 //! Also writes `large-llama.gguf` (4.3 GB) beside the checked model: big
 //! enough that decoding on a data-centre GPU is bound by memory bandwidth,
 //! for the harness benchmark that follows.
@@ -19,6 +23,7 @@ use std::time::Duration;
 
 use engine_bridge::gguf::{LlamaSpec, write_random_llama};
 use engine_bridge::memory::gpu_used_total_bytes;
+use engine_bridge::placement::Placement;
 use engine_bridge::planner::{LoggedBuffer, ModelInfo, logged_buffers};
 use engine_bridge::process::LaunchSpec;
 use engine_bridge::{RunningEngine, free_port};
@@ -157,7 +162,69 @@ async fn main() {
         "\nweights and K/V: the planner against llama-server's own buffers (worst {worst:.1} %, \
          bound {TOLERANCE_PCT} %)"
     );
+    worst = worst.max(moe_placements(server, dir).await);
     if worst > TOLERANCE_PCT {
         std::process::exit(1);
     }
+}
+
+/// Offloads every layer of a mixture-of-experts model while keeping
+/// experts on the CPU in each of llama.cpp's three ways; prints the GPU
+/// weights planned against those the engine allocated, and returns the
+/// worst difference in percent.
+async fn moe_placements(server: &str, dir: &str) -> f64 {
+    let model = PathBuf::from(dir).join("moe-llama.gguf");
+    if !model.exists() {
+        let spec = LlamaSpec {
+            layers: 12,
+            width: 1024,
+            heads: 16,
+            kv_heads: 4,
+            feed_forward: 1024,
+            context_length: 4096,
+            experts: 8,
+            experts_used: 2,
+        };
+        write_random_llama(&model, &spec, 7).expect("MoE model written");
+    }
+    let info = ModelInfo::read(&model).expect("model read");
+    println!("\n# Experts on the CPU: {} (8 experts, 2 used)\n", model.display());
+    println!("| placement | GPU weights planned / logged MiB | off |");
+    println!("| --- | --- | --- |");
+    let cases: [&[(&str, &str)]; 4] = [
+        &[],
+        &[("n_cpu_moe", "6")],
+        &[("cpu_moe", "true")],
+        &[("override_tensor", r"blk\.[0-3]\.ffn_.*_exps=CPU")],
+    ];
+    let mut worst: f64 = 0.0;
+    for case in cases {
+        let mut settings: engine_bridge::Settings =
+            case.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        settings.insert("n_gpu_layers".into(), "99".into());
+        let rendered = engine_bridge::catalog::Catalog::llama_server().render(&settings).unwrap();
+        let port = free_port().unwrap();
+        let mut args: Vec<String> = ["-m", &model.display().to_string(), "-c", &CTX.to_string()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(rendered.args);
+        let tail = ["--fit", "off", "-lv", "4", "--host", "127.0.0.1", "--port", &port.to_string()];
+        args.extend(tail.iter().map(|s| s.to_string()));
+        let spec = LaunchSpec::new(PathBuf::from(server), args);
+        let engine = RunningEngine::launch(spec, port, Duration::from_secs(120))
+            .await
+            .unwrap_or_else(|f| panic!("{case:?}: {f}\n{}", f.log_tail.join("\n")));
+        let buffers = logged_buffers(engine.startup_log());
+        engine.stop(Duration::from_secs(5)).await;
+        let placement = Placement::of(&settings, 0).unwrap();
+        let plan = info.placed_plan(CTX, ("f16", "f16"), &placement, (u64::MAX, u64::MAX));
+        let logged = on_gpu(&buffers, "model");
+        let off = off_pct(plan.gpu.weights, logged);
+        worst = worst.max(off.abs());
+        let shown =
+            if case.is_empty() { "all on the GPU".to_string() } else { format!("{case:?}") };
+        println!("| {shown} | {} / {} | {off:+.1} % |", mib(plan.gpu.weights), mib(logged));
+    }
+    worst
 }
