@@ -686,3 +686,34 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn llama_cpps_own_fit_can_be_the_baseline() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let mut def = demo_study();
+    def["fit_baseline"] = json!(true);
+    // Nothing says how much context: llama.cpp's fit chooses it.
+    def["fixed"] = json!({ "threads": 2 });
+    def["strategy"] = json!({ "kind": "grid" });
+    def["budget"] = json!({ "max_trials": 1 });
+    let created = post(&server, "/api/studies", &def).await;
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+    let row: StudyRow = created.json().await.unwrap();
+    let baseline = &row.definition.baseline;
+    let ctx = baseline.get("ctx_size").and_then(|v| v.as_str()).expect("a fitted context");
+    assert!(ctx.parse::<u64>().unwrap() > 0, "{baseline:?}");
+    assert_eq!(baseline["cache_type_k"], json!("f16"), "what the study gave is kept");
+    let detail: Value = get_json(&server, &format!("/api/studies/{}", row.id)).await;
+    let events = detail["events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["message"].as_str().unwrap().contains("(llama-fit-params): -c ")),
+        "{events:?}"
+    );
+    // On workers, llama.cpp's fit of this server's memory means nothing.
+    def["machines"] = json!(["any"]);
+    let refused = post(&server, "/api/studies", &def).await;
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("fit_baseline"));
+    server.stop().await;
+}

@@ -153,6 +153,12 @@ pub struct StudyDef {
     /// effect" or a free win must be shown within.
     #[serde(default, skip_serializing_if = "is_default_margins")]
     pub margins: crate::margins::Margins,
+    /// Take llama.cpp's own choice for this model and the memory free now
+    /// (`llama-fit-params`) as the baseline, for what the baseline leaves
+    /// unset: the configuration a tuned one has to beat. The server asks
+    /// when the study is created and writes the answer into `baseline`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fit_baseline: bool,
 }
 
 fn is_default_margins(m: &crate::margins::Margins) -> bool {

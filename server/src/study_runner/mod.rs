@@ -78,9 +78,48 @@ impl Studies {
         check_endpoints(&self.ctx.endpoints, def)
             .and_then(|()| check(&self.ctx.profiles, def).map(drop))
             .map_err(crate::Error::Invalid)?;
-        let id = studies::insert(&self.ctx.db, def).await?;
+        let (def, fitted) = match def.fit_baseline {
+            true => self.fitted_baseline(def).await?,
+            false => (def.clone(), None),
+        };
+        let id = studies::insert(&self.ctx.db, &def).await?;
         record(&self.ctx, id, "created", &format!("study `{}` created", def.name)).await?;
+        if let Some(args) = fitted {
+            let said = format!("baseline from llama.cpp's own fit (llama-fit-params): {args}");
+            record(&self.ctx, id, "baseline", &said).await?;
+        }
         Ok((id, self.spawn(id)))
+    }
+
+    /// `def` with what llama.cpp's `llama-fit-params` chooses for its model
+    /// and the memory free now written into its baseline (where the baseline
+    /// and the fixed settings leave a setting unset), and the tool's answer.
+    async fn fitted_baseline(
+        &self,
+        def: &StudyDef,
+    ) -> Result<(StudyDef, Option<String>), crate::Error> {
+        let refuse = |why: String| crate::Error::BadRequest(format!("fit_baseline: {why}"));
+        if !def.machines.is_empty() {
+            return Err(refuse(
+                "llama.cpp fits to this server's memory; a study on workers cannot take it".into(),
+            ));
+        }
+        let study = check(&self.ctx.profiles, def).map_err(crate::Error::Invalid)?;
+        let profile = self.ctx.profiles.iter().find(|p| p.name == def.profile).expect("checked");
+        let model = &profile.model(&def.model).expect("checked").path;
+        let fitted = engine_bridge::fit::fitted(profile, model, &study.baseline)
+            .await
+            .map_err(refuse)?
+            .ok_or_else(|| refuse(format!("profile `{}` has no llama-fit-params", profile.name)))?;
+        let mut def = def.clone();
+        for (name, value) in fitted.settings {
+            if !study.baseline.contains_key(&name) {
+                def.baseline.insert(name, serde_json::Value::String(value));
+            }
+        }
+        // What llama.cpp chose must make a baseline this study can run.
+        check(&self.ctx.profiles, &def).map_err(crate::Error::Invalid)?;
+        Ok((def, Some(fitted.args.join(" "))))
     }
 
     pub async fn pause(&self, id: i64) -> Result<(), crate::Error> {
