@@ -77,6 +77,8 @@ pub struct Form {
     /// Where trials run: blank for this server's engine, else workers'
     /// names separated by commas, or `any`.
     pub machines: String,
+    /// What the baseline leaves unset, llama.cpp's own fit chooses.
+    pub fit_baseline: bool,
 }
 
 impl Default for Form {
@@ -121,6 +123,7 @@ impl Default for Form {
             context_sizes: String::new(),
             context_depths: "0.1, 0.5, 0.9".into(),
             machines: String::new(),
+            fit_baseline: false,
         }
     }
 }
@@ -402,6 +405,7 @@ impl Form {
             "space": space,
             "fixed": fixed,
             "baseline": baseline,
+            "fit_baseline": self.fit_baseline,
             "constraints": constraints,
             "objectives": objectives,
             "strategy": strategy,
@@ -466,6 +470,9 @@ mod tests {
         assert_eq!(v["baseline"]["cache_type_k"], "f16");
         assert_eq!(v["fixed"]["ctx_size"], 1024);
         assert_eq!(v["constraints"], json!(["a == b", "c != d"]));
+        assert_eq!(v["fit_baseline"], false, "the baseline as given");
+        let fitted = Form { fit_baseline: true, ..form.clone() }.to_json().unwrap();
+        assert_eq!(fitted["fit_baseline"], true);
         assert_eq!(v["objectives"][0], json!({ "metric": "decode_tps", "goal": "max" }));
         let offered: Vec<String> = form.setting_measures().into_iter().map(|m| m.name).collect();
         assert_eq!(offered, ["setting.cache_type_k", "setting.ctx_size"], "varied, then fixed");

@@ -238,6 +238,15 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                         let k = key();
                         form.update(|f| f.vary.push(VaryRow { key: k, ..Default::default() }));
                     }>"Add a setting to vary"</button>
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            id="fit-baseline"
+                            prop:checked=move || form.with(|f| f.fit_baseline)
+                            on:change=move |ev| form.update(|f| f.fit_baseline = event_target_checked(&ev))
+                        />
+                        "Baseline: what it leaves blank, llama.cpp's own fit chooses (llama-fit-params, for the memory free now)"
+                    </label>
                 </section>
 
                 <section class="panel">
