@@ -135,11 +135,10 @@ async fn the_engine_log_is_followed_while_the_trial_runs() {
     let (last, lines) = events.split_last().expect("events");
     assert_eq!(last.0, "end", "the stream ends with the trial: {events:?}");
     let text: String = lines.iter().map(|(_, d)| format!("{d}\n")).collect();
-    // llama-server's own words, as it loaded the model and served.
-    assert!(
-        text.contains("loading model") && text.contains("listening on http://127.0.0.1:"),
-        "{text}"
-    );
+    // llama-server's own words as it served. (The stream starts from the
+    // log's last lines: at verbosity 4 the loading may already be further
+    // back than that when the stream opens.)
+    assert!(text.contains("print_timing") && text.contains("eval time ="), "{text}");
     let t: TrialView = get_json(&server, &format!("/api/trials/{}", queued.id)).await;
     assert!(t.state.is_final(), "the end comes once the trial has ended: {:?}", t.state);
     // Asked again afterwards: the last lines, then the end at once.
