@@ -8,7 +8,9 @@ use crate::catalog::{Settings, tensor_overrides};
 
 /// The expert tensors of a mixture-of-experts block, as llama.cpp names
 /// them (`blk.N.ffn_up_exps.weight`, …).
-const EXPERTS: &str = r"\.ffn_(up|down|gate|gate_up)_exps";
+static EXPERTS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"\.ffn_(up|down|gate|gate_up)_exps").expect("valid")
+});
 
 /// Where a tensor's weights are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,14 +26,17 @@ pub enum Place {
 pub struct Placement {
     /// Layers offloaded (`n_gpu_layers`).
     pub gpu_layers: u64,
-    /// Tensor overrides in the order llama.cpp checks them.
+    /// Tensor overrides (`-ot`) in the order llama.cpp checks them.
     overrides: Vec<(regex::Regex, Place)>,
+    /// Experts of the blocks below this one stay on the CPU (`--n-cpu-moe`;
+    /// `--cpu-moe` is every block): overrides llama.cpp checks after `-ot`.
+    experts_on_cpu_below: u64,
 }
 
 impl Placement {
     /// `gpu_layers` layers offloaded and nothing overridden.
     pub fn layers(gpu_layers: u64) -> Self {
-        Self { gpu_layers, overrides: vec![] }
+        Self { gpu_layers, overrides: vec![], experts_on_cpu_below: 0 }
     }
 
     /// The placement a configuration's settings ask for, with
@@ -54,12 +59,9 @@ impl Placement {
                 placement.overrides.push((pattern, place));
             }
         }
+        placement.experts_on_cpu_below = number("n_cpu_moe")?.unwrap_or(0);
         if settings.get("cpu_moe").is_some_and(|v| matches!(v.as_str(), "true" | "on" | "1")) {
-            placement.overrides.push((regex::Regex::new(EXPERTS).expect("valid"), Place::Host));
-        }
-        for block in 0..number("n_cpu_moe")?.unwrap_or(0).min(4096) {
-            let pattern = format!(r"blk\.{block}{EXPERTS}");
-            placement.overrides.push((regex::Regex::new(&pattern).expect("valid"), Place::Host));
+            placement.experts_on_cpu_below = u64::MAX;
         }
         Ok(placement)
     }
@@ -69,12 +71,16 @@ impl Placement {
         if let Some((_, place)) = self.overrides.iter().find(|(p, _)| p.is_match(name)) {
             return place.clone();
         }
+        let block = name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()?.parse().ok());
+        if block.is_some_and(|b: u64| b < self.experts_on_cpu_below) && EXPERTS.is_match(name) {
+            return Place::Host;
+        }
         let slots = self.gpu_layers.min(blocks + 1);
         // Blocks from this index on are offloaded; the output layer is
         // the first slot to go.
         let first_on_gpu = blocks + 1 - slots;
-        let on_gpu = match name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()) {
-            Some(i) => i.parse::<u64>().is_ok_and(|i| i >= first_on_gpu),
+        let on_gpu = match block {
+            Some(i) => i >= first_on_gpu,
             None => slots >= 1 && name.starts_with("output"),
         };
         if on_gpu { Place::Gpu } else { Place::Host }
