@@ -23,6 +23,9 @@ if [[ ! -f "$stamp" ]]; then
       "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION"
   test -x "$prefix/build/bin/llama-server"
   test -x "$prefix/build/bin/llama-bench"
+  # The probes and `tunebook plan` call these beside llama-server.
+  test -x "$prefix/build/bin/llama-perplexity"
+  test -x "$prefix/build/bin/llama-fit-params"
   touch "$stamp"
 fi
 
