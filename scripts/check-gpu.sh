@@ -22,7 +22,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 work="${TUNEBOOK_GPU_WORK:-$root/.tools/gpu}"
-mkdir -p "$work"
+mkdir -p "$work" "$work/models"
 
 src="${1:-}"
 if [[ -z "$src" ]]; then
@@ -35,13 +35,13 @@ elif [[ -f "$src" ]]; then
 fi
 
 build="$work/build-cuda"
-if [[ ! -x "$build/bin/llama-bench" ]]; then
+if [[ ! -x "$build/bin/llama-fit-params" ]]; then
   echo "==> building llama.cpp with CUDA from $src"
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >"$work/cmake.log"
-  cmake --build "$build" --target llama-server llama-bench -j "$(nproc)" >"$work/build.log"
+  cmake --build "$build" --target llama-server llama-bench llama-fit-params -j "$(nproc)" >"$work/build.log"
 fi
 "$build/bin/llama-server" --version 2>&1 | head -n 3
 

@@ -12,6 +12,11 @@
 //!    kept on the CPU by count (`--n-cpu-moe`), by switch (`--cpu-moe`) and
 //!    by pattern (`-ot`): the planner's GPU weights against the engine's.
 //!
+//! 4. llama.cpp's own fit (`llama-fit-params`) of that model into a GPU
+//!    budget made tight on purpose (`--fit-target`): what it chose, the
+//!    planner's GPU side for that choice, and the engine's buffers when run
+//!    with it.
+//!
 //! Prints markdown tables and exits 1 if a prediction is more than 5 % off.
 //! Also writes `large-llama.gguf` (4.3 GB) beside the checked model: big
 //! enough that decoding on a data-centre GPU is bound by memory bandwidth,
@@ -163,6 +168,7 @@ async fn main() {
          bound {TOLERANCE_PCT} %)"
     );
     worst = worst.max(moe_placements(server, dir).await);
+    worst = worst.max(fit_against_plan(server, dir).await);
     if worst > TOLERANCE_PCT {
         std::process::exit(1);
     }
@@ -225,6 +231,72 @@ async fn moe_placements(server: &str, dir: &str) -> f64 {
         let shown =
             if case.is_empty() { "all on the GPU".to_string() } else { format!("{case:?}") };
         println!("| {shown} | {} / {} | {off:+.1} % |", mib(plan.gpu.weights), mib(logged));
+    }
+    worst
+}
+
+/// Asks llama.cpp's `llama-fit-params` to fit the MoE model into a GPU
+/// budget of a few hundred MiB (everything else left free by
+/// `--fit-target`), runs the engine with what it chose, and compares the
+/// planner's GPU weights for that choice with the engine's; returns the
+/// difference in percent.
+async fn fit_against_plan(server: &str, dir: &str) -> f64 {
+    let model = PathBuf::from(dir).join("moe-llama.gguf");
+    let info = ModelInfo::read(&model).expect("model read");
+    let free = engine_bridge::memory::gpu_free_bytes().await.unwrap_or(0);
+    let profile: engine_bridge::Profile = toml::from_str(&format!(
+        "name = \"gpu\"\nkind = \"llama-server\"\nbinary = {:?}\nmodels = []\n",
+        server
+    ))
+    .expect("a profile");
+    println!("\n# llama.cpp's fit against the planner: {}\n", model.display());
+    println!("| GPU budget MiB | fit chose | GPU weights planned / logged MiB | off | planned GPU total MiB |");
+    println!("| --- | --- | --- | --- | --- |");
+    let mut worst: f64 = 0.0;
+    for budget_mib in [400u64, 800] {
+        let target = (free >> 20).saturating_sub(budget_mib);
+        let asked: engine_bridge::Settings = [
+            ("ctx_size".to_string(), CTX.to_string()),
+            ("fit_target".to_string(), target.to_string()),
+        ]
+        .into();
+        let fitted = match engine_bridge::fit::fitted(&profile, &model, &asked).await {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                println!("| {budget_mib} | no llama-fit-params beside {server} | | | |");
+                return 0.0;
+            }
+            Err(e) => {
+                println!("| {budget_mib} | failed: {e} | | | |");
+                continue;
+            }
+        };
+        // Its arguments run as it printed them.
+        let port = free_port().unwrap();
+        let mut args = vec!["-m".to_string(), model.display().to_string()];
+        args.extend(fitted.args.iter().cloned());
+        let tail = ["--fit", "off", "-lv", "4", "--host", "127.0.0.1", "--port", &port.to_string()];
+        args.extend(tail.iter().map(|s| s.to_string()));
+        let spec = LaunchSpec::new(PathBuf::from(server), args);
+        let engine = RunningEngine::launch(spec, port, Duration::from_secs(120))
+            .await
+            .unwrap_or_else(|f| panic!("{:?}: {f}\n{}", fitted.args, f.log_tail.join("\n")));
+        let buffers = logged_buffers(engine.startup_log());
+        engine.stop(Duration::from_secs(5)).await;
+        // `-ngl -1`, every layer, is not a count the settings keep.
+        let all = fitted.args.windows(2).any(|w| w[0] == "-ngl" && w[1] == "-1");
+        let placement = Placement::of(&fitted.settings, if all { 999 } else { 0 }).unwrap();
+        let plan = info.placed_plan(CTX, ("f16", "f16"), &placement, (u64::MAX, u64::MAX));
+        let logged = on_gpu(&buffers, "model");
+        let off = off_pct(plan.gpu.weights, logged);
+        worst = worst.max(off.abs());
+        println!(
+            "| {budget_mib} | `{}` | {} / {} | {off:+.1} % | {} |",
+            fitted.args.join(" "),
+            mib(plan.gpu.weights),
+            mib(logged),
+            mib(plan.gpu.total),
+        );
     }
     worst
 }

@@ -55,10 +55,15 @@ pub async fn fitted(
         let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
         return Err(format!("llama-fit-params failed ({}): {last}", out.status));
     }
-    let printed = String::from_utf8_lossy(&out.stdout);
-    let line = printed.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let args: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    let args = printed_args(&String::from_utf8_lossy(&out.stdout))?;
     Ok(Some(Fitted { settings: as_settings(&catalog, &args), args }))
+}
+
+/// The arguments of the command line the tool prints last. It prints it
+/// for a shell: an `-ot` list comes in double quotes.
+fn printed_args(printed: &str) -> Result<Vec<String>, String> {
+    let line = printed.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    shlex::split(line).ok_or_else(|| format!("llama-fit-params printed no command line: {line}"))
 }
 
 /// The arguments the catalog knows by their flags, each kept only where
@@ -79,6 +84,24 @@ pub fn as_settings(catalog: &Catalog, args: &[String]) -> Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_printed_command_line_is_read_as_a_shell_would() {
+        // As llama-fit-params printed it for a MoE model on an H100, with
+        // most of the GPU kept free (`--fit-target`).
+        let printed = "load: …\n-c 4096 -ngl 9 -ot \"blk\\.5\\.ffn_(gate|up|gate_up|down).*=CPU,\
+                       blk\\.6\\.ffn_(up|down|gate_up|gate)_(ch|)exps=CPU\"\n";
+        let args = printed_args(printed).unwrap();
+        assert_eq!(args.len(), 6, "{args:?}");
+        assert_eq!(
+            args[5],
+            "blk\\.5\\.ffn_(gate|up|gate_up|down).*=CPU,blk\\.6\\.ffn_(up|down|gate_up|gate)_(ch|)exps=CPU"
+        );
+        let s = as_settings(&Catalog::llama_server(), &args);
+        assert_eq!(s["n_gpu_layers"], "9");
+        assert!(s["override_tensor"].starts_with("blk\\.5\\."), "{s:?}");
+        assert!(printed_args("-ot \"unclosed\n").is_err());
+    }
 
     #[test]
     fn fitted_arguments_read_as_settings() {

@@ -130,6 +130,27 @@ impl Catalog {
                 ),
                 param("n_gpu_layers", "-ngl", int(0, 999), "auto", "Layers offloaded to the GPU."),
                 param(
+                    "fit",
+                    "--fit",
+                    Choice { choices: &["on", "off"], open: false },
+                    "on",
+                    "Let the engine set what is left unset (context, layers, experts) to fit device memory.",
+                ),
+                param(
+                    "fit_target",
+                    "--fit-target",
+                    int(0, 1 << 20),
+                    "1024",
+                    "Memory in MiB that --fit leaves free on each device.",
+                ),
+                param(
+                    "fit_ctx",
+                    "--fit-ctx",
+                    int(0, 1 << 24),
+                    "4096",
+                    "The smallest context --fit may choose.",
+                ),
+                param(
                     "n_cpu_moe",
                     "--n-cpu-moe",
                     int(0, 999),
