@@ -70,6 +70,9 @@ pub struct Form {
     pub n_predict: String,
     pub repeats: String,
     pub quality: bool,
+    /// KL divergence from the baseline (llama-perplexity); also run when an
+    /// objective or bound reads a divergence.
+    pub kld: bool,
     /// Context recall: sizes in tokens and depths (0 to 1), comma separated;
     /// blank sizes leave the probe out.
     pub context_sizes: String,
@@ -120,6 +123,7 @@ impl Default for Form {
             n_predict: "32".into(),
             repeats: "2".into(),
             quality: false,
+            kld: false,
             context_sizes: String::new(),
             context_depths: "0.1, 0.5, 0.9".into(),
             machines: String::new(),
@@ -383,6 +387,10 @@ impl Form {
         if self.quality {
             probes.insert("quality".into(), json!({}));
         }
+        let divergence = ["kld_mean", "kld_p99", "same_top_rate"];
+        if self.kld || self.objectives.iter().any(|o| divergence.contains(&o.metric.as_str())) {
+            probes.insert("kld".into(), json!({}));
+        }
         let sizes = list(&self.context_sizes);
         if !sizes.is_empty() {
             probes.insert(
@@ -481,6 +489,13 @@ mod tests {
         assert_eq!(v["budget"]["confirm_pairs"], 3);
         assert_eq!(v["margins"], json!({}), "the defaults");
         assert_eq!(v["probes"]["quality"], json!({}));
+        assert!(v["probes"].get("kld").is_none(), "not asked for");
+        let mut judged = form.clone();
+        judged.objectives[0].metric = "kld_mean".into();
+        let v2 = judged.to_json().unwrap();
+        assert_eq!(v2["probes"]["kld"], json!({}), "a divergence objective runs its probe");
+        let asked = Form { kld: true, ..form.clone() }.to_json().unwrap();
+        assert_eq!(asked["probes"]["kld"], json!({}));
         assert_eq!(v["probes"]["context"]["sizes"], json!([1024, 2048]));
         // Margins: quality typed in points, kept as a share.
         let strict =

@@ -194,7 +194,7 @@ pub async fn export(
 }
 
 /// The CSV's fixed columns, before one `setting.NAME` column per setting.
-const CSV_COLUMNS: [&str; 27] = [
+const CSV_COLUMNS: [&str; 30] = [
     "id",
     "study_id",
     "role",
@@ -220,6 +220,9 @@ const CSV_COLUMNS: [&str; 27] = [
     "ceiling_tps",
     "pct_of_ceiling",
     "perplexity",
+    "kld_mean",
+    "kld_p99",
+    "same_top_rate",
     "failure_kind",
     "error",
 ];

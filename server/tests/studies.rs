@@ -281,6 +281,57 @@ async fn the_context_size_is_an_objective_and_recall_is_counted_in_tokens() {
 }
 
 #[tokio::test]
+async fn a_study_judges_quality_by_kl_divergence_from_its_baseline() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let def = json!({
+        "name": "divergence",
+        "profile": "demo",
+        "model": "tiny-llama",
+        "space": { "cache_type_k": ["f16", "q4_0"], "cache_type_v": ["f16", "q4_0"] },
+        "constraints": ["cache_type_k == cache_type_v"],
+        "fixed": { "threads": 2, "flash_attn": "on", "ctx_size": 512 },
+        "baseline": { "cache_type_k": "f16", "cache_type_v": "f16" },
+        "objectives": [{ "metric": "decode_tps" }, { "metric": "kld_mean" }],
+        "bounds": [{ "metric": "same_top_rate", "min": "0.5" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 2, "confirm_pairs": 0, "skip_dominated": false },
+        "probes": {
+            "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 },
+            "kld": { "ctx": 128, "chunks": 3 }
+        }
+    });
+    // Without its probe, a divergence cannot be judged: refused, with why.
+    let mut unprobed = def.clone();
+    unprobed["probes"].as_object_mut().unwrap().remove("kld");
+    let refused = post(&server, "/api/studies", &unprobed).await;
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("add [probes.kld]"));
+
+    let (row, mut trials) = run_to_the_end(&server, &def).await;
+    trials.sort_by_key(|t| t.id);
+    assert_eq!(trials.len(), 2, "{trials:?}");
+    let (base, q4) = (&trials[0], &trials[1]);
+    assert_eq!(base.settings["cache_type_k"], "f16");
+    // The baseline is the reference: it diverges from itself by nothing.
+    let same = base.kld_mean.expect("divergence stored");
+    assert!(same < 1e-4, "{base:?}");
+    assert!(base.same_top_rate.unwrap() > 0.99, "{base:?}");
+    // A 4-bit K/V cache moves the distribution, as llama.cpp measures it.
+    let moved = q4.kld_mean.expect("divergence stored");
+    assert!(moved > 1e-3, "{q4:?}");
+    assert!(q4.kld_p99.unwrap() >= moved, "{q4:?}");
+    assert!(q4.same_top_rate.unwrap() < 1.0, "{q4:?}");
+    // The front is drawn on it, and the findings name it.
+    let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", row.id)).await;
+    assert_eq!(pareto["metrics"], json!(["decode_tps", "kld_mean"]));
+    let found: Value = get_json(&server, &format!("/api/studies/{}/findings", row.id)).await;
+    let markdown = found["markdown"].as_str().unwrap();
+    assert!(markdown.contains("**Best mean KL divergence** (lowest)"), "{markdown}");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn request_time_settings_reuse_the_running_engine() {
     common::require_demo_engine();
     let server = TestServer::start().await;

@@ -122,6 +122,21 @@ impl StudyDef {
         };
         let objectives = targets(&self.objectives, &mut errors);
         let bounds = targets(&self.bounds, &mut errors);
+        let divergence = |t: &&Target| {
+            matches!(
+                t.measure.metric(),
+                Some(Metric::KldMean | Metric::KldP99 | Metric::SameTopRate)
+            )
+        };
+        let kld_planned = self.probes.as_ref().is_some_and(|p| p.kld.is_some());
+        if let Some(t) = objectives.iter().chain(&bounds).find(divergence)
+            && !kld_planned
+        {
+            errors.push(format!(
+                "metric `{}` is measured by the KL-divergence probe: add [probes.kld]",
+                t.measure.name()
+            ));
+        }
         if self.objectives.is_empty() {
             errors
                 .push("no objective: say what better means (e.g. metric = \"decode_tps\")".into());

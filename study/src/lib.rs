@@ -19,7 +19,7 @@ pub mod strategy;
 pub mod study;
 pub mod within_limits;
 
-pub use metric::{Goal, Measure, Metric};
+pub use metric::{Goal, Measure, Metric, Scale};
 pub use space::{Domain, Space};
 pub use strategy::{Proposal, Strategy};
 pub use study::{Observation, Study, StudyDef, StudyError};

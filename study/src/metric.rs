@@ -23,10 +23,30 @@ pub enum Metric {
     ContextTokens,
     PctOfCeiling,
     Perplexity,
+    /// Mean KL divergence of the next-token distribution from the study's
+    /// reference configuration (llama-perplexity), in nats.
+    KldMean,
+    /// Its 99th percentile over the scored tokens.
+    KldP99,
+    /// How often the likeliest next token is the reference's, as a share.
+    SameTopRate,
+}
+
+/// How a metric's changes are modelled and told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Positive quantities compared by ratio, modelled on a log scale:
+    /// speeds, times, sizes, perplexity.
+    Ratio,
+    /// Shares from 0 to 1 compared by difference, told in points.
+    Rate,
+    /// Values compared by plain difference: a KL divergence is exactly 0
+    /// for the reference itself, so no ratio of it means anything.
+    Difference,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 15] = [
         Metric::DecodeTps,
         Metric::PrefillTps,
         Metric::TtftMs,
@@ -39,6 +59,9 @@ impl Metric {
         Metric::ContextTokens,
         Metric::PctOfCeiling,
         Metric::Perplexity,
+        Metric::KldMean,
+        Metric::KldP99,
+        Metric::SameTopRate,
     ];
 
     /// The column (and the name in study files).
@@ -56,6 +79,9 @@ impl Metric {
             Metric::ContextTokens => "context_tokens",
             Metric::PctOfCeiling => "pct_of_ceiling",
             Metric::Perplexity => "perplexity",
+            Metric::KldMean => "kld_mean",
+            Metric::KldP99 => "kld_p99",
+            Metric::SameTopRate => "same_top_rate",
         }
     }
 
@@ -78,7 +104,24 @@ impl Metric {
             Metric::ContextTokens => "context recalled (tokens)",
             Metric::PctOfCeiling => "% of bandwidth ceiling",
             Metric::Perplexity => "perplexity",
+            Metric::KldMean => "mean KL divergence",
+            Metric::KldP99 => "99th-percentile KL divergence",
+            Metric::SameTopRate => "same top token",
         }
+    }
+
+    /// How its changes are modelled and told.
+    pub fn scale(self) -> Scale {
+        match self {
+            Metric::QualityScore | Metric::ContextPassRate | Metric::SameTopRate => Scale::Rate,
+            Metric::KldMean | Metric::KldP99 => Scale::Difference,
+            _ => Scale::Ratio,
+        }
+    }
+
+    /// A share from 0 to 1, shown in percent.
+    pub fn is_rate(self) -> bool {
+        self.scale() == Scale::Rate
     }
 
     /// Which way is better, unless the study says otherwise.
@@ -89,7 +132,8 @@ impl Metric {
             | Metric::QualityScore
             | Metric::ContextPassRate
             | Metric::ContextTokens
-            | Metric::PctOfCeiling => Goal::Max,
+            | Metric::PctOfCeiling
+            | Metric::SameTopRate => Goal::Max,
             _ => Goal::Min,
         }
     }

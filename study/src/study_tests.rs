@@ -56,6 +56,25 @@ fn margins_are_checked_and_kept() {
 }
 
 #[test]
+fn a_divergence_is_judged_only_where_the_probe_runs() {
+    // A bound on the KL divergence needs the probe that measures it.
+    let bounded = format!("{SEEDS}\n[[bounds]]\nmetric = \"kld_mean\"\nmax = \"0.01\"\n");
+    let e = check(&bounded).unwrap_err().to_string();
+    assert!(e.contains("metric `kld_mean` is measured by the KL-divergence probe"), "{e}");
+    let study = check(&format!("{bounded}[probes.kld]\nchunks = 2\n")).unwrap();
+    // The reference is the study's own baseline.
+    let kld = study.probes.kld.as_ref().unwrap();
+    assert_eq!(kld.reference, study.baseline);
+    assert_eq!(kld.chunks, 2);
+    // Its own margins, in nats.
+    let text = SEEDS.replace("[space]\n", "margins = { kld_mean = 0.02 }\n[space]\n");
+    assert_eq!(check(&text).unwrap().def.margins.kld_mean, 0.02);
+    let bad = SEEDS.replace("[space]\n", "margins = { kld_p99 = -1 }\n[space]\n");
+    let e = check(&bad).unwrap_err().to_string();
+    assert!(e.contains("margins.kld_p99: -1 is not between 0 and 10 nats"), "{e}");
+}
+
+#[test]
 fn a_study_from_the_seeds() {
     let study = check(SEEDS).unwrap();
     assert_eq!(study.space.params.len(), 4);

@@ -84,6 +84,38 @@ async fn the_searches_that_vary_every_setting_find_what_was_planted() {
 }
 
 #[tokio::test]
+async fn divergence_tells_a_lossless_cache_type_from_a_lossy_one() {
+    // Judged by KL divergence from the f16 baseline: q8_0 K saves memory
+    // within the divergence margins (a free win, shown equivalent on
+    // every divergence measure), q4_0 K moves the distribution, and
+    // threads leave it alone (equivalence).
+    let kvcache = world("kvcache");
+    for strategy in ["grid", "random", "two_phase", "motpe", "bayes"] {
+        for seed in SEEDS {
+            let (found, score) = run(&kvcache, strategy, seed).await;
+            assert!(score.wrong.is_empty(), "{strategy} seed {seed}: {:#?}", score.wrong);
+            let lost = missed(&score);
+            assert!(
+                lost.is_empty(),
+                "kvcache {strategy} seed {seed}: {lost:#?}\n{}",
+                findings::markdown(&found)
+            );
+            let free = found.iter().find_map(|f| match f {
+                Finding::FreeWin { changes, quality, .. }
+                    if changes.iter().all(|c| c.setting == "cache_type_k" && c.value == "q8_0") =>
+                {
+                    Some(quality)
+                }
+                _ => None,
+            });
+            let quality = free.expect("q8_0 K as a free win");
+            let judged: Vec<&str> = quality.iter().map(|(m, _)| m.name()).collect();
+            assert_eq!(judged, ["kld_mean", "kld_p99", "same_top_rate"], "{strategy} seed {seed}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn on_pure_noise_nothing_is_claimed_to_matter() {
     let noise = world("noise");
     for strategy in ["grid", "random", "two_phase", "motpe", "bayes", "llm"] {

@@ -30,6 +30,9 @@ const METRICS: &[(&str, &str, bool)] = &[
     ("context_tokens", "context recalled (tokens)", true),
     ("pct_of_ceiling", "% of the bandwidth ceiling", true),
     ("perplexity", "perplexity", false),
+    ("kld_mean", "mean KL divergence", false),
+    ("kld_p99", "99th-percentile KL divergence", false),
+    ("same_top_rate", "same top token", true),
 ];
 
 /// The trials' ids in `text` (`3,7,12`), at most [`MOST`].

@@ -78,6 +78,9 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
         ),
         ("% of bandwidth ceiling", fmt(t.pct_of_ceiling, 0)),
         ("perplexity", fmt(t.perplexity, 3)),
+        ("mean KL divergence", fmt_metric("kld_mean", t.kld_mean)),
+        ("99th-percentile KL divergence", fmt_metric("kld_p99", t.kld_p99)),
+        ("same top token", fmt_metric("same_top_rate", t.same_top_rate)),
         ("context the engine allocated", t.n_ctx.map(|n| n.to_string()).unwrap_or_default()),
     ];
     view! {

@@ -126,6 +126,9 @@ impl TrialView {
             "context_tokens" => self.context_tokens.map(|t| t as f64),
             "pct_of_ceiling" => self.pct_of_ceiling,
             "perplexity" => self.perplexity,
+            "kld_mean" => self.kld_mean,
+            "kld_p99" => self.kld_p99,
+            "same_top_rate" => self.same_top_rate,
             _ => None,
         }
     }
@@ -164,6 +167,9 @@ impl TrialView {
             ceiling_tps: None,
             pct_of_ceiling: None,
             perplexity: None,
+            kld_mean: None,
+            kld_p99: None,
+            same_top_rate: None,
             started_ms: None,
             expected_load_ms: None,
             load_state: None,
@@ -220,6 +226,15 @@ pub struct TrialView {
     pub pct_of_ceiling: Option<f64>,
     /// Perplexity on the reference text, where the plan measures it.
     pub perplexity: Option<f64>,
+    /// Mean KL divergence from the study's reference configuration (nats).
+    #[serde(default)]
+    pub kld_mean: Option<f64>,
+    /// Its 99th percentile over the scored tokens.
+    #[serde(default)]
+    pub kld_p99: Option<f64>,
+    /// How often the likeliest next token is the reference's, 0 to 1.
+    #[serde(default)]
+    pub same_top_rate: Option<f64>,
     /// When the trial left the queue (ms since the epoch).
     pub started_ms: Option<i64>,
     /// Mean load time of earlier trials of the same model.

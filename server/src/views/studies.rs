@@ -25,6 +25,9 @@ pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
         (Metric::ContextTokens, t.context_tokens.map(|t| t as f64)),
         (Metric::PctOfCeiling, t.pct_of_ceiling),
         (Metric::Perplexity, t.perplexity),
+        (Metric::KldMean, t.kld_mean),
+        (Metric::KldP99, t.kld_p99),
+        (Metric::SameTopRate, t.same_top_rate),
     ];
     pairs.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
 }

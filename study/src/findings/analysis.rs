@@ -15,7 +15,7 @@ use engine_bridge::Settings;
 use super::design::{Design, Factor, Term, value_of};
 use super::ols::{Fit, Gram, f_test, t_p};
 use super::{ALPHA, TrialFacts};
-use crate::metric::{Goal, Metric};
+use crate::metric::{Goal, Metric, Scale};
 
 /// An anomaly is at least this many times off its prediction…
 pub const ANOMALY_RATIO: f64 = 1.5;
@@ -98,16 +98,32 @@ pub fn modelled(metric: Metric) -> bool {
     metric != Metric::ContextTokens
 }
 
-/// Whether `metric` is modeled on a log scale: everything but rates.
+/// Whether `metric` is modeled on a log scale: ratios, not rates or
+/// divergences.
 pub fn log_scale(metric: Metric) -> bool {
-    !matches!(metric, Metric::QualityScore | Metric::ContextPassRate)
+    metric.scale() == Scale::Ratio
 }
 
 /// The least noise believed on a metric's scale: 0.01 % on a log scale,
-/// a tenth of a point on a rate. Spreads smaller than that are
-/// rounding, and effects that small are no one's concern.
-fn noise_floor(log: bool) -> f64 {
-    if log { 1e-4f64.powi(2) } else { 1e-6 }
+/// a tenth of a point on a rate, 0.00001 nats of divergence. Spreads
+/// smaller than that are rounding, and effects that small are no one's
+/// concern.
+fn noise_floor(metric: Metric) -> f64 {
+    match metric.scale() {
+        Scale::Ratio => 1e-4f64.powi(2),
+        Scale::Rate => 1e-6,
+        Scale::Difference => 1e-10,
+    }
+}
+
+/// The least a trial must be off its prediction to be an anomaly: a
+/// factor of [`ANOMALY_RATIO`], ten points of a rate, 0.01 nats.
+fn anomaly_gap(metric: Metric) -> f64 {
+    match metric.scale() {
+        Scale::Ratio => ANOMALY_RATIO.ln(),
+        Scale::Rate => 0.1,
+        Scale::Difference => 0.01,
+    }
 }
 
 impl Analysis {
@@ -157,7 +173,7 @@ impl Analysis {
                 excluded: false,
             })
             .collect();
-        let floor = noise_floor(log);
+        let floor = noise_floor(metric);
         let mains: Vec<Term> = (0..design.factors.len()).map(Term::Main).collect();
         let mut analysis = Analysis {
             metric,
@@ -299,7 +315,7 @@ impl Analysis {
         if df < 3 {
             return None;
         }
-        let floor = noise_floor(self.log);
+        let floor = noise_floor(self.metric);
         let (deleted, studentized, df) = if t.excluded {
             // Not in the fit: a prediction interval.
             let s2 = (self.fit.rss / df as f64).max(floor);
@@ -311,7 +327,7 @@ impl Analysis {
             let s2 = ((self.fit.rss - e * e / (1.0 - h)) / (df - 1) as f64).max(floor);
             (e / (1.0 - h), e / (s2 * (1.0 - h)).sqrt(), df - 1)
         };
-        let min_gap = if self.log { ANOMALY_RATIO.ln() } else { 0.1 };
+        let min_gap = anomaly_gap(self.metric);
         let p = t_p(studentized, df) * self.trials.len() as f64;
         (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA && !self.alone_in_a_pair(k)).then_some(p)
     }

@@ -61,8 +61,14 @@ pub const WALL_PCT: f64 = 80.0;
 
 /// Metrics that measure quality: a free win must leave each one measured
 /// equivalent.
-pub const QUALITY: [Metric; 3] =
-    [Metric::QualityScore, Metric::ContextPassRate, Metric::Perplexity];
+pub const QUALITY: [Metric; 6] = [
+    Metric::QualityScore,
+    Metric::ContextPassRate,
+    Metric::Perplexity,
+    Metric::KldMean,
+    Metric::KldP99,
+    Metric::SameTopRate,
+];
 
 /// Metrics a free win may gain on: speed and memory.
 pub const GAINS: [Metric; 6] = [

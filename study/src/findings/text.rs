@@ -8,7 +8,7 @@ use engine_bridge::Settings;
 
 use super::rules::{Condition, Op};
 use super::{Finding, Interval, Undetermined, WALL_PCT};
-use crate::metric::{Goal, Measure, Metric};
+use crate::metric::{Goal, Measure, Metric, Scale};
 
 /// A number as reports show it: three significant digits or whole.
 pub fn num(x: f64) -> String {
@@ -26,8 +26,6 @@ pub fn num(x: f64) -> String {
     }
 }
 
-/// A metric's value as reports show it: memory in MiB or GiB, scores in
-/// percent, anything else as a plain number.
 /// A metric's value as [`value_text`] writes it; a setting's as the
 /// number it is (a whole one without decimals: a context of 32768).
 fn measure_text(measure: &Measure, x: f64) -> String {
@@ -38,6 +36,9 @@ fn measure_text(measure: &Measure, x: f64) -> String {
     }
 }
 
+/// A metric's value as reports show it: memory in MiB or GiB, shares in
+/// percent, a divergence to its first digits, anything else as a plain
+/// number.
 pub fn value_text(metric: Metric, x: f64) -> String {
     let name = metric.name();
     if name.ends_with("_bytes") {
@@ -47,24 +48,49 @@ pub fn value_text(metric: Metric, x: f64) -> String {
         } else {
             format!("{:.0} MiB", x / (1u64 << 20) as f64)
         }
-    } else if is_rate(metric) {
-        format!("{:.1} %", x * 100.0)
     } else {
-        num(x)
+        match metric.scale() {
+            Scale::Rate => format!("{:.1} %", x * 100.0),
+            Scale::Difference => small(x),
+            Scale::Ratio => num(x),
+        }
     }
 }
 
-fn is_rate(metric: Metric) -> bool {
-    matches!(metric, Metric::QualityScore | Metric::ContextPassRate)
+/// A value that may be tiny (a KL divergence of 0.000012): four decimals,
+/// or three significant digits below a thousandth.
+fn small(x: f64) -> String {
+    if x == 0.0 || x.abs() >= 1e-3 { format!("{x:.4}") } else { format!("{x:.2e}") }
+}
+
+/// [`small`] with its sign.
+fn signed(x: f64) -> String {
+    if x < 0.0 { format!("−{}", small(-x)) } else { format!("+{}", small(x)) }
 }
 
 /// An estimate against the baseline: `0.40× [0.37, 0.43]` for a ratio,
-/// `−3.1 points [−5.0, −1.2]` for a rate's difference.
-fn interval_text(log: bool, i: &Interval) -> String {
-    if log {
-        format!("{:.2}× [{:.2}, {:.2}]", i.est, i.lo, i.hi)
-    } else {
-        format!("{:+.1} points [{:+.1}, {:+.1}]", i.est * 100.0, i.lo * 100.0, i.hi * 100.0)
+/// `−3.1 points [−5.0, −1.2]` for a rate's difference, `+0.0038 [+0.0031,
+/// +0.0045]` for a plain difference.
+fn interval_text(metric: Metric, i: &Interval) -> String {
+    match metric.scale() {
+        Scale::Ratio => ratio_text(i),
+        Scale::Rate => {
+            format!("{:+.1} points [{:+.1}, {:+.1}]", i.est * 100.0, i.lo * 100.0, i.hi * 100.0)
+        }
+        Scale::Difference => format!("{} [{}, {}]", signed(i.est), signed(i.lo), signed(i.hi)),
+    }
+}
+
+fn ratio_text(i: &Interval) -> String {
+    format!("{:.2}× [{:.2}, {:.2}]", i.est, i.lo, i.hi)
+}
+
+/// A change on `metric`'s scale with no interval: `1.20×`, `+3.0 points`.
+fn change_size(metric: Metric, x: f64) -> String {
+    match metric.scale() {
+        Scale::Ratio => format!("{x:.2}×"),
+        Scale::Rate => format!("{:+.1} points", x * 100.0),
+        Scale::Difference => signed(x),
     }
 }
 
@@ -106,8 +132,8 @@ fn change_text(changes: &[super::Change]) -> String {
 }
 
 /// How far an interval reaches from "no change", on its scale.
-fn reach(log: bool, i: &Interval) -> f64 {
-    if log { i.lo.ln().abs().max(i.hi.ln().abs()) } else { i.lo.abs().max(i.hi.abs()) }
+fn reach(metric: Metric, i: &Interval) -> f64 {
+    if metric.scale() == Scale::Ratio { i.lo.ln().abs().max(i.hi.ln().abs()) } else { i.lo.abs().max(i.hi.abs()) }
 }
 
 pub(super) fn names(settings: &[String]) -> String {
@@ -135,7 +161,7 @@ impl Finding {
             Finding::Confirmed { settings, balanced, ratios, pairs, trials, held } => {
                 let each: Vec<String> = ratios
                     .iter()
-                    .map(|(m, r)| format!("{} {}", m.label(), interval_text(true, r)))
+                    .map(|(m, r)| format!("{} {}", m.label(), ratio_text(r)))
                     .collect();
                 let how = format!(
                     "run again {pairs} times interleaved with the baseline (A-B-A-B), against the baseline's, paired: {}",
@@ -183,7 +209,6 @@ impl Finding {
                 setting,
                 metric,
                 base,
-                log,
                 levels,
                 size_pct,
                 p_value,
@@ -193,19 +218,22 @@ impl Finding {
             } => {
                 let (best, worst) = (&levels[0], &levels[levels.len() - 1]);
                 let against = |l: &super::Level| match &l.vs_base {
-                    Some(i) if l.value != *base => format!(" ({})", interval_text(*log, i)),
+                    Some(i) if l.value != *base => format!(" ({})", interval_text(*metric, i)),
                     _ => " (the baseline's)".to_string(),
                 };
-                let unit = if *log { "%" } else { " points" };
+                let apart = match metric.scale() {
+                    Scale::Ratio => format!("{:.1}%", size_pct.abs()),
+                    Scale::Rate => format!("{:.1} points", size_pct.abs()),
+                    Scale::Difference => small(size_pct.abs()),
+                };
                 let _ = write!(
                     s,
-                    "**`{setting}` changes {}**: {} is best{}, {} worst{}, {:.1}{unit} apart (against the baseline's {}, other settings held; {}, Holm-corrected).",
+                    "**`{setting}` changes {}**: {} is best{}, {} worst{}, {apart} apart (against the baseline's {}, other settings held; {}, Holm-corrected).",
                     metric.label(),
                     value_name(&best.value),
                     against(best),
                     value_name(&worst.value),
                     against(worst),
-                    size_pct.abs(),
                     value_name(base),
                     p_text(*p_value),
                 );
@@ -224,19 +252,19 @@ impl Finding {
                 }
                 let _ = write!(s, " Trials: {}.", trial_list(&self.trials()));
             }
-            Finding::NoEffect { setting, metric, log, margin, levels, .. } => {
-                let within = if *log {
-                    format!("±{margin:.0} %")
-                } else {
-                    format!("±{:.1} points", margin * 100.0)
+            Finding::NoEffect { setting, metric, margin, levels, .. } => {
+                let within = match metric.scale() {
+                    Scale::Ratio => format!("±{margin:.0} %"),
+                    Scale::Rate => format!("±{:.1} points", margin * 100.0),
+                    Scale::Difference => format!("±{}", small(*margin)),
                 };
                 // The value that comes closest to the margin speaks for all.
                 let furthest = levels
                     .iter()
                     .filter_map(|l| Some((l, l.vs_base.as_ref()?)))
-                    .max_by(|a, b| reach(*log, a.1).total_cmp(&reach(*log, b.1)));
+                    .max_by(|a, b| reach(*metric, a.1).total_cmp(&reach(*metric, b.1)));
                 let closest = furthest.map_or(String::new(), |(l, i)| {
-                    format!("; closest: {} {}", value_name(&l.value), interval_text(*log, i))
+                    format!("; closest: {} {}", value_name(&l.value), interval_text(*metric, i))
                 });
                 let _ = write!(
                     s,
@@ -281,12 +309,12 @@ impl Finding {
                 }
             },
             Finding::Interaction {
-                settings: (a, b), bases, metric, log, cells, p_value, ..
+                settings: (a, b), bases, metric, cells, p_value, ..
             } => {
                 let mut ranked: Vec<&super::Cell> = cells.iter().collect();
                 // The combinations furthest from what the two effects alone predict first.
                 let off = |c: &super::Cell| {
-                    if *log {
+                    if metric.scale() == Scale::Ratio {
                         (c.vs_base.est / c.additive).ln().abs()
                     } else {
                         (c.vs_base.est - c.additive).abs()
@@ -297,16 +325,12 @@ impl Finding {
                     .iter()
                     .take(4)
                     .map(|c| {
-                        let alone = if *log {
-                            format!("{:.2}×", c.additive)
-                        } else {
-                            format!("{:+.1} points", c.additive * 100.0)
-                        };
+                        let alone = change_size(*metric, c.additive);
                         format!(
                             "`{a}` = {}, `{b}` = {}: {} (the two alone would give {alone})",
                             value_name(&c.values.0),
                             value_name(&c.values.1),
-                            interval_text(*log, &c.vs_base),
+                            interval_text(*metric, &c.vs_base),
                         )
                     })
                     .collect();
@@ -332,13 +356,13 @@ impl Finding {
                             value_text(g.metric, g.without),
                             value_text(g.metric, g.with),
                             g.pct,
-                            interval_text(!is_rate(g.metric), &g.interval),
+                            interval_text(g.metric, &g.interval),
                         )
                     })
                     .collect();
                 let quality: Vec<String> = quality
                     .iter()
-                    .map(|(m, i)| format!("{} {}", m.label(), interval_text(!is_rate(*m), i)))
+                    .map(|(m, i)| format!("{} {}", m.label(), interval_text(*m, i)))
                     .collect();
                 let _ = write!(
                     s,

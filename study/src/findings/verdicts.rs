@@ -14,7 +14,7 @@ use super::analysis::{Analysis, Tested};
 use super::design::value_of;
 use super::ols::{holm, t_p, t_quantile};
 use super::{ALPHA, EQUIVALENCE, Finding, INTERVAL, Interval, Level, Margins, Undetermined};
-use crate::metric::{Goal, Metric};
+use crate::metric::{Goal, Scale};
 
 /// Every test made, Holm-adjusted together: per analysis, its mains' and
 /// its pairs' adjusted p-values.
@@ -235,13 +235,14 @@ pub fn setting_findings(
 }
 
 /// How much better a contrast `d` (on the model's scale) is, in percent
-/// of the worse value's (points for rates): 25 for memory cut by a
-/// quarter, 50 for a speed up by half.
+/// of the worse value's (points for rates, the plain difference for a
+/// divergence): 25 for memory cut by a quarter, 50 for a speed up by half.
 pub(super) fn better_pct(a: &Analysis, d: f64) -> f64 {
-    match (a.log, a.goal) {
-        (true, Goal::Max) => (d.exp() - 1.0) * 100.0,
-        (true, Goal::Min) => (1.0 - d.exp()) * 100.0,
-        (false, _) => a.goal.oriented(d) * 100.0,
+    match (a.metric.scale(), a.goal) {
+        (Scale::Ratio, Goal::Max) => (d.exp() - 1.0) * 100.0,
+        (Scale::Ratio, Goal::Min) => (1.0 - d.exp()) * 100.0,
+        (Scale::Rate, _) => a.goal.oriented(d) * 100.0,
+        (Scale::Difference, _) => a.goal.oriented(d),
     }
 }
 
@@ -339,9 +340,10 @@ pub fn anomalies(a: &Analysis) -> Vec<Finding> {
         .map(|k| {
             let t = &a.trials[k];
             let predicted = a.natural(a.predicted_without(k));
-            let expected = match a.metric {
-                Metric::QualityScore | Metric::ContextPassRate => predicted.clamp(0.0, 1.0),
-                _ => predicted,
+            let expected = match a.metric.scale() {
+                Scale::Rate => predicted.clamp(0.0, 1.0),
+                Scale::Difference => predicted.max(0.0),
+                Scale::Ratio => predicted,
             };
             Finding::Anomaly {
                 trial: t.id,

@@ -38,6 +38,8 @@ pub struct Noise {
     pub speed: f64,
     pub memory: f64,
     pub quality: f64,
+    /// Of a KL divergence, in nats.
+    pub divergence: f64,
 }
 
 /// Something a reader should learn from a world.
@@ -94,9 +96,8 @@ impl World {
                 .map(|(m, v)| {
                     let z = crate::strategy::normal(rng);
                     let noisy = match m {
-                        Metric::QualityScore | Metric::ContextPassRate => {
-                            (v + z * self.noise.quality).clamp(0.0, 1.0)
-                        }
+                        m if m.is_rate() => (v + z * self.noise.quality).clamp(0.0, 1.0),
+                        Metric::KldMean | Metric::KldP99 => (v + z * self.noise.divergence).max(0.0),
                         m if m.name().ends_with("_bytes") => v * (z * self.noise.memory).exp(),
                         _ => v * (z * self.noise.speed).exp(),
                     };

@@ -8,7 +8,8 @@
 use engine_bridge::Settings;
 
 use super::{Fact, Truth, World};
-use crate::findings::{Finding, Margins, holds};
+use crate::findings::{Finding, Margins, QUALITY, holds};
+use crate::metric::Scale;
 use crate::study::{Metric, Study};
 
 /// What a study's findings got right and wrong.
@@ -26,14 +27,10 @@ impl Score {
     }
 }
 
-/// A rate's differences are compared as they are; anything else as a log ratio.
-fn rate(m: Metric) -> bool {
-    matches!(m, Metric::QualityScore | Metric::ContextPassRate)
-}
-
-/// How far `a` is from `b` on `m`'s scale.
+/// How far `a` is from `b` on `m`'s scale: a log ratio, or a difference
+/// for rates and divergences.
 fn gap(m: Metric, a: f64, b: f64) -> f64 {
-    if rate(m) { a - b } else { (a / b).ln() }
+    if m.scale() == Scale::Ratio { (a / b).ln() } else { a - b }
 }
 
 /// The true value of `m` at the baseline with `changes`.
@@ -119,15 +116,12 @@ pub fn score(
                     changes.iter().map(|c| (c.setting.as_str(), c.value.as_str())).collect();
                 let what: Vec<String> =
                     changes.iter().map(|c| format!("`{}` = {}", c.setting, c.value)).collect();
-                let quality_lost =
-                    [Metric::QualityScore, Metric::ContextPassRate, Metric::Perplexity]
-                        .into_iter()
-                        .any(|m| {
-                            let (Some(with), Some(without)) = (at(&to, m), at(&[], m)) else {
-                                return false;
-                            };
-                            gap(m, with, without).abs() > margin(m, margins) + 0.005
-                        });
+                let quality_lost = QUALITY.into_iter().any(|m| {
+                    let (Some(with), Some(without)) = (at(&to, m), at(&[], m)) else {
+                        return false;
+                    };
+                    gap(m, with, without).abs() > margin(m, margins) + 0.005
+                });
                 let no_gain = gains.iter().any(|g| {
                     let (Some(with), Some(without)) = (at(&to, g.metric), at(&[], g.metric)) else {
                         return true;
@@ -148,10 +142,10 @@ pub fn score(
                     Truth::Fails(_) => None,
                 };
                 if let Some(truth) = truth {
-                    let sd = if rate(*metric) {
-                        world.noise.quality
-                    } else {
-                        world.noise.speed.max(world.noise.memory)
+                    let sd = match metric.scale() {
+                        Scale::Rate => world.noise.quality,
+                        Scale::Difference => world.noise.divergence,
+                        Scale::Ratio => world.noise.speed.max(world.noise.memory),
                     };
                     if gap(*metric, *value, truth).abs() < 4.0 * sd {
                         wrong.push(format!(

@@ -144,7 +144,7 @@ fn structureless(s: &Settings) -> Truth {
 
 /// The worlds a search is judged on.
 pub fn search_worlds() -> Vec<World> {
-    let noise = Noise { speed: 0.02, memory: 0.005, quality: 0.005 };
+    let noise = Noise { speed: 0.02, memory: 0.005, quality: 0.005, divergence: 2e-4 };
     let llama8 = worlds().into_iter().find(|w| w.name == "llama8").expect("llama8");
     let llama8_space = llama8.study.clone();
     vec![

@@ -183,9 +183,76 @@ fn ranges_facts() -> Vec<Fact> {
     ]
 }
 
+/// A K/V cache study judged by KL divergence from its f16 baseline, as
+/// llama.cpp's users judge quantization: q8_0 saves memory and stays
+/// within the divergence margins (a free win), q4_0 saves more and moves
+/// the next-token distribution (lossy); threads and flash attention move
+/// decode and leave the distribution alone.
+fn kvcache(s: &Settings) -> Truth {
+    let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));
+    let threads = number(s, "threads");
+    let divergence = |t: &str, q8: f64, q4: f64| match t {
+        "q8_0" => q8,
+        "q4_0" => q4,
+        _ => 0.0,
+    };
+    let kld = divergence(k, 0.002, 0.03) + divergence(v, 0.001, 0.01);
+    let fa = if get(s, "flash_attn") == "on" { 1.1 } else { 1.0 };
+    let decode = 30.0 * fa * (0.3 + 0.7 * (-((threads.log2() - 3.0).powi(2)) / 1.5).exp());
+    let rss = 4.0 * GIB + 2.0 * GIB * (cache_bytes(k) + cache_bytes(v)) / 2.0;
+    Truth::Runs(
+        [
+            (Metric::DecodeTps, decode),
+            (Metric::PeakRssBytes, rss),
+            (Metric::KldMean, kld),
+            (Metric::KldP99, 8.0 * kld),
+            (Metric::SameTopRate, 1.0 - 2.5 * kld),
+        ]
+        .into(),
+    )
+}
+
+const KVCACHE: &str = r#"
+name = "kvcache"
+profile = "p"
+model = "m"
+[space]
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+threads = [2, 4, 8, 16]
+flash_attn = ["off", "on"]
+[baseline]
+cache_type_k = "f16"
+cache_type_v = "f16"
+threads = 4
+flash_attn = "off"
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "peak_rss_bytes"
+[[objectives]]
+metric = "kld_mean"
+[probes.kld]
+"#;
+
+fn kvcache_facts() -> Vec<Fact> {
+    use Fact::*;
+    let s = String::from;
+    vec![
+        Effect { setting: s("cache_type_k"), metric: Metric::PeakRssBytes },
+        Lossless { setting: s("cache_type_k"), value: s("q8_0") },
+        Lossy { setting: s("cache_type_k"), value: s("q4_0"), metric: Metric::KldMean },
+        Lossy { setting: s("cache_type_k"), value: s("q4_0"), metric: Metric::SameTopRate },
+        Peak { setting: s("threads"), metric: Metric::DecodeTps, best: vec![s("8")] },
+        Effect { setting: s("flash_attn"), metric: Metric::DecodeTps },
+        NoEffect { setting: s("threads"), metric: Metric::KldMean },
+        NoEffect { setting: s("flash_attn"), metric: Metric::KldMean },
+    ]
+}
+
 /// Every world, by name.
 pub fn all() -> Vec<World> {
-    let noise_level = Noise { speed: 0.02, memory: 0.005, quality: 0.005 };
+    let noise_level = Noise { speed: 0.02, memory: 0.005, quality: 0.005, divergence: 2e-4 };
     vec![
         World {
             name: "llama8",
@@ -207,6 +274,13 @@ pub fn all() -> Vec<World> {
             truth: ranges,
             noise: noise_level,
             facts: ranges_facts(),
+        },
+        World {
+            name: "kvcache",
+            study: KVCACHE.into(),
+            truth: kvcache,
+            noise: noise_level,
+            facts: kvcache_facts(),
         },
     ]
 }

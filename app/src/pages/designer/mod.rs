@@ -349,6 +349,15 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                         />
                         "Quality: the known-answer prompt suite"
                     </label>
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            id="kld"
+                            prop:checked=move || form.with(|f| f.kld)
+                            on:change=move |ev| form.update(|f| f.kld = event_target_checked(&ev))
+                        />
+                        "Quality: KL divergence from the baseline (llama-perplexity)"
+                    </label>
                     <label>"Context recall: sizes in tokens (blank: none)" {text_input(form, "context-sizes", |f| &f.context_sizes, |f, v| f.context_sizes = v)}</label>
                     <label>"Context recall: depths (0 to 1)" {text_input(form, "context-depths", |f| &f.context_depths, |f, v| f.context_depths = v)}</label>
                 </section>

@@ -33,6 +33,9 @@ pub struct HistoryRow {
     pub context_tokens: Option<i64>,
     pub pct_of_ceiling: Option<f64>,
     pub perplexity: Option<f64>,
+    pub kld_mean: Option<f64>,
+    pub kld_p99: Option<f64>,
+    pub same_top_rate: Option<f64>,
 }
 
 /// A study's history, oldest first: the lean query behind strategies,

@@ -172,7 +172,8 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
          tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
          mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
          quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
-         pct_of_ceiling = $19, perplexity = $20, context_tokens = $21 WHERE id = $22",
+         pct_of_ceiling = $19, perplexity = $20, context_tokens = $21, kld_mean = $22, \
+         kld_p99 = $23, same_top_rate = $24 WHERE id = $25",
     )
     .bind(State::Done.as_str())
     .bind(now_ms())
@@ -195,6 +196,9 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(m.ceiling_tps.zip(s.map(|s| s.decode_tps)).map(|(c, d)| 100.0 * d / c))
     .bind(o.measurement.perplexity.as_ref().map(|p| p.ppl))
     .bind(o.measurement.context_tokens().map(|t| t as i64))
+    .bind(o.measurement.kld.as_ref().map(|k| k.mean))
+    .bind(o.measurement.kld.as_ref().map(|k| k.p99))
+    .bind(o.measurement.kld.as_ref().map(|k| k.same_top_pct / 100.0))
     .bind(id)
     .execute(&mut *tx)
     .await?;

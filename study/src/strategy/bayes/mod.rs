@@ -35,7 +35,8 @@ use engine_bridge::Settings;
 use rand::Rng;
 
 use super::{Proposal, Strategy, rng_for};
-use crate::study::{Measure, Metric, Observation, Study};
+use crate::metric::Scale;
+use crate::study::{Measure, Observation, Study};
 use acquisition::{Acquisition, Drawn, Pooled, Worth, better};
 use features::Encoder;
 use gp::{Process, ProcessDraws};
@@ -71,17 +72,14 @@ pub struct Bayes {
 }
 
 /// A metric's values as modelled: a log scale for positive speeds, times
-/// and sizes; rates as they are.
+/// and sizes; rates and divergences as they are.
 fn modelled(v: f64, log: bool) -> f64 {
     if log { v.max(f64::MIN_POSITIVE).ln() } else { v }
 }
 
 fn uses_log(measure: &Measure, history: &[Observation], j: usize) -> bool {
-    let rate = matches!(
-        measure.metric(),
-        Some(Metric::QualityScore | Metric::ContextPassRate | Metric::PctOfCeiling)
-    );
-    !rate && history.iter().filter_map(|o| o.values.as_ref()?.get(j)).all(|v| *v > 0.0)
+    let ratio = measure.metric().is_none_or(|m| m.scale() == Scale::Ratio);
+    ratio && history.iter().filter_map(|o| o.values.as_ref()?.get(j)).all(|v| *v > 0.0)
 }
 
 /// Oriented values with the worst raised to a floor: how bad a bad
