@@ -79,6 +79,7 @@ async fn main() {
             context_length: 4096,
             experts: 0,
             experts_used: 0,
+            quantized: false,
         };
         write_random_llama(&large, &spec, 7).expect("large model written");
     }
@@ -190,6 +191,7 @@ async fn moe_placements(server: &str, dir: &str) -> f64 {
             context_length: 4096,
             experts: 8,
             experts_used: 2,
+            quantized: false,
         };
         write_random_llama(&model, &spec, 7).expect("MoE model written");
     }

@@ -83,6 +83,48 @@ async fn logged_model_buffers(engine: &RunningEngine) -> Vec<LoggedBuffer> {
     }
 }
 
+/// The engine's model buffers for `settings`, summed.
+async fn logged_weights(profile: &engine_bridge::Profile, settings: &Settings) -> u64 {
+    let engine = launch(profile, settings).await;
+    let logged = logged_model_buffers(&engine)
+        .await
+        .iter()
+        .filter(|b| b.what == "model")
+        .map(|b| b.bytes)
+        .sum();
+    // It runs, not only loads.
+    let prompt = engine.prompt_of_len(16).await.unwrap();
+    engine.completion(&prompt, 4, Duration::from_secs(30)).await.expect("a completion");
+    engine.stop(Duration::from_secs(5)).await;
+    logged
+}
+
+#[tokio::test]
+async fn models_of_mixed_tensor_types_are_planned_as_the_engine_loads_them() {
+    // A dense and a mixture-of-experts model as quantized models come:
+    // attention in f16, feed-forward and embeddings in q8_0, norms in f32.
+    let dir = tempfile::tempdir().unwrap();
+    for (name, spec) in [("dense", LlamaSpec::tiny()), ("moe", LlamaSpec::tiny_moe())] {
+        let path = dir.path().join(format!("{name}-q8.gguf"));
+        write_random_llama(&path, &LlamaSpec { quantized: true, ..spec }, 5).unwrap();
+        let model = ModelInfo::read(&path).unwrap();
+        let types: std::collections::BTreeSet<&str> = model
+            .tensors
+            .iter()
+            .map(|t| engine_bridge::gguf::types::by_id(t.ggml_type).unwrap().name)
+            .collect();
+        assert_eq!(types, ["f16", "f32", "q8_0"].into(), "{name}");
+        let mut profile = demo_profile();
+        profile.models[0].path = path.clone();
+        profile.args.extend(["-lv".to_string(), "4".to_string()]);
+        let logged = logged_weights(&profile, &settings(&[])).await;
+        let plan = model.placed_plan(1024, ("f16", "f16"), &Placement::layers(0), (0, u64::MAX));
+        let planned = plan.host.weights + plan.gpu.weights;
+        let error = (planned as f64 / logged as f64 - 1.0).abs();
+        assert!(error < 0.005, "{name}: planned {planned} B, engine {logged} B");
+    }
+}
+
 #[tokio::test]
 async fn a_mixture_of_experts_is_planned_as_the_engine_loads_it() {
     let dir = tempfile::tempdir().unwrap();

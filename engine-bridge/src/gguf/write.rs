@@ -22,8 +22,6 @@ use MetaValue as Value;
 const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 const GGUF_VERSION: u32 = 3;
 const ALIGNMENT: u64 = 32;
-/// ggml type id of 32-bit floats.
-const GGML_TYPE_F32: u32 = 0;
 
 /// The shape of a llama-architecture model with a byte-level vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +42,10 @@ pub struct LlamaSpec {
     /// many of them each token uses.
     pub experts: u32,
     pub experts_used: u32,
+    /// Tensors of three types, as a quantized model has them: attention in
+    /// f16, feed-forward (experts too), embeddings and output in q8_0, the
+    /// norms and the router in f32. Otherwise every tensor is f32.
+    pub quantized: bool,
 }
 
 impl LlamaSpec {
@@ -58,6 +60,7 @@ impl LlamaSpec {
             context_length: 4096,
             experts: 0,
             experts_used: 0,
+            quantized: false,
         }
     }
 
@@ -73,6 +76,7 @@ impl LlamaSpec {
             context_length: 4096,
             experts: 0,
             experts_used: 0,
+            quantized: false,
         }
     }
 
@@ -134,11 +138,62 @@ struct Tensor {
     dims: Vec<u64>,
     /// Fill: `None` for random values, `Some(v)` for a constant.
     constant: Option<f32>,
+    kind: Stored,
+}
+
+/// How a random model stores a tensor's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    F32,
+    F16,
+    /// Blocks of 32 values: an f16 scale, then 32 signed bytes.
+    Q8_0,
+}
+
+impl Stored {
+    fn ggml_type(self) -> u32 {
+        let name = match self {
+            Stored::F32 => "f32",
+            Stored::F16 => "f16",
+            Stored::Q8_0 => "q8_0",
+        };
+        types::by_name(name).expect("a ggml type").id
+    }
+
+    /// `values` as this type stores them, appended to `out`.
+    fn encode(self, values: &[f32], out: &mut Vec<u8>) {
+        match self {
+            Stored::F32 => values.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            Stored::F16 => values
+                .iter()
+                .for_each(|x| out.extend_from_slice(&half::f16::from_f32(*x).to_le_bytes())),
+            Stored::Q8_0 => {
+                for block in values.chunks(32) {
+                    let most = block.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+                    let d = half::f16::from_f32(most / 127.0);
+                    let step = d.to_f32();
+                    out.extend_from_slice(&d.to_le_bytes());
+                    for x in block {
+                        let q = if step > 0.0 { (x / step).round().clamp(-127.0, 127.0) } else { 0.0 };
+                        out.push(q as i8 as u8);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Tensor {
     fn elements(&self) -> u64 {
         self.dims.iter().product()
+    }
+
+    fn bytes(&self) -> u64 {
+        match self.kind {
+            Stored::F32 => self.elements() * 4,
+            Stored::F16 => self.elements() * 2,
+            Stored::Q8_0 => self.elements() / 32 * 34,
+        }
     }
 }
 
@@ -181,30 +236,34 @@ fn metadata(spec: &LlamaSpec) -> Vec<(&'static str, Value)> {
 fn tensors(spec: &LlamaSpec) -> Vec<Tensor> {
     let (w, ff, vocab) = (spec.width as u64, spec.feed_forward as u64, VOCAB_SIZE as u64);
     let kv = (spec.kv_heads * spec.head_dim()) as u64;
-    let random = |name: String, dims: Vec<u64>| Tensor { name, dims, constant: None };
-    let ones = |name: String| Tensor { name, dims: vec![w], constant: Some(1.0) };
+    let (attention, matrices) =
+        if spec.quantized { (Stored::F16, Stored::Q8_0) } else { (Stored::F32, Stored::F32) };
+    let random =
+        |name: String, dims: Vec<u64>, kind| Tensor { name, dims, constant: None, kind };
+    let ones =
+        |name: String| Tensor { name, dims: vec![w], constant: Some(1.0), kind: Stored::F32 };
     let mut out = vec![
-        random("token_embd.weight".into(), vec![w, vocab]),
+        random("token_embd.weight".into(), vec![w, vocab], matrices),
         ones("output_norm.weight".into()),
-        random("output.weight".into(), vec![w, vocab]),
+        random("output.weight".into(), vec![w, vocab], matrices),
     ];
     for i in 0..spec.layers {
         out.push(ones(format!("blk.{i}.attn_norm.weight")));
-        out.push(random(format!("blk.{i}.attn_q.weight"), vec![w, w]));
-        out.push(random(format!("blk.{i}.attn_k.weight"), vec![w, kv]));
-        out.push(random(format!("blk.{i}.attn_v.weight"), vec![w, kv]));
-        out.push(random(format!("blk.{i}.attn_output.weight"), vec![w, w]));
+        out.push(random(format!("blk.{i}.attn_q.weight"), vec![w, w], attention));
+        out.push(random(format!("blk.{i}.attn_k.weight"), vec![w, kv], attention));
+        out.push(random(format!("blk.{i}.attn_v.weight"), vec![w, kv], attention));
+        out.push(random(format!("blk.{i}.attn_output.weight"), vec![w, w], attention));
         out.push(ones(format!("blk.{i}.ffn_norm.weight")));
         if spec.experts == 0 {
-            out.push(random(format!("blk.{i}.ffn_gate.weight"), vec![w, ff]));
-            out.push(random(format!("blk.{i}.ffn_up.weight"), vec![w, ff]));
-            out.push(random(format!("blk.{i}.ffn_down.weight"), vec![ff, w]));
+            out.push(random(format!("blk.{i}.ffn_gate.weight"), vec![w, ff], matrices));
+            out.push(random(format!("blk.{i}.ffn_up.weight"), vec![w, ff], matrices));
+            out.push(random(format!("blk.{i}.ffn_down.weight"), vec![ff, w], matrices));
         } else {
             let n = spec.experts as u64;
-            out.push(random(format!("blk.{i}.ffn_gate_inp.weight"), vec![w, n]));
-            out.push(random(format!("blk.{i}.ffn_gate_exps.weight"), vec![w, ff, n]));
-            out.push(random(format!("blk.{i}.ffn_up_exps.weight"), vec![w, ff, n]));
-            out.push(random(format!("blk.{i}.ffn_down_exps.weight"), vec![ff, w, n]));
+            out.push(random(format!("blk.{i}.ffn_gate_inp.weight"), vec![w, n], Stored::F32));
+            out.push(random(format!("blk.{i}.ffn_gate_exps.weight"), vec![w, ff, n], matrices));
+            out.push(random(format!("blk.{i}.ffn_up_exps.weight"), vec![w, ff, n], matrices));
+            out.push(random(format!("blk.{i}.ffn_down_exps.weight"), vec![ff, w, n], matrices));
         }
     }
     out
@@ -298,18 +357,19 @@ fn write_all<W: Write>(w: &mut Writer<W>, spec: &LlamaSpec, seed: u64) -> std::i
     let tensors = tensors(spec);
     let table: Vec<_> = tensors
         .iter()
-        .map(|t| (t.name.as_str(), &t.dims[..], GGML_TYPE_F32, t.elements() * 4))
+        .map(|t| (t.name.as_str(), &t.dims[..], t.kind.ggml_type(), t.bytes()))
         .collect();
     header(w, meta.iter().map(|(k, v)| (*k, v)), &table)?;
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut buf = Vec::new();
+    let (mut values, mut buf) = (Vec::new(), Vec::new());
     for t in &tensors {
-        buf.clear();
         let scale = 1.0 / (t.dims[0] as f32).sqrt();
-        for _ in 0..t.elements() {
-            let x = t.constant.unwrap_or_else(|| rng.random_range(-scale..scale));
-            buf.extend_from_slice(&x.to_le_bytes());
-        }
+        values.clear();
+        values.extend(
+            (0..t.elements()).map(|_| t.constant.unwrap_or_else(|| rng.random_range(-scale..scale))),
+        );
+        buf.clear();
+        t.kind.encode(&values, &mut buf);
         w.bytes(&buf)?;
         w.pad()?;
     }
