@@ -2,7 +2,10 @@
 //! decides it: tensor overrides first (`-ot PATTERN=BUFFER`, the first
 //! pattern that matches wins; `--cpu-moe` and `--n-cpu-moe N` are
 //! overrides that keep expert tensors on the CPU), then the offloaded
-//! layers (`-ngl`: the last N of the blocks and the output layer).
+//! layers (`-ngl`: the last N of the blocks and the output layer). Among
+//! several GPUs, the offloaded layers are dealt out by `tensor_split`'s
+//! shares (`-sm layer`), every matrix is cut by them (`-sm row`), or all
+//! goes to the main GPU (`-sm none`).
 
 use crate::catalog::{Settings, tensor_overrides};
 
@@ -31,12 +34,29 @@ pub struct Placement {
     /// Experts of the blocks below this one stay on the CPU (`--n-cpu-moe`;
     /// `--cpu-moe` is every block): overrides llama.cpp checks after `-ot`.
     experts_on_cpu_below: u64,
+    /// `tensor_split`'s shares, summed up to each GPU and divided by their
+    /// sum (llama.cpp's split points); empty for one GPU.
+    split_points: Vec<f64>,
+    split_mode: SplitMode,
+    main_gpu: usize,
+}
+
+/// How offloaded weights are shared among GPUs (`-sm`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SplitMode {
+    /// Whole layers to each GPU by the split's shares.
+    #[default]
+    Layer,
+    /// Every matrix cut by the split's shares.
+    Row,
+    /// Everything on the main GPU.
+    None,
 }
 
 impl Placement {
     /// `gpu_layers` layers offloaded and nothing overridden.
     pub fn layers(gpu_layers: u64) -> Self {
-        Self { gpu_layers, overrides: vec![], experts_on_cpu_below: 0 }
+        Self { gpu_layers, ..Self::default() }
     }
 
     /// The placement a configuration's settings ask for, with
@@ -63,7 +83,61 @@ impl Placement {
         if settings.get("cpu_moe").is_some_and(|v| matches!(v.as_str(), "true" | "on" | "1")) {
             placement.experts_on_cpu_below = u64::MAX;
         }
+        if let Some(split) = settings.get("tensor_split") {
+            let shares = split
+                .split([',', '/'])
+                .map(|s| s.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0))
+                .collect::<Option<Vec<f64>>>()
+                .ok_or_else(|| format!("tensor_split `{split}` is not a list of shares"))?;
+            let total: f64 = shares.iter().sum();
+            if shares.len() > 1 && total > 0.0 {
+                placement.split_points = shares
+                    .iter()
+                    .scan(0.0, |sum, s| {
+                        *sum += s;
+                        Some(*sum / total)
+                    })
+                    .collect();
+            }
+        }
+        placement.split_mode = match settings.get("split_mode").map(String::as_str) {
+            Some("row") => SplitMode::Row,
+            Some("none") => SplitMode::None,
+            _ => SplitMode::Layer,
+        };
+        placement.main_gpu = number("main_gpu")?.unwrap_or(0) as usize;
         Ok(placement)
+    }
+
+    /// How many GPUs the placement shares weights among (at least one).
+    pub fn gpus(&self) -> usize {
+        match self.split_mode {
+            SplitMode::None => self.main_gpu + 1,
+            _ => self.split_points.len().max(1),
+        }
+    }
+
+    /// What share of an offloaded tensor each GPU holds: `layer` is its
+    /// block, or the number of blocks for the output layer. By layer, as
+    /// llama.cpp deals them: the offloaded layers' position among them
+    /// (0 to 1) against the split points, the first point above it naming
+    /// the GPU.
+    pub fn gpu_shares(&self, layer: u64, blocks: u64) -> Vec<(usize, f64)> {
+        if self.split_points.is_empty() || self.split_mode == SplitMode::None {
+            let main = if self.split_mode == SplitMode::None { self.main_gpu } else { 0 };
+            return vec![(main, 1.0)];
+        }
+        if self.split_mode == SplitMode::Row {
+            let mut last = 0.0;
+            return (self.split_points.iter().enumerate())
+                .map(|(i, p)| (i, p - std::mem::replace(&mut last, *p)))
+                .collect();
+        }
+        let active = self.gpu_layers.min(blocks + 1).max(1);
+        let start = (blocks + 1).saturating_sub(self.gpu_layers);
+        let at = layer.saturating_sub(start) as f64 / active as f64;
+        let gpu = self.split_points.iter().take_while(|p| **p <= at).count();
+        vec![(gpu.min(self.split_points.len() - 1), 1.0)]
     }
 
     /// Where tensor `name` of a model of `blocks` blocks goes.
@@ -89,6 +163,11 @@ impl Placement {
     /// Blocks whose K/V cache is on the GPU: the offloaded ones.
     pub fn kv_blocks_on_gpu(&self, blocks: u64) -> u64 {
         self.gpu_layers.min(blocks + 1).saturating_sub(1)
+    }
+
+    /// The offloaded blocks' numbers (their K/V caches go with them).
+    pub fn gpu_blocks(&self, blocks: u64) -> std::ops::Range<u64> {
+        blocks - self.kv_blocks_on_gpu(blocks)..blocks
     }
 }
 
@@ -127,6 +206,32 @@ mod tests {
         assert_eq!(by_name.place("blk.2.attn_k.weight", 4), Place::Gpu);
         let onto = all(&[("n_gpu_layers", "0"), ("override_tensor", "output=CUDA0")]);
         assert_eq!(onto.place("output.weight", 4), Place::Gpu);
+    }
+
+    #[test]
+    fn layers_are_dealt_among_gpus_as_llama_cpp_deals_them() {
+        let of = |s: &[(&str, &str)]| Placement::of(&settings(s), 0).unwrap();
+        // 12 blocks and the output, all offloaded, split 3:1. llama.cpp's
+        // split points are 0.75 and 1; layer il goes to the first point
+        // above il / 13: blocks 0 to 9 on GPU 0, 10, 11 and the output on 1.
+        let p = of(&[("n_gpu_layers", "99"), ("tensor_split", "3,1")]);
+        assert_eq!(p.gpus(), 2);
+        let gpu = |layer| p.gpu_shares(layer, 12)[0].0;
+        assert_eq!((0..=12).map(gpu).collect::<Vec<_>>(), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
+        // Six offloaded (blocks 7 to 11 and the output), split evenly:
+        // the first three on GPU 0.
+        let p = of(&[("n_gpu_layers", "6"), ("tensor_split", "1/1")]);
+        let gpu = |layer| p.gpu_shares(layer, 12)[0].0;
+        assert_eq!((7..=12).map(gpu).collect::<Vec<_>>(), [0, 0, 0, 1, 1, 1]);
+        assert_eq!(p.gpu_blocks(12), 7..12);
+        // By rows every matrix is cut by the shares; with none, the main
+        // GPU holds it all.
+        let rows = of(&[("n_gpu_layers", "99"), ("tensor_split", "3,1"), ("split_mode", "row")]);
+        assert_eq!(rows.gpu_shares(4, 12), [(0, 0.75), (1, 0.25)]);
+        let none = of(&[("tensor_split", "3,1"), ("split_mode", "none"), ("main_gpu", "1")]);
+        assert_eq!((none.gpus(), none.gpu_shares(4, 12)), (2, vec![(1, 1.0)]));
+        assert_eq!(of(&[("n_gpu_layers", "99")]).gpus(), 1, "no split: one GPU");
+        assert!(Placement::of(&settings(&[("tensor_split", "3,x")]), 0).is_err());
     }
 
     #[test]

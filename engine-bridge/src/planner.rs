@@ -249,7 +249,32 @@ impl ModelInfo {
         OffloadPlan {
             gpu: side(gpu_weights + tied_copy, gpu_kv, gpu_free, GPU_RUNTIME_BYTES),
             host: side(host_weights, host_kv, host_available, 0),
+            gpus: self.gpu_shares(placement, tied_copy, kv),
         }
+    }
+
+    /// Each GPU's part of what `placement` offloads: a tensor goes with its
+    /// block (the output layer's, for tensors of no block), and so does a
+    /// block's K/V cache.
+    fn gpu_shares(&self, placement: &Placement, tied_copy: u64, kv: Option<u64>) -> Vec<GpuShare> {
+        let blocks = self.layers as u64;
+        let mut gpus = vec![GpuShare::default(); placement.gpus()];
+        let mut add = |layer: u64, bytes: u64, kv: bool| {
+            for (gpu, share) in placement.gpu_shares(layer, blocks) {
+                let part = (bytes as f64 * share).round() as u64;
+                if kv { gpus[gpu].kv += part } else { gpus[gpu].weights += part }
+            }
+        };
+        for t in self.tensors.iter().filter(|t| placement.place(&t.name, blocks) == Place::Gpu) {
+            let block = t.name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse().ok());
+            add(block.unwrap_or(blocks), t.bytes, false);
+        }
+        add(blocks, tied_copy, false);
+        let per_block = kv.unwrap_or(0) / blocks.max(1);
+        for b in placement.gpu_blocks(blocks) {
+            add(b, per_block, true);
+        }
+        gpus
     }
 
     /// The decode speed memory bandwidth allows at a context `depth`:
@@ -299,8 +324,19 @@ pub struct MemoryPlan {
 /// A configuration split between GPU and host memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OffloadPlan {
+    /// Every GPU together.
     pub gpu: MemoryPlan,
     pub host: MemoryPlan,
+    /// Each GPU's weights and K/V bytes, by its index (`CUDA0`, `CUDA1`,
+    /// …): one entry unless `tensor_split` shares them among several.
+    pub gpus: Vec<GpuShare>,
+}
+
+/// What one GPU holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GpuShare {
+    pub weights: u64,
+    pub kv: u64,
 }
 
 /// Measures read bandwidth: the best of `passes` multi-threaded sums over
@@ -418,6 +454,23 @@ mod tests {
         // Not enough GPU memory for the overhead margin alone.
         let small = info.offload_plan(1024, ("f16", "f16"), 4, (100 << 20, big));
         assert!(!small.gpu.fits && small.host.fits);
+        // One GPU holds all of it.
+        assert_eq!(all.gpus, [GpuShare { weights: 4 * layer + output, kv }]);
+        // Two, evenly: the split points are 0.5 and 1 and the five layers
+        // sit at 0, 0.2, 0.4 (GPU 0), 0.6 and 0.8 (block 3 and the output
+        // layer, GPU 1); each block's cache goes with it.
+        let two: crate::Settings =
+            [("n_gpu_layers", "99"), ("tensor_split", "1,1")].map(|(k, v)| (k.into(), v.into())).into();
+        let placed = Placement::of(&two, 0).unwrap();
+        let split = info.placed_plan(1024, ("f16", "f16"), &placed, (big, big));
+        assert_eq!(
+            split.gpus,
+            [
+                GpuShare { weights: 3 * layer, kv: kv / 4 * 3 },
+                GpuShare { weights: layer + output, kv: kv / 4 }
+            ]
+        );
+        assert_eq!(split.gpu, all.gpu, "together, what one GPU would hold");
     }
 
     #[test]

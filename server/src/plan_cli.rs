@@ -45,6 +45,8 @@ pub struct PlanReport {
     /// Nothing offloaded: the host alone.
     pub host_only: Option<MemoryPlan>,
     pub gpu: Option<MemoryPlan>,
+    /// Each GPU's weights and K/V, where `tensor_split` shares them.
+    pub gpus: Vec<engine_bridge::planner::GpuShare>,
     pub host: Option<MemoryPlan>,
     pub fits: bool,
     /// Bytes read per generated token at the context's start, where no
@@ -86,11 +88,11 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
     let host_free = engine_bridge::memory::mem_available().unwrap_or(0);
     let gpu_free = engine_bridge::memory::gpu_free_bytes().await;
     let bandwidth = crate::probe_cli::bandwidth_or_measured(args.bandwidth).await?;
-    let (host_only, gpu, host) = if placement.gpu_layers == 0 {
-        (Some(info.memory_plan(ctx, types.0, types.1, host_free)), None, None)
+    let (host_only, gpu, gpus, host) = if placement.gpu_layers == 0 {
+        (Some(info.memory_plan(ctx, types.0, types.1, host_free)), None, vec![], None)
     } else {
         let plan = info.placed_plan(ctx, types, &placement, (gpu_free.unwrap_or(0), host_free));
-        (None, Some(plan.gpu), Some(plan.host))
+        (None, Some(plan.gpu), plan.gpus, Some(plan.host))
     };
     let fits = [&host_only, &gpu, &host].iter().all(|p| p.as_ref().is_none_or(|p| p.fits));
     let report = PlanReport {
@@ -106,6 +108,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
         kv_bytes: info.kv_bytes(ctx, types.0, types.1),
         host_only,
         gpu,
+        gpus,
         host,
         fits,
         bytes_per_token: info.weight_bytes_per_token(),
@@ -160,6 +163,11 @@ fn text(r: &PlanReport, has_gpu: bool) -> String {
     if let Some(p) = &r.gpu {
         let free = if has_gpu { "free" } else { "free (no GPU seen)" };
         line("memory", side("GPU", p, free));
+    }
+    if r.gpus.len() > 1 {
+        for (i, g) in r.gpus.iter().enumerate() {
+            line("", format!("GPU {i}: weights {}, K/V {}", gib(g.weights), gib(g.kv)));
+        }
     }
     if let Some(p) = &r.host {
         line("memory", side("host", p, "available"));

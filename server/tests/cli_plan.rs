@@ -87,6 +87,17 @@ fn plan_places_experts_and_reads_every_part() {
         .unwrap();
     let text = String::from_utf8_lossy(&readable.stdout);
     assert!(text.contains("8 experts (2 used per token)") && text.contains("in 2 files"), "{text}");
+
+    // Shared among two GPUs 3:1: each one's part, and together all of it.
+    let out = plan(&model, &["n_gpu_layers=99", "tensor_split=3,1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gpus = r["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2, "{r}");
+    let part = |i: usize, what: &str| gpus[i][what].as_u64().unwrap();
+    assert_eq!(part(0, "weights") + part(1, "weights"), r["gpu"]["weights"].as_u64().unwrap());
+    assert_eq!(part(0, "kv") + part(1, "kv"), r["gpu"]["kv"].as_u64().unwrap());
+    assert!(part(0, "weights") > 2 * part(1, "weights"), "three quarters of the layers: {r}");
 }
 
 #[test]
