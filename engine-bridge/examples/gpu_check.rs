@@ -252,7 +252,9 @@ async fn fit_against_plan(server: &str, dir: &str) -> f64 {
     ))
     .expect("a profile");
     println!("\n# llama.cpp's fit against the planner: {}\n", model.display());
-    println!("| GPU budget MiB | fit chose | GPU weights planned / logged MiB | off | planned GPU total MiB |");
+    println!(
+        "| GPU budget MiB | fit chose | GPU weights planned / logged MiB | off | planned GPU total MiB |"
+    );
     println!("| --- | --- | --- | --- | --- |");
     let mut worst: f64 = 0.0;
     for budget_mib in [400u64, 800] {

@@ -459,8 +459,9 @@ mod tests {
         // Two, evenly: the split points are 0.5 and 1 and the five layers
         // sit at 0, 0.2, 0.4 (GPU 0), 0.6 and 0.8 (block 3 and the output
         // layer, GPU 1); each block's cache goes with it.
-        let two: crate::Settings =
-            [("n_gpu_layers", "99"), ("tensor_split", "1,1")].map(|(k, v)| (k.into(), v.into())).into();
+        let two: crate::Settings = [("n_gpu_layers", "99"), ("tensor_split", "1,1")]
+            .map(|(k, v)| (k.into(), v.into()))
+            .into();
         let placed = Placement::of(&two, 0).unwrap();
         let split = info.placed_plan(1024, ("f16", "f16"), &placed, (big, big));
         assert_eq!(

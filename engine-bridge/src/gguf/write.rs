@@ -174,7 +174,8 @@ impl Stored {
                     let step = d.to_f32();
                     out.extend_from_slice(&d.to_le_bytes());
                     for x in block {
-                        let q = if step > 0.0 { (x / step).round().clamp(-127.0, 127.0) } else { 0.0 };
+                        let q =
+                            if step > 0.0 { (x / step).round().clamp(-127.0, 127.0) } else { 0.0 };
                         out.push(q as i8 as u8);
                     }
                 }
@@ -238,8 +239,7 @@ fn tensors(spec: &LlamaSpec) -> Vec<Tensor> {
     let kv = (spec.kv_heads * spec.head_dim()) as u64;
     let (attention, matrices) =
         if spec.quantized { (Stored::F16, Stored::Q8_0) } else { (Stored::F32, Stored::F32) };
-    let random =
-        |name: String, dims: Vec<u64>, kind| Tensor { name, dims, constant: None, kind };
+    let random = |name: String, dims: Vec<u64>, kind| Tensor { name, dims, constant: None, kind };
     let ones =
         |name: String| Tensor { name, dims: vec![w], constant: Some(1.0), kind: Stored::F32 };
     let mut out = vec![
@@ -366,7 +366,8 @@ fn write_all<W: Write>(w: &mut Writer<W>, spec: &LlamaSpec, seed: u64) -> std::i
         let scale = 1.0 / (t.dims[0] as f32).sqrt();
         values.clear();
         values.extend(
-            (0..t.elements()).map(|_| t.constant.unwrap_or_else(|| rng.random_range(-scale..scale))),
+            (0..t.elements())
+                .map(|_| t.constant.unwrap_or_else(|| rng.random_range(-scale..scale))),
         );
         buf.clear();
         t.kind.encode(&values, &mut buf);

@@ -133,7 +133,11 @@ fn change_text(changes: &[super::Change]) -> String {
 
 /// How far an interval reaches from "no change", on its scale.
 fn reach(metric: Metric, i: &Interval) -> f64 {
-    if metric.scale() == Scale::Ratio { i.lo.ln().abs().max(i.hi.ln().abs()) } else { i.lo.abs().max(i.hi.abs()) }
+    if metric.scale() == Scale::Ratio {
+        i.lo.ln().abs().max(i.hi.ln().abs())
+    } else {
+        i.lo.abs().max(i.hi.abs())
+    }
 }
 
 pub(super) fn names(settings: &[String]) -> String {
@@ -308,9 +312,7 @@ impl Finding {
                     );
                 }
             },
-            Finding::Interaction {
-                settings: (a, b), bases, metric, cells, p_value, ..
-            } => {
+            Finding::Interaction { settings: (a, b), bases, metric, cells, p_value, .. } => {
                 let mut ranked: Vec<&super::Cell> = cells.iter().collect();
                 // The combinations furthest from what the two effects alone predict first.
                 let off = |c: &super::Cell| {

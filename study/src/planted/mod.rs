@@ -97,7 +97,9 @@ impl World {
                     let z = crate::strategy::normal(rng);
                     let noisy = match m {
                         m if m.is_rate() => (v + z * self.noise.quality).clamp(0.0, 1.0),
-                        Metric::KldMean | Metric::KldP99 => (v + z * self.noise.divergence).max(0.0),
+                        Metric::KldMean | Metric::KldP99 => {
+                            (v + z * self.noise.divergence).max(0.0)
+                        }
                         m if m.name().ends_with("_bytes") => v * (z * self.noise.memory).exp(),
                         _ => v * (z * self.noise.speed).exp(),
                     };
