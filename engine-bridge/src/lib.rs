@@ -37,6 +37,7 @@ pub mod probes;
 pub mod process;
 pub mod profile;
 pub mod registry;
+pub mod workloads;
 
 pub use catalog::{Catalog, Settings};
 pub use engine::{RunningEngine, free_port, plan};
