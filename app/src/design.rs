@@ -77,6 +77,12 @@ pub struct Form {
     /// blank sizes leave the probe out.
     pub context_sizes: String,
     pub context_depths: String,
+    /// Serving load: a workload (built-in, or a file in the server's
+    /// workloads folder; blank: no load probe), its arrival rates a
+    /// second, and the p99 time to first token it must hold (ms).
+    pub load_workload: String,
+    pub load_rates: String,
+    pub load_ttft_ms: String,
     /// Where trials run: blank for this server's engine, else workers'
     /// names separated by commas, or `any`.
     pub machines: String,
@@ -126,6 +132,9 @@ impl Default for Form {
             kld: false,
             context_sizes: String::new(),
             context_depths: "0.1, 0.5, 0.9".into(),
+            load_workload: String::new(),
+            load_rates: "0.5, 1, 2, 4".into(),
+            load_ttft_ms: "2000".into(),
             machines: String::new(),
             fit_baseline: false,
         }
@@ -140,9 +149,13 @@ pub struct Preset {
     /// Setting, values, baseline.
     pub rows: &'static [(&'static str, &'static str, &'static str)],
     pub constraints: &'static str,
+    /// Objectives it sets (metric, goal); none: the form's stay.
+    pub objectives: &'static [(&'static str, &'static str)],
+    /// The load probe's workload it sets; blank: none.
+    pub load_workload: &'static str,
 }
 
-/// The seeds' llama.cpp axes, and a vLLM throughput set.
+/// The seeds' llama.cpp axes, serving a team, and a vLLM throughput set.
 pub const PRESETS: &[Preset] = &[
     Preset {
         label: "llama.cpp axes",
@@ -157,6 +170,23 @@ pub const PRESETS: &[Preset] = &[
             ("ubatch_size", "128, 512", "512"),
         ],
         constraints: "cache_type_k == cache_type_v\nflash_attn == \"on\" when cache_type_v != \"f16\"",
+        objectives: &[],
+        load_workload: "",
+    },
+    Preset {
+        label: "serve a team",
+        engines: &["llama-server"],
+        rows: &[
+            ("parallel", "1, 2, 4, 8", "1"),
+            ("ctx_size", "8192..65536 log", "16384"),
+            ("batch_size", "512, 2048", "2048"),
+            ("ubatch_size", "128, 512", "512"),
+            ("cache_type_k", "f16, q8_0", "f16"),
+            ("cache_type_v", "f16, q8_0", "f16"),
+        ],
+        constraints: "cache_type_k == cache_type_v",
+        objectives: &[("goodput_rps", "max"), ("peak_rss_bytes", "min")],
+        load_workload: "chat",
     },
     Preset {
         label: "vLLM throughput",
@@ -169,6 +199,8 @@ pub const PRESETS: &[Preset] = &[
             ("enable_prefix_caching", "bool", "true"),
         ],
         constraints: "",
+        objectives: &[],
+        load_workload: "",
     },
 ];
 
@@ -387,6 +419,21 @@ impl Form {
         if self.quality {
             probes.insert("quality".into(), json!({}));
         }
+        let served = self.objectives.iter().any(|o| o.metric == "goodput_rps");
+        let workload = match self.load_workload.trim() {
+            "" if served => "chat",
+            w => w,
+        };
+        if !workload.is_empty() {
+            let mut slo = Map::new();
+            if let Err(e) = optional_number(&mut slo, "ttft_p99_ms", &self.load_ttft_ms) {
+                errors.push(e);
+            }
+            probes.insert(
+                "load".into(),
+                json!({ "workload": workload, "rates": list(&self.load_rates), "slo": slo }),
+            );
+        }
         let divergence = ["kld_mean", "kld_p99", "same_top_rate"];
         if self.kld || self.objectives.iter().any(|o| divergence.contains(&o.metric.as_str())) {
             probes.insert("kld".into(), json!({}));
@@ -496,6 +543,17 @@ mod tests {
         assert_eq!(v2["probes"]["kld"], json!({}), "a divergence objective runs its probe");
         let asked = Form { kld: true, ..form.clone() }.to_json().unwrap();
         assert_eq!(asked["probes"]["kld"], json!({}));
+        // Goodput as an objective runs the load probe (the chat workload
+        // unless one is named), with the rates and objective typed.
+        assert!(v["probes"].get("load").is_none());
+        let mut served = form.clone();
+        served.objectives[0].metric = "goodput_rps".into();
+        let load = &served.to_json().unwrap()["probes"]["load"];
+        assert_eq!(load["workload"], "chat");
+        assert_eq!(load["rates"], json!([0.5, 1, 2, 4]));
+        assert_eq!(load["slo"], json!({ "ttft_p99_ms": 2000 }));
+        let named = Form { load_workload: "team.jsonl".into(), ..form.clone() }.to_json().unwrap();
+        assert_eq!(named["probes"]["load"]["workload"], "team.jsonl");
         assert_eq!(v["probes"]["context"]["sizes"], json!([1024, 2048]));
         // Margins: quality typed in points, kept as a share.
         let strict =

@@ -371,6 +371,16 @@ impl RunningEngine {
         Ok(self.generate(&request, timeout).await?.sample)
     }
 
+    /// What sends this engine streamed chat requests (see [`crate::chat`]).
+    pub fn chat_handle(&self) -> crate::chat::ChatClient {
+        crate::chat::ChatClient {
+            client: self.client.clone(),
+            base_url: self.base_url.clone(),
+            model: self.model_id.clone(),
+            extra: self.spec.request.clone(),
+        }
+    }
+
     /// Any completion request, with the text it produced.
     pub async fn generate(
         &self,

@@ -19,6 +19,7 @@
 
 pub mod applied;
 pub mod catalog;
+pub mod chat;
 pub mod children;
 pub mod endpoints;
 pub mod engine;

@@ -179,6 +179,7 @@ pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result
         load_timeout: settings.load_timeout,
         logs_dir: settings.data_dir.join("logs"),
         engines_dir,
+        workloads_dir: settings.data_dir.join("workloads"),
         bandwidth: Some(bandwidth),
         shutdown,
         slot: Default::default(),

@@ -71,10 +71,14 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
         let names: Vec<_> = profiles.iter().map(|p| p.name.as_str()).collect();
         bail!("no engine profile `{}` (have: {})", args.profile, names.join(", "));
     };
-    let plan = match &args.plan {
+    let mut plan = match &args.plan {
         Some(path) => load_plan(path)?,
         None => ProbePlan::standard(),
     };
+    // A workload file named by the plan sits beside it.
+    if let (Some(load), Some(path)) = (&mut plan.load, &args.plan) {
+        load.workloads_dir = path.parent().map(std::path::Path::to_path_buf);
+    }
     let port = engine_bridge::free_port()?;
     let spec = engine_bridge::plan(profile, &args.model, &settings, port)
         .map_err(|e| Stopped::error(Why::Invalid, e.to_string()))?;
@@ -184,6 +188,39 @@ fn report(
                     "{c:.1} tok/s at {:.1} GB/s: {:.0} % reached",
                     bandwidth / 1e9,
                     100.0 * s.summary.decode_tps / c
+                ),
+            );
+        }
+    }
+    if let Some(l) = &o.measurement.load {
+        let slo = |b: Option<f64>| b.map_or("—".into(), |b| format!("{b:.0} ms"));
+        line(
+            "load",
+            format!(
+                "workload {}, objective p99 TTFT {} and p99 gap {}: goodput {:.2} req/s{}",
+                l.workload,
+                slo(l.slo.ttft_p99_ms),
+                slo(l.slo.itl_p99_ms),
+                l.goodput_rps,
+                l.best_rate.map_or(" (no rate held it)".into(), |r| format!(" at {r:.2}/s")),
+            ),
+        );
+        for s in &l.steps {
+            let p99 = |p: Option<engine_bridge::probes::load::Percentiles>| {
+                p.map_or("—".into(), |p| format!("{:.0} ms", p.p99))
+            };
+            line(
+                "",
+                format!(
+                    "{:.2}/s: {} of {} answered, {:.2} req/s, {:.0} tok/s, p99 TTFT {}, p99 gap {}: {}",
+                    s.rate,
+                    s.completed,
+                    s.sent,
+                    s.throughput_rps,
+                    s.output_tps,
+                    p99(s.ttft_ms),
+                    p99(s.itl_ms),
+                    if s.meets_slo { "holds" } else { "misses" },
                 ),
             );
         }

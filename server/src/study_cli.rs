@@ -194,7 +194,7 @@ pub async fn export(
 }
 
 /// The CSV's fixed columns, before one `setting.NAME` column per setting.
-const CSV_COLUMNS: [&str; 30] = [
+const CSV_COLUMNS: [&str; 31] = [
     "id",
     "study_id",
     "role",
@@ -223,6 +223,7 @@ const CSV_COLUMNS: [&str; 30] = [
     "kld_mean",
     "kld_p99",
     "same_top_rate",
+    "goodput_rps",
     "failure_kind",
     "error",
 ];

@@ -39,6 +39,8 @@ pub struct RunnerContext {
     pub logs_dir: PathBuf,
     /// Running engines are recorded here (see `engine_bridge::registry`).
     pub engines_dir: PathBuf,
+    /// Users' workload files (`NAME.jsonl`), which load probes name.
+    pub workloads_dir: PathBuf,
     /// Memory read bandwidth in bytes per second, for the decode ceiling.
     pub bandwidth: Option<f64>,
     pub shutdown: CancellationToken,
@@ -181,7 +183,11 @@ async fn measure(
     slot: &mut Option<Warm>,
 ) -> Result<Result<(), Failure>, sqlx::Error> {
     let fail = |kind, message: String| Ok(Err(Failure::new(kind, message)));
-    let probes = &probes.clone().with_endpoints(&ctx.endpoints);
+    let mut probes = probes.clone().with_endpoints(&ctx.endpoints);
+    if let Some(load) = &mut probes.load {
+        load.workloads_dir = Some(ctx.workloads_dir.clone());
+    }
+    let probes = &probes;
     set_state(ctx, trial.id, State::Launching).await?;
     let Some(profile) = ctx.profiles.iter().find(|p| p.name == trial.profile) else {
         return fail(

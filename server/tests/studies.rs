@@ -332,6 +332,58 @@ async fn a_study_judges_quality_by_kl_divergence_from_its_baseline() {
 }
 
 #[tokio::test]
+async fn goodput_under_a_latency_objective_is_a_study_metric() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let def = json!({
+        "name": "serve a team",
+        "profile": "demo",
+        "model": "tiny-llama",
+        "space": { "parallel": [1, 2] },
+        "fixed": { "threads": 2, "ctx_size": 2048 },
+        "baseline": { "parallel": 1 },
+        "objectives": [{ "metric": "goodput_rps" }, { "metric": "peak_rss_bytes" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 2, "confirm_pairs": 0, "skip_dominated": false },
+        "probes": {
+            "load": {
+                "workload": "chat",
+                "rates": [2, 4],
+                "duration": 1,
+                "search_steps": 0,
+                "slo": { "ttft_p99_ms": 5000 }
+            }
+        }
+    });
+    let (row, trials) = run_to_the_end(&server, &def).await;
+    assert_eq!(trials.len(), 2, "{trials:?}");
+    for t in &trials {
+        let goodput = t.goodput_rps.expect("goodput stored");
+        assert!(goodput > 0.0, "{t:?}");
+        let m: Value = get_json(&server, &format!("/api/trials/{}/measurement", t.id)).await;
+        let steps = m["load"]["steps"].as_array().expect("each rate's run");
+        assert_eq!(m["load"]["workload"], "chat");
+        assert!(steps.iter().all(|s| s["completed"].as_u64().unwrap() > 0), "{steps:?}");
+        assert_eq!(m["load"]["goodput_rps"].as_f64(), Some(goodput));
+    }
+    let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", row.id)).await;
+    assert_eq!(pareto["metrics"], json!(["goodput_rps", "peak_rss_bytes"]));
+    let found: Value = get_json(&server, &format!("/api/studies/{}/findings", row.id)).await;
+    let markdown = found["markdown"].as_str().unwrap();
+    assert!(
+        markdown.contains("**Best goodput (req/s within the objective)** (highest)"),
+        "{markdown}"
+    );
+    // A workload is named, never a path.
+    let mut wrong = def.clone();
+    wrong["probes"]["load"]["workload"] = json!("../../../etc/passwd");
+    let refused = post(&server, "/api/studies", &wrong).await;
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("probes.load.workload"));
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn request_time_settings_reuse_the_running_engine() {
     common::require_demo_engine();
     let server = TestServer::start().await;

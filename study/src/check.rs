@@ -122,20 +122,22 @@ impl StudyDef {
         };
         let objectives = targets(&self.objectives, &mut errors);
         let bounds = targets(&self.bounds, &mut errors);
-        let divergence = |t: &&Target| {
-            matches!(
-                t.measure.metric(),
-                Some(Metric::KldMean | Metric::KldP99 | Metric::SameTopRate)
-            )
-        };
-        let kld_planned = self.probes.as_ref().is_some_and(|p| p.kld.is_some());
-        if let Some(t) = objectives.iter().chain(&bounds).find(divergence)
-            && !kld_planned
-        {
-            errors.push(format!(
-                "metric `{}` is measured by the KL-divergence probe: add [probes.kld]",
-                t.measure.name()
-            ));
+        // Metrics only one probe measures, which the study must then run.
+        let plan = self.probes.clone().unwrap_or_default();
+        for t in objectives.iter().chain(&bounds) {
+            let needs = match t.measure.metric() {
+                Some(Metric::KldMean | Metric::KldP99 | Metric::SameTopRate) => {
+                    plan.kld.is_none().then_some(("KL-divergence", "kld"))
+                }
+                Some(Metric::GoodputRps) => plan.load.is_none().then_some(("load", "load")),
+                _ => None,
+            };
+            if let Some((what, table)) = needs {
+                errors.push(format!(
+                    "metric `{}` is measured by the {what} probe: add [probes.{table}]",
+                    t.measure.name()
+                ));
+            }
         }
         if self.objectives.is_empty() {
             errors

@@ -30,6 +30,9 @@ pub enum Metric {
     KldP99,
     /// How often the likeliest next token is the reference's, as a share.
     SameTopRate,
+    /// Requests a second answered within the load probe's latency
+    /// objective, at the highest rate that held it (0: none did).
+    GoodputRps,
 }
 
 /// How a metric's changes are modelled and told.
@@ -46,7 +49,7 @@ pub enum Scale {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 16] = [
         Metric::DecodeTps,
         Metric::PrefillTps,
         Metric::TtftMs,
@@ -62,6 +65,7 @@ impl Metric {
         Metric::KldMean,
         Metric::KldP99,
         Metric::SameTopRate,
+        Metric::GoodputRps,
     ];
 
     /// The column (and the name in study files).
@@ -82,6 +86,7 @@ impl Metric {
             Metric::KldMean => "kld_mean",
             Metric::KldP99 => "kld_p99",
             Metric::SameTopRate => "same_top_rate",
+            Metric::GoodputRps => "goodput_rps",
         }
     }
 
@@ -107,6 +112,7 @@ impl Metric {
             Metric::KldMean => "mean KL divergence",
             Metric::KldP99 => "99th-percentile KL divergence",
             Metric::SameTopRate => "same top token",
+            Metric::GoodputRps => "goodput (req/s within the objective)",
         }
     }
 
@@ -133,7 +139,8 @@ impl Metric {
             | Metric::ContextPassRate
             | Metric::ContextTokens
             | Metric::PctOfCeiling
-            | Metric::SameTopRate => Goal::Max,
+            | Metric::SameTopRate
+            | Metric::GoodputRps => Goal::Max,
             _ => Goal::Min,
         }
     }

@@ -69,6 +69,15 @@ fn a_divergence_is_judged_only_where_the_probe_runs() {
     // Its own margins, in nats.
     let text = SEEDS.replace("[space]\n", "margins = { kld_mean = 0.02 }\n[space]\n");
     assert_eq!(check(&text).unwrap().def.margins.kld_mean, 0.02);
+    // Goodput, likewise, needs the load probe, with a workload named, not a path.
+    let served = format!("{SEEDS}\n[[bounds]]\nmetric = \"goodput_rps\"\nmin = \"2\"\n");
+    let e = check(&served).unwrap_err().to_string();
+    assert!(e.contains("metric `goodput_rps` is measured by the load probe"), "{e}");
+    let loaded = format!("{served}[probes.load]\nworkload = \"agent\"\nrates = [1, 2]\n");
+    assert_eq!(check(&loaded).unwrap().probes.load.unwrap().rates, [1.0, 2.0]);
+    let path = format!("{served}[probes.load]\nworkload = \"../../etc/passwd\"\n");
+    let e = check(&path).unwrap_err().to_string();
+    assert!(e.contains("probes.load.workload `../../etc/passwd`: not one of"), "{e}");
     let bad = SEEDS.replace("[space]\n", "margins = { kld_p99 = -1 }\n[space]\n");
     let e = check(&bad).unwrap_err().to_string();
     assert!(e.contains("margins.kld_p99: -1 is not between 0 and 10 nats"), "{e}");

@@ -33,6 +33,7 @@ const METRICS: &[(&str, &str, bool)] = &[
     ("kld_mean", "mean KL divergence", false),
     ("kld_p99", "99th-percentile KL divergence", false),
     ("same_top_rate", "same top token", true),
+    ("goodput_rps", "goodput (req/s)", true),
 ];
 
 /// The trials' ids in `text` (`3,7,12`), at most [`MOST`].

@@ -81,6 +81,7 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
         ("mean KL divergence", fmt_metric("kld_mean", t.kld_mean)),
         ("99th-percentile KL divergence", fmt_metric("kld_p99", t.kld_p99)),
         ("same top token", fmt_metric("same_top_rate", t.same_top_rate)),
+        ("goodput (req/s within the objective)", fmt(t.goodput_rps, 2)),
         ("context the engine allocated", t.n_ctx.map(|n| n.to_string()).unwrap_or_default()),
     ];
     view! {

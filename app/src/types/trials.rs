@@ -129,6 +129,7 @@ impl TrialView {
             "kld_mean" => self.kld_mean,
             "kld_p99" => self.kld_p99,
             "same_top_rate" => self.same_top_rate,
+            "goodput_rps" => self.goodput_rps,
             _ => None,
         }
     }
@@ -170,6 +171,7 @@ impl TrialView {
             kld_mean: None,
             kld_p99: None,
             same_top_rate: None,
+            goodput_rps: None,
             started_ms: None,
             expected_load_ms: None,
             load_state: None,
@@ -235,6 +237,9 @@ pub struct TrialView {
     /// How often the likeliest next token is the reference's, 0 to 1.
     #[serde(default)]
     pub same_top_rate: Option<f64>,
+    /// Requests a second answered within the load probe's objective.
+    #[serde(default)]
+    pub goodput_rps: Option<f64>,
     /// When the trial left the queue (ms since the epoch).
     pub started_ms: Option<i64>,
     /// Mean load time of earlier trials of the same model.

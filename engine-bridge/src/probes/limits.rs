@@ -23,6 +23,10 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 pub const MAX_CASES: usize = 500;
 /// Longest text in a quality case (prompt, keyword, pattern, rubric), in bytes.
 pub const MAX_TEXT: usize = 16 * 1024;
+/// Highest arrival rate a load probe may ask for, a second.
+pub const MAX_RATE: f64 = 1000.0;
+/// Longest a load probe may keep one rate going.
+pub const MAX_LOAD_STEP: Duration = Duration::from_secs(600);
 /// Most perplexity chunks.
 pub const MAX_CHUNKS: u32 = 10_000;
 
@@ -100,6 +104,28 @@ impl ProbePlan {
                 c.at_most("quality.judge.endpoint (bytes)", judge.endpoint.len(), 200);
             }
             c.at_most("quality.request_timeout", p.request_timeout, MAX_TIMEOUT);
+        }
+        if let Some(p) = &self.load {
+            if let Some(e) = crate::workloads::name_error(&p.workload) {
+                c.0.push(format!("probes.load.{e}"));
+            }
+            c.at_most("load.rates (count)", p.rates.len(), MAX_POINTS);
+            if p.rates.is_empty() || p.rates.iter().any(|r| !(*r > 0.0 && *r <= MAX_RATE)) {
+                c.0.push(format!(
+                    "probes.load.rates: each between 0 and {MAX_RATE} a second, at least one"
+                ));
+            }
+            c.at_most("load.duration", p.duration, MAX_LOAD_STEP);
+            c.at_most("load.search_steps", p.search_steps, 8);
+            c.at_most("load.max_in_flight", p.max_in_flight, MAX_CLIENTS as usize * 8);
+            c.at_most("load.request_timeout", p.request_timeout, MAX_TIMEOUT);
+            for (name, bound) in
+                [("ttft_p99_ms", p.slo.ttft_p99_ms), ("itl_p99_ms", p.slo.itl_p99_ms)]
+            {
+                if bound.is_some_and(|b| !(b > 0.0 && b <= 3.6e6)) {
+                    c.0.push(format!("probes.load.slo.{name}: between 0 and 3600000 ms"));
+                }
+            }
         }
         if let Some(p) = &self.perplexity {
             c.at_most("perplexity.ctx", p.ctx as usize, MAX_TOKENS);

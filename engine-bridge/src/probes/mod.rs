@@ -7,6 +7,7 @@ pub mod context;
 pub mod depth;
 pub mod kld;
 pub mod limits;
+pub mod load;
 pub mod perplexity;
 pub mod quality;
 pub mod speed;
@@ -18,6 +19,7 @@ pub use concurrency::{ConcurrencyPoint, ConcurrencyProbe};
 pub use context::{ContextProbe, RecallPoint};
 pub use depth::{DepthPoint, DepthProbe};
 pub use kld::{KldProbe, KldResult};
+pub use load::{LoadProbe, LoadResult, LoadStep, Slo};
 pub use perplexity::{PerplexityProbe, PerplexityResult};
 pub use quality::{Judge, QualityProbe, QualityResult, Suite};
 pub use speed::{SpeedProbe, SpeedResult, SpeedSummary};
@@ -36,6 +38,8 @@ pub struct ProbePlan {
     pub concurrency: Option<ConcurrencyProbe>,
     pub quality: Option<QualityProbe>,
     pub context: Option<ContextProbe>,
+    /// Serving capacity under a latency objective (see [`load`]).
+    pub load: Option<LoadProbe>,
     /// Runs after the engine stops (see [`perplexity`]); llama-server only.
     pub perplexity: Option<PerplexityProbe>,
     /// KL divergence from a reference configuration (see [`kld`]); after
@@ -65,6 +69,8 @@ pub struct Measurement {
     pub perplexity: Option<PerplexityResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kld: Option<KldResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadResult>,
     /// Probes that failed without failing the trial (perplexity), and why.
     #[serde(default)]
     pub probe_errors: Vec<String>,
@@ -94,6 +100,12 @@ impl Measurement {
     /// The largest probed context size whose recall passed at every depth
     /// measured there; 0 when none did. A size that did not fit is not a
     /// pass, so a 4K configuration scores 4K where a 64K one scores 64K.
+    /// Requests a second answered within the load probe's objective, at
+    /// the highest rate that held it.
+    pub fn goodput_rps(&self) -> Option<f64> {
+        self.load.as_ref().map(|l| l.goodput_rps)
+    }
+
     pub fn context_tokens(&self) -> Option<u64> {
         let points = self.context.as_ref()?;
         let mut sizes: Vec<usize> = points.iter().map(|p| p.size).collect();
@@ -141,7 +153,8 @@ impl ProbePlan {
         let slow = self.quality.is_some()
             || self.depth.is_some()
             || self.concurrency.is_some()
-            || self.context.is_some();
+            || self.context.is_some()
+            || self.load.is_some();
         if let (true, Some(gate), Some(speed)) = (slow, gate, &m.speed)
             && let Some(why) = gate(speed)
         {
@@ -159,6 +172,9 @@ impl ProbePlan {
         }
         if let Some(p) = &self.context {
             m.context = Some(p.run(engine, n_ctx).await?);
+        }
+        if let Some(p) = &self.load {
+            m.load = Some(p.run(engine).await?);
         }
         Ok(m)
     }

@@ -28,6 +28,7 @@ pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
         (Metric::KldMean, t.kld_mean),
         (Metric::KldP99, t.kld_p99),
         (Metric::SameTopRate, t.same_top_rate),
+        (Metric::GoodputRps, t.goodput_rps),
     ];
     pairs.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
 }

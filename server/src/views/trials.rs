@@ -44,6 +44,7 @@ impl From<TrialRow> for TrialView {
             kld_mean: row.kld_mean,
             kld_p99: row.kld_p99,
             same_top_rate: row.same_top_rate,
+            goodput_rps: row.goodput_rps,
             started_ms: row.started_ms,
             expected_load_ms: row.expected_load_ms,
             load_state: row.load_state,

@@ -93,9 +93,11 @@ fn gram_of(trials: &[Measured]) -> Gram {
 /// Whether settings' effects on `metric` are modelled at all. Context
 /// tokens is a step between the probed sizes, often 0: neither a ratio nor
 /// a difference of it is a model anyone should act on, so its best and its
-/// front are reported and its effects are not claimed.
+/// front are reported and its effects are not claimed. Goodput is 0 for a
+/// configuration that held the objective at no rate, and a search's steps
+/// between rates: the same.
 pub fn modelled(metric: Metric) -> bool {
-    metric != Metric::ContextTokens
+    !matches!(metric, Metric::ContextTokens | Metric::GoodputRps)
 }
 
 /// Whether `metric` is modeled on a log scale: ratios, not rates or

@@ -216,11 +216,20 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                                         let preset = PRESETS.iter().find(|p| p.label == label).expect("a preset");
                                         let mut k = next_key.get_value();
                                         let rows = preset.rows_for(&params.get_untracked(), &mut k);
-                                        next_key.set_value(k);
                                         form.update(|f| {
                                             f.vary = rows;
                                             f.constraints = preset.constraints.to_string();
+                                            if !preset.objectives.is_empty() {
+                                                f.objectives = preset.objectives.iter().map(|(metric, goal)| {
+                                                    k += 1;
+                                                    ObjectiveRow { key: k, metric: metric.to_string(), goal: goal.to_string(), ..Default::default() }
+                                                }).collect();
+                                            }
+                                            if !preset.load_workload.is_empty() {
+                                                f.load_workload = preset.load_workload.to_string();
+                                            }
                                         });
+                                        next_key.set_value(k);
                                     }>{format!("Preset: {label}")}</button>
                                 }
                             }).collect_view()
@@ -360,6 +369,9 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     </label>
                     <label>"Context recall: sizes in tokens (blank: none)" {text_input(form, "context-sizes", |f| &f.context_sizes, |f, v| f.context_sizes = v)}</label>
                     <label>"Context recall: depths (0 to 1)" {text_input(form, "context-depths", |f| &f.context_depths, |f, v| f.context_depths = v)}</label>
+                    <label>"Serving load: workload (chat, summary, code, agent, or a file in the server's workloads folder; blank: none)" {text_input(form, "load-workload", |f| &f.load_workload, |f, v| f.load_workload = v)}</label>
+                    <label>"Serving load: arrivals a second" {text_input(form, "load-rates", |f| &f.load_rates, |f, v| f.load_rates = v)}</label>
+                    <label>"Serving load: p99 time to first token (ms)" {text_input(form, "load-ttft", |f| &f.load_ttft_ms, |f, v| f.load_ttft_ms = v)}</label>
                 </section>
                 </Show>
             </form>

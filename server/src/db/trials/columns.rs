@@ -80,6 +80,7 @@ pub const COLUMNS: &[Column] = &[
     c("kld_mean", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
     c("kld_p99", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
     c("same_top_rate", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
+    c("goodput_rps", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
     c("expected_load_ms", Real, IN_ROW | IN_RESULT),
     c("load_state", Text, IN_ROW | IN_RESULT),
     c("study_id", Int, IN_ROW | IN_IMPORT),

@@ -36,6 +36,7 @@ pub struct HistoryRow {
     pub kld_mean: Option<f64>,
     pub kld_p99: Option<f64>,
     pub same_top_rate: Option<f64>,
+    pub goodput_rps: Option<f64>,
 }
 
 /// A study's history, oldest first: the lean query behind strategies,

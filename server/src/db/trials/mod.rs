@@ -86,6 +86,7 @@ pub struct TrialRow {
     pub kld_mean: Option<f64>,
     pub kld_p99: Option<f64>,
     pub same_top_rate: Option<f64>,
+    pub goodput_rps: Option<f64>,
     pub started_ms: Option<i64>,
     pub expected_load_ms: Option<f64>,
     pub load_state: Option<String>,

@@ -173,7 +173,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
          mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
          quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
          pct_of_ceiling = $19, perplexity = $20, context_tokens = $21, kld_mean = $22, \
-         kld_p99 = $23, same_top_rate = $24 WHERE id = $25",
+         kld_p99 = $23, same_top_rate = $24, goodput_rps = $25 WHERE id = $26",
     )
     .bind(State::Done.as_str())
     .bind(now_ms())
@@ -199,6 +199,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(o.measurement.kld.as_ref().map(|k| k.mean))
     .bind(o.measurement.kld.as_ref().map(|k| k.p99))
     .bind(o.measurement.kld.as_ref().map(|k| k.same_top_pct / 100.0))
+    .bind(o.measurement.goodput_rps())
     .bind(id)
     .execute(&mut *tx)
     .await?;
