@@ -492,6 +492,12 @@ async fn a_load_probe_finds_the_rate_the_objective_holds_at() {
     assert!(!fast.meets_slo, "{fast:?}");
     assert!(fast.errors == 0 && fast.ttft_ms.unwrap().p99 > 2000.0, "queued: {fast:?}");
     assert_eq!(r.best_rate, Some(1.0));
+    // What bound the fast step, from the engine's own slots.
+    let engine_side = fast.engine.as_ref().expect("the engine was read meanwhile");
+    assert_eq!(engine_side.slots, Some(2), "{engine_side:?}");
+    let why = fast.binding.as_deref().unwrap_or_default();
+    assert!(why.contains("all 2 slots busy"), "{why}: {fast:?}");
+    assert_eq!(slow.binding, None, "nothing binds where the objective holds: {slow:?}");
     assert!(r.goodput_rps > 0.0 && r.goodput_rps <= slow.throughput_rps + 1e-9, "{r:?}");
     // Every answer was as long as asked: the chat template ran, the
     // tokens were counted.

@@ -223,6 +223,9 @@ fn report(
                     if s.meets_slo { "holds" } else { "misses" },
                 ),
             );
+            if let Some(b) = &s.binding {
+                line("", format!("  {b}"));
+            }
         }
     }
     if let Some(k) = &o.measurement.kld {

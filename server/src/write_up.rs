@@ -137,6 +137,40 @@ fn by_class(def: &StudyDef, list: &[TrialView]) -> (Vec<Finding>, String) {
     (all, text)
 }
 
+/// How the trial with the most goodput fared at each load, and what bound
+/// it where it missed the objective (see `engine_bridge::probes::load_watch`);
+/// empty where no trial ran the load probe.
+async fn serving_load(db: &crate::db::Db, list: &[TrialView]) -> Result<String, sqlx::Error> {
+    let best = list
+        .iter()
+        .filter(|t| t.goodput_rps.is_some() && t.mismatched.is_empty())
+        .max_by(|a, b| a.goodput_rps.unwrap_or(0.0).total_cmp(&b.goodput_rps.unwrap_or(0.0)));
+    let Some(t) = best else { return Ok(String::new()) };
+    let Some(m) = trials::measurement(db, t.id).await? else { return Ok(String::new()) };
+    let Ok(load) = serde_json::from_value::<engine_bridge::probes::LoadResult>(m["load"].clone())
+    else {
+        return Ok(String::new());
+    };
+    let mut out = format!(
+        "\n## Serving load\n\nTrial {} serves the most within the objective: {:.2} requests a second ({} workload{}).\n\n",
+        t.id,
+        load.goodput_rps,
+        load.workload,
+        load.best_rate
+            .map_or(", at no rate tried".into(), |r| format!(", at {r:.2} arriving a second")),
+    );
+    for s in &load.steps {
+        let p99 = s.ttft_ms.map_or("—".into(), |p| format!("{:.0} ms", p.p99));
+        let verdict = if s.meets_slo { "holds" } else { "misses" };
+        let why = s.binding.as_deref().map_or(String::new(), |b| format!("; {b}"));
+        out.push_str(&format!(
+            "- {:.2}/s: {:.2} answered a second, p99 time to first token {p99}: {verdict}{why}.\n",
+            s.rate, s.throughput_rps
+        ));
+    }
+    Ok(out)
+}
+
 /// Study `id`'s findings and the write-up of them in markdown: the
 /// findings (per class of machine, where it ran on several), then how to
 /// run each best configuration outside Tunebook (command line and systemd
@@ -148,6 +182,7 @@ pub async fn write_up(
     let Some(row) = studies::get(db, id).await? else { return Ok(None) };
     let list: Vec<TrialView> = crate::views::all(trials::of_study(db, id).await?);
     let (found, mut text) = findings_markdown(&row.definition, &list);
+    text.push_str(&serving_load(db, &list).await?);
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();
     for f in &found {

@@ -374,6 +374,7 @@ async fn goodput_under_a_latency_objective_is_a_study_metric() {
         markdown.contains("**Best goodput (req/s within the objective)** (highest)"),
         "{markdown}"
     );
+    assert!(markdown.contains("## Serving load") && markdown.contains("/s: "), "{markdown}");
     // A workload is named, never a path.
     let mut wrong = def.clone();
     wrong["probes"]["load"]["workload"] = json!("../../../etc/passwd");

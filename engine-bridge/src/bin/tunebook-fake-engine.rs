@@ -13,6 +13,10 @@
 //! `crash-in-probe`, `ignore-sigterm`, `spawn-child` (a grandchild in the
 //! same process group; its pid is printed as `child pid N`).
 //!
+//! It also answers `/v1/chat/completions` at once with eight streamed
+//! tokens: a stub endpoint for the load generator's own ceiling
+//! (`examples/bench_load.rs`).
+//!
 //! Its HTTP is the least that reqwest accepts: one request per connection.
 
 use std::time::{Duration, Instant};
@@ -189,6 +193,7 @@ async fn serve(mut stream: TcpStream, mode: String, ready: bool, decode: f64) {
             }
             _ => return stream_completion(stream, decode).await,
         },
+        "/v1/chat/completions" => return stream_chat(stream).await,
         _ => json("404 Not Found", r#"{"error":"not found"}"#),
     };
     let _ = stream.write_all(reply.as_bytes()).await;
@@ -246,4 +251,19 @@ async fn stream_completion(mut stream: TcpStream, decode: f64) {
          \"prompt_per_second\":{prefill},\"predicted_n\":{n},\"predicted_ms\":{predicted_ms},\"predicted_per_second\":{decode}}}}}\n\n"
     );
     let _ = stream.write_all(last.as_bytes()).await;
+}
+
+/// A chat answer of eight tokens, sent at once: what costs nothing to
+/// serve, so that timing it times the client.
+async fn stream_chat(mut stream: TcpStream) {
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+    );
+    for _ in 0..8 {
+        out.push_str("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n");
+    }
+    out.push_str(
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":8}}\n\ndata: [DONE]\n\n",
+    );
+    let _ = stream.write_all(out.as_bytes()).await;
 }

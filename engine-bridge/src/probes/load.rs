@@ -18,6 +18,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
+use tokio_util::sync::CancellationToken;
+
+use super::load_watch::{self, EngineLoad};
 use crate::chat::ChatSample;
 use crate::engine::RunningEngine;
 use crate::failure::{Failure, FailureKind};
@@ -126,6 +129,13 @@ pub struct LoadStep {
     pub meets_slo: bool,
     /// The first error, in the engine's or the client's words.
     pub error: Option<String>,
+    /// What the engine said of itself meanwhile.
+    #[serde(default)]
+    pub engine: Option<EngineLoad>,
+    /// What limits the step, where something does (see
+    /// [`load_watch::binding`]).
+    #[serde(default)]
+    pub binding: Option<String>,
 }
 
 /// Every rate run, in the order run.
@@ -192,6 +202,13 @@ impl LoadProbe {
     ) -> LoadStep {
         let mut rng = StdRng::seed_from_u64(self.seed.wrapping_mul(1_000_003).wrapping_add(salt));
         let arrivals = arrivals(&mut rng, rate, self.duration);
+        let handle = engine.chat_handle();
+        let stop = CancellationToken::new();
+        let watcher = tokio::spawn(load_watch::watch(
+            handle.client.clone(),
+            handle.base_url.clone(),
+            stop.clone(),
+        ));
         let started = Instant::now();
         let mut running: JoinSet<Vec<Result<ChatSample, Failure>>> = JoinSet::new();
         let (mut samples, mut errors, mut first_error) = (Vec::new(), 0u32, None::<String>);
@@ -233,8 +250,12 @@ impl LoadProbe {
             ));
         }
         let seconds = started.elapsed().as_secs_f64().max(self.duration.as_secs_f64());
+        stop.cancel();
         let sent = samples.len() as u32 + errors;
-        self.judge(rate, sent, samples, errors, first_error, seconds)
+        let mut step = self.judge(rate, sent, samples, errors, first_error, seconds);
+        step.engine = watcher.await.ok();
+        step.binding = load_watch::binding(&step, &self.slo, refused > 0);
+        step
     }
 
     fn judge(
@@ -284,6 +305,8 @@ impl LoadProbe {
             goodput_rps: good as f64 / seconds,
             meets_slo,
             error,
+            engine: None,
+            binding: None,
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod depth;
 pub mod kld;
 pub mod limits;
 pub mod load;
+pub mod load_watch;
 pub mod perplexity;
 pub mod quality;
 pub mod speed;
