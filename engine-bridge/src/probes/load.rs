@@ -254,7 +254,14 @@ impl LoadProbe {
         let sent = samples.len() as u32 + errors;
         let mut step = self.judge(rate, sent, samples, errors, first_error, seconds);
         step.engine = watcher.await.ok();
-        step.binding = load_watch::binding(&step, &self.slo, refused > 0);
+        let outcome = load_watch::Outcome {
+            rate,
+            held: step.meets_slo,
+            first_token_missed: (step.ttft_ms.zip(self.slo.ttft_p99_ms))
+                .is_some_and(|(p, b)| p.p99 > b),
+            client_limited: refused > 0,
+        };
+        step.binding = load_watch::binding(step.engine.as_ref(), &outcome);
         step
     }
 

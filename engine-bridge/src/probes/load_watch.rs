@@ -10,8 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::load::{LoadStep, Slo};
-
 /// How often the engine is asked while a step runs.
 const EVERY: Duration = Duration::from_millis(250);
 
@@ -105,27 +103,39 @@ pub fn read_metrics(text: &str) -> Metrics {
     m
 }
 
+/// How a step went, as far as naming what binds needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Outcome {
+    pub rate: f64,
+    /// The objective held.
+    pub held: bool,
+    /// The time to first token missed its bound.
+    pub first_token_missed: bool,
+    /// Arrivals found the load generator's limit of requests in flight.
+    pub client_limited: bool,
+}
+
 /// What limits a step that missed its objective (or ran at the client's
-/// limit), in a sentence; `None` where it held and nothing was full.
-pub fn binding(step: &LoadStep, slo: &Slo, client_limited: bool) -> Option<String> {
-    let e = step.engine.as_ref();
-    let busy = e.and_then(|e| e.busy_share);
-    let waiting = e.and_then(|e| e.waiting).unwrap_or(0.0);
-    let rate = step.rate;
-    if client_limited {
+/// limit, or filled the engine), in a sentence; `None` where it held and
+/// nothing was full.
+pub fn binding(engine: Option<&EngineLoad>, o: &Outcome) -> Option<String> {
+    let busy = engine.and_then(|e| e.busy_share);
+    let waiting = engine.and_then(|e| e.waiting).unwrap_or(0.0);
+    let rate = o.rate;
+    if o.client_limited {
         return Some(format!(
             "client-bound: at {rate:.2}/s the load generator's limit of requests in flight was reached"
         ));
     }
-    if let Some(kv) = e.and_then(|e| e.kv_share).filter(|k| *k >= 0.9) {
+    if let Some(kv) = engine.and_then(|e| e.kv_share).filter(|k| *k >= 0.9) {
         return Some(format!(
             "K/V cache full: at {rate:.2}/s it was {:.0} % used; a smaller or quantized cache, or less context per slot, would let more requests run",
             kv * 100.0
         ));
     }
-    if let (Some(busy), Some(slots)) = (busy, e.and_then(|e| e.slots))
+    if let (Some(busy), Some(slots)) = (busy, engine.and_then(|e| e.slots))
         && busy >= 0.9
-        && (waiting >= 0.5 || !step.meets_slo)
+        && (waiting >= 0.5 || !o.held)
     {
         return Some(format!(
             "all {slots} slots busy {:.0} % of the time at {rate:.2}/s{}: more `parallel` would help while the K/V cache has room",
@@ -133,11 +143,10 @@ pub fn binding(step: &LoadStep, slo: &Slo, client_limited: bool) -> Option<Strin
             if waiting > 0.0 { format!(", {waiting:.1} requests waiting") } else { String::new() }
         ));
     }
-    if step.meets_slo {
+    if o.held {
         return None;
     }
-    let ttft_missed = step.ttft_ms.is_some_and(|p| slo.ttft_p99_ms.is_some_and(|b| p.p99 > b));
-    Some(if ttft_missed {
+    Some(if o.first_token_missed {
         format!(
             "prefill-bound: at {rate:.2}/s first tokens wait on prompt processing with slots free"
         )
@@ -161,27 +170,8 @@ mod tests {
 
     #[test]
     fn what_binds_is_named_from_the_engine_s_account() {
-        use super::super::load::Percentiles;
-        let slo = Slo { ttft_p99_ms: Some(1000.0), itl_p99_ms: None };
-        let step = |meets: bool, ttft: f64, engine: EngineLoad| LoadStep {
-            rate: 4.0,
-            sent: 100,
-            completed: 100,
-            errors: 0,
-            seconds: 25.0,
-            throughput_rps: 4.0,
-            output_tps: 100.0,
-            ttft_ms: Some(Percentiles { p50: ttft, p90: ttft, p99: ttft }),
-            itl_ms: None,
-            latency_ms: None,
-            cold_ttft_ms: None,
-            warm_ttft_ms: None,
-            goodput_rps: 4.0,
-            meets_slo: meets,
-            error: None,
-            engine: Some(engine),
-            binding: None,
-        };
+        let missed =
+            Outcome { rate: 4.0, held: false, first_token_missed: true, client_limited: false };
         let busy = EngineLoad {
             readings: 40,
             slots: Some(2),
@@ -189,27 +179,20 @@ mod tests {
             waiting: Some(3.0),
             kv_share: None,
         };
-        let why = binding(&step(false, 5000.0, busy.clone()), &slo, false).unwrap();
+        let why = binding(Some(&busy), &missed).unwrap();
         assert!(
             why.starts_with("all 2 slots busy 96 % of the time at 4.00/s, 3.0 requests waiting"),
             "{why}"
         );
         let full = EngineLoad { kv_share: Some(0.97), ..busy.clone() };
-        assert!(
-            binding(&step(false, 5000.0, full), &slo, false).unwrap().starts_with("K/V cache full")
-        );
-        let idle = EngineLoad { busy_share: Some(0.3), waiting: Some(0.0), ..busy.clone() };
-        assert!(
-            binding(&step(false, 5000.0, idle.clone()), &slo, false)
-                .unwrap()
-                .starts_with("prefill-bound")
-        );
-        assert!(
-            binding(&step(false, 10.0, idle.clone()), &slo, false)
-                .unwrap()
-                .starts_with("decode-bound")
-        );
-        assert_eq!(binding(&step(true, 10.0, idle.clone()), &slo, false), None);
-        assert!(binding(&step(true, 10.0, idle), &slo, true).unwrap().starts_with("client-bound"));
+        assert!(binding(Some(&full), &missed).unwrap().starts_with("K/V cache full"));
+        let idle = EngineLoad { busy_share: Some(0.3), waiting: Some(0.0), ..busy };
+        assert!(binding(Some(&idle), &missed).unwrap().starts_with("prefill-bound"));
+        let slow = Outcome { first_token_missed: false, ..missed };
+        assert!(binding(Some(&idle), &slow).unwrap().starts_with("decode-bound"));
+        let held = Outcome { held: true, ..missed };
+        assert_eq!(binding(Some(&idle), &held), None);
+        let limited = Outcome { client_limited: true, ..held };
+        assert!(binding(None, &limited).unwrap().starts_with("client-bound"));
     }
 }
