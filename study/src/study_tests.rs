@@ -75,6 +75,11 @@ fn a_divergence_is_judged_only_where_the_probe_runs() {
     assert!(e.contains("metric `goodput_rps` is measured by the load probe"), "{e}");
     let loaded = format!("{served}[probes.load]\nworkload = \"agent\"\nrates = [1, 2]\n");
     assert_eq!(check(&loaded).unwrap().probes.load.unwrap().rates, [1.0, 2.0]);
+    let drawn = format!(
+        "{served}[probes.load]\nworkload = \"synthetic\"\nlengths = {{ prompt = {{ mean = 0 }} }}\n"
+    );
+    let e = check(&drawn).unwrap_err().to_string();
+    assert!(e.contains("probes.load.lengths: means from 1"), "{e}");
     let path = format!("{served}[probes.load]\nworkload = \"../../etc/passwd\"\n");
     let e = check(&path).unwrap_err().to_string();
     assert!(e.contains("probes.load.workload `../../etc/passwd`: not one of"), "{e}");

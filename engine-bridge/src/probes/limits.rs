@@ -109,6 +109,9 @@ impl ProbePlan {
             if let Some(e) = crate::workloads::name_error(&p.workload) {
                 c.0.push(format!("probes.load.{e}"));
             }
+            if let Some(e) = p.lengths.error() {
+                c.0.push(format!("probes.load.{e}"));
+            }
             c.at_most("load.rates (count)", p.rates.len(), MAX_POINTS);
             if p.rates.is_empty() || p.rates.iter().any(|r| !(*r > 0.0 && *r <= MAX_RATE)) {
                 c.0.push(format!(

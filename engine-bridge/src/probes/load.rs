@@ -61,6 +61,8 @@ pub struct LoadProbe {
     pub request_timeout: Duration,
     /// The arrivals' draw: the same seed, the same arrival times.
     pub seed: u64,
+    /// Prompt and answer lengths of the `synthetic` workload.
+    pub lengths: workloads::synthetic::Lengths,
     /// Set by the server from its own configuration, never by a study.
     #[serde(skip)]
     pub workloads_dir: Option<PathBuf>,
@@ -77,6 +79,7 @@ impl Default for LoadProbe {
             max_in_flight: 512,
             request_timeout: Duration::from_secs(300),
             seed: 1,
+            lengths: Default::default(),
             workloads_dir: None,
         }
     }
@@ -152,8 +155,9 @@ pub struct LoadResult {
 
 impl LoadProbe {
     pub async fn run(&self, engine: &RunningEngine) -> Result<LoadResult, Failure> {
-        let workload = workloads::load(&self.workload, self.workloads_dir.as_deref())
-            .map_err(|e| Failure::new(FailureKind::ProbeFailed, e))?;
+        let workload =
+            workloads::load(&self.workload, self.workloads_dir.as_deref(), &self.lengths)
+                .map_err(|e| Failure::new(FailureKind::ProbeFailed, e))?;
         let workload = Arc::new(Conversations::of(workload));
         let mut steps: Vec<LoadStep> = Vec::new();
         let mut rates = self.rates.clone();

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 
 use super::{Message, Request, Role, Workload};
 
-const WORDS: &[&str] = &[
+pub(super) const WORDS: &[&str] = &[
     "the",
     "model",
     "server",

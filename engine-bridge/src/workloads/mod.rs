@@ -2,11 +2,13 @@
 //! project writes itself (`chat`, `summary`, `code`, `agent`, see
 //! [`builtin`]) and a user's own file of prompts or conversations, kept in
 //! the server's workloads folder and named by its file name alone
-//! ([`file`]). Every request is a chat: it goes through the engine's chat
-//! template (`/v1/chat/completions`).
+//! ([`file`]), or requests of drawn lengths ([`synthetic`]). Every request
+//! is a chat: it goes through the engine's chat template
+//! (`/v1/chat/completions`).
 
 pub mod builtin;
 pub mod file;
+pub mod synthetic;
 
 use std::path::Path;
 
@@ -47,14 +49,22 @@ pub struct Workload {
 }
 
 /// The workloads the project writes itself.
-pub const BUILTIN: [&str; 4] = ["chat", "summary", "code", "agent"];
+pub const BUILTIN: [&str; 5] = ["chat", "summary", "code", "agent", "synthetic"];
 
 /// The longest workload file name.
 const MAX_NAME: usize = 64;
 
-/// The workload `name`: a built-in one, or the file of that name in the
-/// server's workloads folder `dir` (a bare `NAME.jsonl`, never a path).
-pub fn load(name: &str, dir: Option<&Path>) -> Result<Workload, String> {
+/// The workload `name`: a built-in one (`synthetic` of `lengths`), or the
+/// file of that name in the server's workloads folder `dir` (a bare
+/// `NAME.jsonl`, never a path).
+pub fn load(
+    name: &str,
+    dir: Option<&Path>,
+    lengths: &synthetic::Lengths,
+) -> Result<Workload, String> {
+    if name == "synthetic" {
+        return Ok(synthetic::workload(lengths));
+    }
     if let Some(w) = builtin::named(name) {
         return Ok(w);
     }
@@ -108,9 +118,11 @@ mod tests {
         ] {
             assert!(name_error(bad).is_some(), "{bad}");
         }
-        let e = load("prompts.jsonl", None).unwrap_err();
+        let lengths = synthetic::Lengths::default();
+        let e = load("prompts.jsonl", None, &lengths).unwrap_err();
         assert!(e.contains("no workloads folder"), "{e}");
-        let e = load("../../etc/passwd", Some(Path::new("/tmp"))).unwrap_err();
-        assert!(e.contains("not one of chat, summary, code, agent"), "{e}");
+        let e = load("../../etc/passwd", Some(Path::new("/tmp")), &lengths).unwrap_err();
+        assert!(e.contains("not one of chat, summary, code, agent, synthetic"), "{e}");
+        assert_eq!(load("synthetic", None, &lengths).unwrap().requests.len(), 256);
     }
 }
