@@ -195,7 +195,7 @@ fn report(
     if let Some(l) = &o.measurement.load {
         let slo = |b: Option<f64>| b.map_or("—".into(), |b| format!("{b:.0} ms"));
         line(
-            "load",
+            "serving",
             format!(
                 "workload {}, objective p99 TTFT {} and p99 gap {}: goodput {:.2} req/s{}",
                 l.workload,
