@@ -152,6 +152,11 @@ pub async fn adapt(mut spec: LaunchSpec) -> Result<LaunchSpec, Failure> {
     if flags.supports("-lv") && !spec.args.iter().any(|a| chosen.contains(&a.as_str())) {
         spec.args.extend(["-lv".to_string(), "4".to_string()]);
     }
+    // Its Prometheus page says how many requests wait for a slot: what a
+    // load probe names as binding (see `crate::probes::load_watch`).
+    if flags.supports("--metrics") && !spec.args.iter().any(|a| a == "--metrics") {
+        spec.args.push("--metrics".to_string());
+    }
     Ok(spec)
 }
 

@@ -471,7 +471,12 @@ async fn a_load_probe_finds_the_rate_the_objective_holds_at() {
     std::fs::write(workloads.path().join("team.jsonl"), lines.join("\n")).unwrap();
     let profile = demo_profile();
     let s = settings(&[("ctx_size", "2048"), ("parallel", "2"), ("threads", "2")]);
-    let engine = launch(&profile, &s).await;
+    // As trials launch it: with the flags this build takes (`--metrics`).
+    let port = free_port().unwrap();
+    let spec = engine_bridge::flags::adapt(plan(&profile, "tiny-llama", &s, port).unwrap());
+    let spec = spec.await.unwrap();
+    assert!(spec.args.iter().any(|a| a == "--metrics"), "{:?}", spec.args);
+    let engine = RunningEngine::launch(spec, port, Duration::from_secs(60)).await.unwrap();
     let probe = engine_bridge::probes::LoadProbe {
         workload: "team.jsonl".into(),
         // One a second the tiny model answers at once, even beside other
@@ -495,6 +500,7 @@ async fn a_load_probe_finds_the_rate_the_objective_holds_at() {
     // What bound the fast step, from the engine's own slots.
     let engine_side = fast.engine.as_ref().expect("the engine was read meanwhile");
     assert_eq!(engine_side.slots, Some(2), "{engine_side:?}");
+    assert!(engine_side.waiting.is_some_and(|w| w > 0.0), "requests queued: {engine_side:?}");
     let why = fast.binding.as_deref().unwrap_or_default();
     assert!(why.contains("all 2 slots busy"), "{why}: {fast:?}");
     assert_eq!(slow.binding, None, "nothing binds where the objective holds: {slow:?}");
