@@ -375,6 +375,10 @@ async fn goodput_under_a_latency_objective_is_a_study_metric() {
         "{markdown}"
     );
     assert!(markdown.contains("## Serving load") && markdown.contains("/s: "), "{markdown}");
+    // The trial's page shows each rate, as the server renders it.
+    let page = http().get(server.url(&format!("/trials/{}", trials[0].id))).send().await.unwrap();
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Serving load") && html.contains("id=\"load-steps\""), "{html}");
     // A workload is named, never a path.
     let mut wrong = def.clone();
     wrong["probes"]["load"]["workload"] = json!("../../../etc/passwd");

@@ -146,6 +146,7 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
             </Show>
         </section>
         <DepthPlot measurement=d.measurement.clone() />
+        <LoadTable measurement=d.measurement.clone() />
         <section class="panel">
             <h2>"Engine log"</h2>
             <EngineLog id=t.id failure_tail=d.log_tail.clone() />
@@ -176,6 +177,87 @@ fn DepthPlot(measurement: Option<String>) -> impl IntoView {
             </section>
         </Show>
     }
+}
+
+/// One rate of the load probe as the page shows it.
+#[derive(Debug, Clone, PartialEq)]
+struct LoadRow {
+    rate: String,
+    answered: String,
+    served: String,
+    ttft_p99: String,
+    gap_p99: String,
+    verdict: &'static str,
+    binding: String,
+}
+
+/// The load probe's rates from a trial's measurement (JSON), in the order
+/// run, and its goodput line; `None` where it did not run.
+fn load_rows(measurement: &serde_json::Value) -> Option<(String, Vec<LoadRow>)> {
+    let load = measurement.get("load").filter(|l| !l.is_null())?;
+    let num = |v: &serde_json::Value, digits: usize| fmt(v.as_f64(), digits);
+    let p99 = |v: &serde_json::Value| match v["p99"].as_f64() {
+        Some(x) => format!("{x:.0}"),
+        None => "—".into(),
+    };
+    let rows = load["steps"]
+        .as_array()?
+        .iter()
+        .map(|s| LoadRow {
+            rate: num(&s["rate"], 2),
+            answered: format!("{} of {}", s["completed"], s["sent"]),
+            served: num(&s["throughput_rps"], 2),
+            ttft_p99: p99(&s["ttft_ms"]),
+            gap_p99: p99(&s["itl_ms"]),
+            verdict: if s["meets_slo"] == serde_json::Value::Bool(true) {
+                "holds"
+            } else {
+                "misses"
+            },
+            binding: s["binding"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect();
+    let best = match load["best_rate"].as_f64() {
+        Some(r) => format!(" at {r:.2} arriving a second"),
+        None => ", at no rate tried".into(),
+    };
+    let head = format!(
+        "{} workload: {} requests a second within the objective{best}.",
+        load["workload"].as_str().unwrap_or_default(),
+        num(&load["goodput_rps"], 2),
+    );
+    Some((head, rows))
+}
+
+/// Serving capacity, where the trial ran the load probe: each rate, the
+/// latencies against the objective, and what bound it.
+#[component]
+fn LoadTable(measurement: Option<String>) -> impl IntoView {
+    let found = measurement
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
+        .and_then(|m| load_rows(&m));
+    found.map(|(head, rows)| {
+        view! {
+            <section class="panel">
+                <h2>"Serving load"</h2>
+                <p id="load-goodput">{head}</p>
+                <table class="trials" id="load-steps">
+                    <thead><tr>
+                        <th class="num">"arrivals/s"</th><th class="num">"answered"</th><th class="num">"served/s"</th>
+                        <th class="num">"p99 TTFT ms"</th><th class="num">"p99 gap ms"</th><th>"objective"</th><th>"what binds"</th>
+                    </tr></thead>
+                    <tbody>
+                        {rows.into_iter().map(|r| view! {
+                            <tr>
+                                <td class="num">{r.rate}</td><td class="num">{r.answered}</td><td class="num">{r.served}</td>
+                                <td class="num">{r.ttft_p99}</td><td class="num">{r.gap_p99}</td><td>{r.verdict}</td><td>{r.binding}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </section>
+        }
+    })
 }
 
 /// The most lines the page keeps of a log it follows.
@@ -232,7 +314,34 @@ fn EngineLog(id: i64, failure_tail: Vec<String>) -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
-    use super::quoted;
+    use super::{load_rows, quoted};
+
+    #[test]
+    fn the_load_probe_s_rates_are_read_from_the_measurement() {
+        let m = serde_json::json!({ "load": {
+            "workload": "chat", "goodput_rps": 1.5, "best_rate": 2.0,
+            "steps": [
+                { "rate": 2.0, "sent": 10, "completed": 10, "throughput_rps": 1.9,
+                  "ttft_ms": { "p50": 10.0, "p90": 20.0, "p99": 31.4 }, "itl_ms": null,
+                  "meets_slo": true, "binding": null },
+                { "rate": 8.0, "sent": 40, "completed": 38, "throughput_rps": 3.2,
+                  "ttft_ms": { "p50": 900.0, "p90": 3000.0, "p99": 4000.2 }, "itl_ms": { "p50": 5.0, "p90": 9.0, "p99": 12.0 },
+                  "meets_slo": false, "binding": "all 2 slots busy" }
+            ]
+        }});
+        let (head, rows) = load_rows(&m).unwrap();
+        assert_eq!(
+            head,
+            "chat workload: 1.50 requests a second within the objective at 2.00 arriving a second."
+        );
+        assert_eq!(
+            (rows[0].ttft_p99.as_str(), rows[0].gap_p99.as_str(), rows[0].verdict),
+            ("31", "—", "holds")
+        );
+        assert_eq!((rows[1].answered.as_str(), rows[1].verdict), ("38 of 40", "misses"));
+        assert_eq!(rows[1].binding, "all 2 slots busy");
+        assert!(load_rows(&serde_json::json!({ "speed": {} })).is_none());
+    }
 
     #[test]
     fn arguments_are_quoted_only_when_needed() {
