@@ -111,6 +111,8 @@ impl Percentiles {
 pub struct LoadStep {
     /// Arrivals a second asked for.
     pub rate: f64,
+    /// Requests sent (each turn of a conversation counts) or refused at
+    /// the client's limit.
     pub sent: u32,
     pub completed: u32,
     pub errors: u32,
@@ -163,9 +165,10 @@ impl LoadProbe {
         let mut rates = self.rates.clone();
         rates.sort_by(f64::total_cmp);
         rates.dedup();
-        let mut sent = 0usize;
+        // The next conversation of the workload, kept across rates.
+        let mut next = 0usize;
         for (i, rate) in rates.iter().enumerate() {
-            let step = self.step(engine, &workload, *rate, i as u64, &mut sent).await;
+            let step = self.step(engine, &workload, *rate, i as u64, &mut next).await;
             let held = step.meets_slo;
             steps.push(step);
             if !held {
@@ -182,7 +185,7 @@ impl LoadProbe {
             }
             let rate = (lo * hi).sqrt();
             let seed = rates.len() as u64 + u64::from(k);
-            steps.push(self.step(engine, &workload, rate, seed, &mut sent).await);
+            steps.push(self.step(engine, &workload, rate, seed, &mut next).await);
         }
         let best = steps.iter().filter(|s| s.meets_slo).max_by(|a, b| a.rate.total_cmp(&b.rate));
         Ok(LoadResult {
