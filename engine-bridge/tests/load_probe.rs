@@ -4,33 +4,15 @@
 //! requests a second take every core, and would slow the timings of
 //! other tests running beside them.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Duration;
 
-use engine_bridge::{Profile, RunningEngine, Settings, free_port, plan};
+use common::{demo_profile, launch, settings};
+use engine_bridge::{RunningEngine, free_port, plan};
 
 /// Held by each test: they run one after another.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn demo_profile() -> Profile {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let profile = Profile::load(&root.join("profiles/demo.toml")).unwrap();
-    assert!(
-        profile.binary.is_file() && profile.models[0].path.is_file(),
-        "the demo engine and model are missing: run scripts/setup.sh first"
-    );
-    profile
-}
-
-fn settings(pairs: &[(&str, &str)]) -> Settings {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
-
-async fn launch(profile: &Profile, s: &Settings) -> RunningEngine {
-    let port = free_port().unwrap();
-    let spec = plan(profile, "tiny-llama", s, port).unwrap();
-    RunningEngine::launch(spec, port, Duration::from_secs(60)).await.expect("the engine starts")
-}
 
 #[tokio::test]
 async fn a_load_probe_finds_the_rate_the_objective_holds_at() {

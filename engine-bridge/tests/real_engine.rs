@@ -2,36 +2,19 @@
 //! health, read-back, speed, stop, and the planner's K/V cache prediction
 //! checked against the engine's own log line.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::{demo_profile, launch, settings};
 use engine_bridge::endpoints::Endpoint;
 use engine_bridge::gguf::{LlamaSpec, write_random_llama};
 use engine_bridge::placement::Placement;
 use engine_bridge::planner::{LoggedBuffer, ModelInfo, logged_buffers, logged_kv_bytes};
 use engine_bridge::probes::quality::Judge;
 use engine_bridge::probes::{ConcurrencyProbe, ContextProbe, DepthProbe, QualityProbe};
-use engine_bridge::{Profile, RunningEngine, Settings, SpeedProbe, free_port, plan};
-
-fn demo_profile() -> Profile {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let profile = Profile::load(&root.join("profiles/demo.toml")).unwrap();
-    assert!(
-        profile.binary.is_file() && profile.models[0].path.is_file(),
-        "the demo engine and model are missing: run scripts/setup.sh first"
-    );
-    profile
-}
-
-fn settings(pairs: &[(&str, &str)]) -> Settings {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
-
-async fn launch(profile: &Profile, s: &Settings) -> RunningEngine {
-    let port = free_port().unwrap();
-    let spec = plan(profile, "tiny-llama", s, port).unwrap();
-    RunningEngine::launch(spec, port, Duration::from_secs(60)).await.expect("the engine starts")
-}
+use engine_bridge::{RunningEngine, Settings, SpeedProbe, free_port, plan};
 
 #[tokio::test]
 async fn kv_cache_prediction_matches_the_engine_within_5_percent() {

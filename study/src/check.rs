@@ -123,13 +123,15 @@ impl StudyDef {
         let objectives = targets(&self.objectives, &mut errors);
         let bounds = targets(&self.bounds, &mut errors);
         // Metrics only one probe measures, which the study must then run.
-        let plan = self.probes.clone().unwrap_or_default();
+        let plan = self.probes.as_ref();
         for t in objectives.iter().chain(&bounds) {
             let needs = match t.measure.metric() {
                 Some(Metric::KldMean | Metric::KldP99 | Metric::SameTopRate) => {
-                    plan.kld.is_none().then_some(("KL-divergence", "kld"))
+                    plan.is_none_or(|p| p.kld.is_none()).then_some(("KL-divergence", "kld"))
                 }
-                Some(Metric::GoodputRps) => plan.load.is_none().then_some(("load", "load")),
+                Some(Metric::GoodputRps) => {
+                    plan.is_none_or(|p| p.load.is_none()).then_some(("load", "load"))
+                }
                 _ => None,
             };
             if let Some((what, table)) = needs {

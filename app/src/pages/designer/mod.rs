@@ -72,6 +72,27 @@ fn text_input(
     }
 }
 
+/// A labelled checkbox bound to one switch of the form.
+fn check_input(
+    form: RwSignal<Form>,
+    id: &'static str,
+    get: fn(&Form) -> bool,
+    set: fn(&mut Form, bool),
+    label: &'static str,
+) -> impl IntoView {
+    view! {
+        <label class="check">
+            <input
+                type="checkbox"
+                id=id
+                prop:checked=move || form.with(get)
+                on:change=move |ev| form.update(|f| set(f, event_target_checked(&ev)))
+            />
+            {label}
+        </label>
+    }
+}
+
 #[component]
 fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoView {
     let profiles = StoredValue::new(profiles);
@@ -247,15 +268,8 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                         let k = key();
                         form.update(|f| f.vary.push(VaryRow { key: k, ..Default::default() }));
                     }>"Add a setting to vary"</button>
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            id="fit-baseline"
-                            prop:checked=move || form.with(|f| f.fit_baseline)
-                            on:change=move |ev| form.update(|f| f.fit_baseline = event_target_checked(&ev))
-                        />
-                        "Baseline: what it leaves blank, llama.cpp's own fit chooses (llama-fit-params, for the memory free now)"
-                    </label>
+                    {check_input(form, "fit-baseline", |f| f.fit_baseline, |f, v| f.fit_baseline = v,
+                        "Baseline: what it leaves blank, llama.cpp's own fit chooses (llama-fit-params, for the memory free now)")}
                 </section>
 
                 <section class="panel">
@@ -349,27 +363,13 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     <label>"Prompt tokens" {text_input(form, "prompt-tokens", |f| &f.prompt_tokens, |f, v| f.prompt_tokens = v)}</label>
                     <label>"Tokens to generate" {text_input(form, "n-predict", |f| &f.n_predict, |f, v| f.n_predict = v)}</label>
                     <label>"Repeats" {text_input(form, "repeats", |f| &f.repeats, |f, v| f.repeats = v)}</label>
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            id="quality"
-                            prop:checked=move || form.with(|f| f.quality)
-                            on:change=move |ev| form.update(|f| f.quality = event_target_checked(&ev))
-                        />
-                        "Quality: the known-answer prompt suite"
-                    </label>
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            id="kld"
-                            prop:checked=move || form.with(|f| f.kld)
-                            on:change=move |ev| form.update(|f| f.kld = event_target_checked(&ev))
-                        />
-                        "Quality: KL divergence from the baseline (llama-perplexity)"
-                    </label>
+                    {check_input(form, "quality", |f| f.quality, |f, v| f.quality = v,
+                        "Quality: the known-answer prompt suite")}
+                    {check_input(form, "kld", |f| f.kld, |f, v| f.kld = v,
+                        "Quality: KL divergence from the baseline (llama-perplexity)")}
                     <label>"Context recall: sizes in tokens (blank: none)" {text_input(form, "context-sizes", |f| &f.context_sizes, |f, v| f.context_sizes = v)}</label>
                     <label>"Context recall: depths (0 to 1)" {text_input(form, "context-depths", |f| &f.context_depths, |f, v| f.context_depths = v)}</label>
-                    <label>"Serving load: workload (chat, summary, code, agent, or a file in the server's workloads folder; blank: none)" {text_input(form, "load-workload", |f| &f.load_workload, |f, v| f.load_workload = v)}</label>
+                    <label>"Serving load: workload (chat, summary, code, agent, synthetic, or a file in the server's workloads folder; blank: none)" {text_input(form, "load-workload", |f| &f.load_workload, |f, v| f.load_workload = v)}</label>
                     <label>"Serving load: arrivals a second" {text_input(form, "load-rates", |f| &f.load_rates, |f, v| f.load_rates = v)}</label>
                     <label>"Serving load: p99 time to first token (ms)" {text_input(form, "load-ttft", |f| &f.load_ttft_ms, |f, v| f.load_ttft_ms = v)}</label>
                 </section>
