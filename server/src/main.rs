@@ -301,8 +301,9 @@ async fn main_inner() -> anyhow::Result<()> {
             settings.bandwidth = bandwidth_gbps.map(|g| g * 1e9);
             let stop = tokio_util::sync::CancellationToken::new();
             let on_signal = stop.clone();
+            let signal = tunebook::shutdown::signal();
             tokio::spawn(async move {
-                tunebook::shutdown::signal().await;
+                signal.await;
                 on_signal.cancel();
             });
             tunebook::worker::work(settings, &server, &token, class.as_deref(), stop).await?;
