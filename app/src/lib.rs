@@ -9,7 +9,7 @@ pub mod design;
 mod live;
 mod pages;
 pub mod plot;
-pub mod types;
+pub use tunebook_views::types;
 
 /// The server function that creates a study: a door from the browser that
 /// the server's tests try from other origins.

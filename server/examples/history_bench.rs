@@ -13,7 +13,7 @@ use std::time::Instant;
 use tunebook::db::Db;
 use tunebook::db::trials;
 use tunebook::views::trials::page_query;
-use tunebook_app::types::TrialQuery;
+use tunebook_views::types::TrialQuery;
 
 use tunebook_study::{Goal, Measure, Metric, pareto};
 

@@ -3,7 +3,7 @@
 //! a worker waiting for one to be queued): the one way a change to a trial
 //! becomes news, so that what is announced is always what is stored.
 
-use tunebook_app::types::TrialView;
+use tunebook_views::types::TrialView;
 
 use crate::db::{Db, trials};
 use crate::events::{Hub, Payload};

@@ -4,7 +4,7 @@
 //! ([`Error::for_user`]). Nothing is decided here.
 
 use tunebook_app::backend::Backend;
-use tunebook_app::types::{
+use tunebook_views::types::{
     CheckView, FindingsView, MetricPoint, MetricView, Notebook, ParetoView, ProfileView,
     ReportSummary, ReportView, RunRequest, StudyProgress, StudySummary, StudyView, TrialDetail,
     TrialPage, TrialQuery, TrialView, WorkerView,

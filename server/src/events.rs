@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
-use tunebook_app::types::{StudyUpdate, TrialView};
+use tunebook_views::types::{StudyUpdate, TrialView};
 
 /// Updates kept for watchers that reconnect.
 const KEPT: usize = 4096;
@@ -138,7 +138,7 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tunebook_app::types::TrialState;
+    use tunebook_views::types::TrialState;
 
     fn trial(id: i64) -> Payload {
         Payload::Trial(TrialView {

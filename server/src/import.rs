@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_views::types::{TrialState, TrialView};
 
 /// One exported trial: the stored view, every sample and the full measurement.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -14,7 +14,7 @@ pub struct Record {
     #[serde(flatten)]
     pub trial: TrialView,
     #[serde(default)]
-    pub samples: Vec<tunebook_app::types::SampleView>,
+    pub samples: Vec<tunebook_views::types::SampleView>,
     #[serde(default)]
     pub measurement: Option<serde_json::Value>,
 }

@@ -67,7 +67,7 @@ pub fn recipe(command: &str, load_ms: Option<f64>, description: &str) -> Option<
 pub async fn of_trial(
     db: &crate::db::Db,
     study: i64,
-    t: &tunebook_app::types::TrialView,
+    t: &tunebook_views::types::TrialView,
 ) -> Result<Option<Recipe>, sqlx::Error> {
     let description = format!("{} {} (Tunebook study {study}, trial {})", t.profile, t.model, t.id);
     let command = crate::db::trials::extras(db, t.id).await?.and_then(|e| e.command);

@@ -6,8 +6,8 @@
 use engine_bridge::planner::ModelInfo;
 use engine_bridge::profile::EngineKind;
 use engine_bridge::{Profile, Settings};
-use tunebook_app::types::CheckView;
 use tunebook_study::{Study, StudyDef, StudyError};
+use tunebook_views::types::CheckView;
 
 use crate::db::trials;
 

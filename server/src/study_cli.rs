@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
-use tunebook_app::types::{TrialState, TrialView};
 use tunebook_study::{StudyDef, pareto};
+use tunebook_views::types::{TrialState, TrialView};
 
 use crate::db::studies::{self, StudyState};
 use crate::db::trials;

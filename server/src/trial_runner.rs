@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tunebook_app::types::TrialView;
+use tunebook_views::types::TrialView;
 
 use crate::db::Db;
 use crate::db::trials::{self, Measured, State};

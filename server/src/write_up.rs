@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use tunebook_app::types::{TrialState, TrialView};
 use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, StudyDef};
+use tunebook_views::types::{TrialState, TrialView};
 
 use crate::db::{studies, trials};
 use crate::views::studies::{by_machine, findings_of, metrics, objectives_of};

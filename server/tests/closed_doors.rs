@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{TestServer, eventually, http};
 use leptos::server_fn::ServerFn;
 use serde_json::{Value, json};
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_views::types::{TrialState, TrialView};
 
 /// A form post, as a browser sends one.
 fn form(r: reqwest::RequestBuilder, fields: &[(&str, &str)]) -> reqwest::RequestBuilder {

@@ -11,7 +11,7 @@ use common::{eventually, http};
 use engine_bridge::registry::start_ticks;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_views::types::{TrialState, TrialView};
 
 fn serve(data: &Path, profiles: &Path, port: u16) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_tunebook"))

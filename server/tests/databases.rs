@@ -21,8 +21,8 @@ use tunebook::views::{
     self,
     trials::{page_query, row_of},
 };
-use tunebook_app::types::{TrialQuery, TrialState, TrialView};
 use tunebook_study::{Goal, Measure, Metric, StudyDef};
+use tunebook_views::types::{TrialQuery, TrialState, TrialView};
 
 fn sample(predicted_n: u32, tps: f64) -> CompletionSample {
     CompletionSample {
@@ -389,7 +389,7 @@ async fn an_unknown_database_scheme_is_a_clear_error() {
 /// links shown until revoked.
 async fn exercise_reports(db: &Db) {
     use tunebook::db::reports::{self, SaveError};
-    use tunebook_app::types::{Cell, CellBody, Notebook};
+    use tunebook_views::types::{Cell, CellBody, Notebook};
     let def = StudyDef::from_toml(
         "name = \"r\"\nprofile = \"demo\"\nmodel = \"m\"\n[space]\nthreads = [1, 2]\n",
     )

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{TestServer, eventually, http, wait_final, write_fake_profile};
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_views::types::{TrialState, TrialView};
 
 async fn submit(server: &TestServer) -> TrialView {
     let body = serde_json::json!({"profile": "slow", "model": "m", "settings": {}});

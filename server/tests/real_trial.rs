@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{TestServer, get_json, http, require_demo_engine, wait_final};
-use tunebook_app::types::{RunRequest, SampleView, TrialState, TrialView};
+use tunebook_views::types::{RunRequest, SampleView, TrialState, TrialView};
 
 fn request(settings: &[(&str, &str)]) -> RunRequest {
     RunRequest {

@@ -10,7 +10,7 @@ use common::{TestServer, eventually, get_json, http};
 use serde_json::{Value, json};
 use tunebook::db::studies::{StudyRow, StudyState};
 use tunebook::study_cli;
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_views::types::{TrialState, TrialView};
 
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -204,7 +204,7 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
         assert_eq!(ids.len(), 6, "{name}");
     }
     let db = tunebook::db::Db::connect(&other_settings.database_url).await.unwrap();
-    let imported: Vec<tunebook_app::types::TrialView> =
+    let imported: Vec<tunebook_views::types::TrialView> =
         tunebook::views::all(tunebook::db::trials::list(&db).await.unwrap());
     assert_eq!(imported.len(), 12);
     for t in &imported {

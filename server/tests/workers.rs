@@ -16,7 +16,7 @@ use common::{TestServer, eventually, http};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tunebook::db::Db;
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_views::types::{TrialState, TrialView};
 
 /// A worker process; its process group is killed when dropped.
 struct WorkerProcess {

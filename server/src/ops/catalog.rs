@@ -4,8 +4,8 @@
 
 use engine_bridge::Profile;
 use engine_bridge::catalog::CACHE_TYPES;
-use tunebook_app::types::{MetricView, ParamView, ProfileView};
 use tunebook_study::{Goal, Metric};
+use tunebook_views::types::{MetricView, ParamView, ProfileView};
 
 /// The profiles as the browser may see them (names, not paths).
 pub fn profiles(profiles: &[Profile]) -> Vec<ProfileView> {

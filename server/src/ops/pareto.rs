@@ -1,8 +1,8 @@
 //! A study's Pareto front on chosen metrics, of one class of machine at a
 //! time: the data the study page plots and the API answers.
 
-use tunebook_app::types::ParetoView;
 use tunebook_study::{Goal, Measure};
+use tunebook_views::types::ParetoView;
 
 use crate::db::trials;
 use crate::error::{Error, Result};

@@ -2,7 +2,7 @@
 //! a new version and answers with the report as it now stands. The work
 //! itself (drafting, merging, rendering, prose) is [`crate::report`]'s.
 
-use tunebook_app::types::{Notebook, ReportSummary, ReportView};
+use tunebook_views::types::{Notebook, ReportSummary, ReportView};
 
 use crate::db::reports;
 use crate::error::{Error, Result};

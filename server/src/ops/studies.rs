@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use engine_bridge::Profile;
-use tunebook_app::types::{
+use tunebook_study::findings::Finding;
+use tunebook_study::{Measure, Metric, StudyDef};
+use tunebook_views::types::{
     BestView, CheckView, FindingsView, MachineBest, MetricPoint, ObjectiveView, StudyProgress,
     StudySummary, StudyUpdate, StudyView, TrialPage, TrialQuery, TrialState,
 };
-use tunebook_study::findings::Finding;
-use tunebook_study::{Measure, Metric, StudyDef};
 
 use crate::db::Db;
 use crate::db::studies::{self, StudyRow};

@@ -1,7 +1,7 @@
 //! Trials one at a time: submitting a configuration, and reading a trial
 //! back with its command, samples and log.
 
-use tunebook_app::types::{RunRequest, SampleView, TrialDetail, TrialView};
+use tunebook_views::types::{RunRequest, SampleView, TrialDetail, TrialView};
 
 use crate::db::Db;
 use crate::db::studies;

@@ -1,7 +1,7 @@
 //! The worker machines this server knows: adding one (its token is shown
 //! once), listing them as the pages show them, revoking one.
 
-use tunebook_app::types::WorkerView;
+use tunebook_views::types::WorkerView;
 
 use crate::db::Db;
 use crate::db::queue;

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tunebook_app::types::{Cell, CellBody, Chart, Notebook, TrialState, TrialView};
 use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, Metric};
+use tunebook_views::types::{Cell, CellBody, Chart, Notebook, TrialState, TrialView};
 
 use super::context::Reports;
 use super::sources::Source;

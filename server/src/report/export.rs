@@ -3,7 +3,7 @@
 //! figure, nothing in a figure able to end its script).
 
 use serde_json::Value;
-use tunebook_app::types::ReportView;
+use tunebook_views::types::ReportView;
 
 /// JSON to put inside a `<script>`: nothing in it can end the element.
 fn script_json(v: &Value) -> String {
@@ -47,7 +47,7 @@ pub fn export_html(view: &ReportView, plotly_js: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tunebook_app::types::{Notebook, RenderedCell};
+    use tunebook_views::types::{Notebook, RenderedCell};
 
     use super::super::draft::tests::md;
 

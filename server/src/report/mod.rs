@@ -12,7 +12,7 @@ mod draft;
 mod export;
 mod sources;
 
-use tunebook_app::types::{Cell, CellBody, Notebook, RenderedCell, ReportView};
+use tunebook_views::types::{Cell, CellBody, Notebook, RenderedCell, ReportView};
 
 use crate::db::reports::{self, ReportRow, SaveError};
 use crate::db::studies::{self, StudyRow};

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use tunebook_app::plot::{self, Point};
-use tunebook_app::types::{Cell, CellBody, Chart, Notebook, ParetoView, TrialState, TrialView};
 use tunebook_study::findings::{self};
 use tunebook_study::{Goal, Measure, Metric};
+use tunebook_views::figures::{self as plot, Point};
+use tunebook_views::types::{Cell, CellBody, Chart, Notebook, ParetoView, TrialState, TrialView};
 
 use super::context::Reports;
 use crate::db::studies::StudyRow;

@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use tunebook_app::types::{Notebook, ReportSummary, ReportView};
+use tunebook_views::types::{Notebook, ReportSummary, ReportView};
 
 use crate::AppState;
 use crate::db::reports;

@@ -7,9 +7,9 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use tunebook_app::types::{CheckView, ParetoFigure, ParetoView, TrialView};
 use tunebook_study::findings::Finding;
 use tunebook_study::{Measure, StudyDef};
+use tunebook_views::types::{CheckView, ParetoFigure, ParetoView, TrialView};
 
 use crate::AppState;
 use crate::db::studies::{self, Event, StudyRow};
@@ -102,7 +102,7 @@ pub async fn pareto_figure(
 ) -> Result<Json<ParetoFigure>> {
     let view = pareto_view(&state, id, q).await?;
     let label = |name: &str| Measure::parse(name).map_or(name.to_string(), |m| m.label());
-    let (points, figure) = tunebook_app::plot::pareto_plot(&view, &label);
+    let (points, figure) = tunebook_views::figures::pareto_plot(&view, &label);
     Ok(Json(ParetoFigure { figure, points, machines: view.machines, machine: view.machine }))
 }
 

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use tunebook_app::types::{ProfileView, RunRequest, SampleView, TrialView};
+use tunebook_views::types::{ProfileView, RunRequest, SampleView, TrialView};
 
 use crate::AppState;
 use crate::error::Result;

@@ -14,7 +14,7 @@ use engine_bridge::ProbePlan;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tunebook_app::types::{TrialState, TrialView};
+use tunebook_views::types::{TrialState, TrialView};
 
 use crate::AppState;
 use crate::announce;

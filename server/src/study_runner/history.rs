@@ -1,8 +1,8 @@
 //! What a study's trials say so far, as its runner reads them turn by
 //! turn, and why its search should end.
 
-use tunebook_app::types::{TrialState, TrialView};
 use tunebook_study::{Observation, Study, confirm};
+use tunebook_views::types::{TrialState, TrialView};
 
 use crate::db::trials;
 use crate::trial_runner::RunnerContext;

@@ -17,8 +17,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tunebook_app::types::StudyUpdate;
 use tunebook_study::{Study, StudyDef, confirm, strategy};
+use tunebook_views::types::StudyUpdate;
 
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
@@ -363,7 +363,7 @@ impl Studies {
             return Ok(());
         };
         let Some(rerun) = trials::get(&self.ctx.db, rerun_id).await? else { return Ok(()) };
-        let rerun = tunebook_app::types::TrialView::from(rerun);
+        let rerun = tunebook_views::types::TrialView::from(rerun);
         let (Some(before), Some(now)) =
             (metrics(base).get(&first).copied(), metrics(&rerun).get(&first).copied())
         else {

@@ -1,6 +1,6 @@
 //! A report's versions and links as its page shows them.
 
-use tunebook_app::types::{ShareView, VersionInfo};
+use tunebook_views::types::{ShareView, VersionInfo};
 
 use crate::db::reports::{ShareRow, VersionRow};
 

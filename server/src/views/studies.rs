@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use engine_bridge::FailureKind;
-use tunebook_app::types::{ParetoPointView, ParetoView, SettingValues, TrialState, TrialView};
 use tunebook_study::findings::{self, Finding, TrialFacts};
 use tunebook_study::{Goal, Measure, Metric, StudyDef, pareto};
+use tunebook_views::types::{ParetoPointView, ParetoView, SettingValues, TrialState, TrialView};
 
 /// A trial's metrics by name.
 pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
@@ -125,7 +125,7 @@ pub fn pareto_view(
                 trial_id,
                 values,
                 on_front: front.binary_search(&i).is_ok(),
-                differs: tunebook_app::types::differences(&settings, baseline).join(" "),
+                differs: tunebook_views::types::differences(&settings, baseline).join(" "),
                 config,
             })
             .collect(),

@@ -1,7 +1,7 @@
 //! Trials as the pages, the API and exports show them, built from
 //! storage's rows; and an exported trial turned back into a row to import.
 
-use tunebook_app::types::{SampleView, TrialQuery, TrialState, TrialView};
+use tunebook_views::types::{SampleView, TrialQuery, TrialState, TrialView};
 
 use crate::db::trials::{PageQuery, SampleRow, State, TrialRow};
 

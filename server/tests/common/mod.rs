@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tunebook::Settings;
-use tunebook_app::types::TrialView;
+use tunebook_views::types::TrialView;
 
 pub mod postgres;
 pub mod queue_load;

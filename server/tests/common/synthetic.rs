@@ -5,8 +5,8 @@
 use serde_json::json;
 use tunebook::db::Db;
 use tunebook::db::{studies, trials};
-use tunebook_app::types::{TrialState, TrialView};
 use tunebook_study::StudyDef;
+use tunebook_views::types::{TrialState, TrialView};
 
 /// The `i`-th made-up trial of a study.
 pub fn trial(study_id: i64, i: usize) -> TrialView {

@@ -1,0 +1,493 @@
+//! Figures as Plotly JSON: built here for the server and the pages alike,
+//! drawn in the browser by plotly.js, which the app serves itself (two
+//! builds, see [`plotly_for`], preloaded by the head of every page that
+//! plots and run when the first figure arrives). The drawing side is the
+//! app's `plot.rs` and `plot.js`.
+
+use serde_json::{Value, json};
+
+use crate::types::ParetoView;
+
+/// One trial on a two-metric plot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub trial_id: i64,
+    pub x: f64,
+    pub y: f64,
+    pub on_front: bool,
+    /// What hovering shows: the configuration.
+    pub hover: String,
+}
+
+/// The Pareto plot: the front highlighted and joined, the dominated points
+/// faded; each point carries its trial id for clicks.
+pub fn pareto_figure(points: &[Point], x_title: &str, y_title: &str) -> Value {
+    // WebGL only where SVG would be slow: it needs a GPU or its emulation.
+    let kind = if points.len() > 1000 { "scattergl" } else { "scatter" };
+    let trace = |on_front: bool| {
+        let mut chosen: Vec<&Point> = points.iter().filter(|p| p.on_front == on_front).collect();
+        if on_front {
+            chosen.sort_by(|a, b| a.x.total_cmp(&b.x));
+        }
+        json!({
+            "type": kind,
+            "mode": if on_front { "lines+markers" } else { "markers" },
+            "name": if on_front { "Pareto front" } else { "dominated" },
+            "x": chosen.iter().map(|p| p.x).collect::<Vec<_>>(),
+            "y": chosen.iter().map(|p| p.y).collect::<Vec<_>>(),
+            "customdata": chosen.iter().map(|p| p.trial_id).collect::<Vec<_>>(),
+            "text": chosen.iter().map(|p| p.hover.as_str()).collect::<Vec<_>>(),
+            "hovertemplate": "trial %{customdata}<br>%{text}<br>%{x}, %{y}<extra></extra>",
+            "marker": if on_front {
+                json!({ "size": 10, "color": "#d9480f" })
+            } else {
+                json!({ "size": 7, "color": "#868e96", "opacity": 0.45 })
+            },
+            "line": { "color": "#d9480f", "shape": "hv" },
+        })
+    };
+    json!({
+        "data": [trace(false), trace(true)],
+        "layout": {
+            "xaxis": { "title": { "text": x_title } },
+            "yaxis": { "title": { "text": y_title } },
+            "hovermode": "closest",
+            "margin": { "l": 70, "r": 20, "t": 20, "b": 60 },
+            "legend": { "orientation": "h" },
+            // Zoom and pan survive new points arriving.
+            "uirevision": "keep",
+        },
+    })
+}
+
+/// A study's Pareto plot: two metrics as [`pareto_figure`], three as
+/// [`pareto3_figure`]; `label` names a metric. Returns the points drawn and
+/// the figure.
+pub fn pareto_plot(view: &ParetoView, label: &dyn Fn(&str) -> String) -> (usize, Value) {
+    let p = view;
+    if p.metrics.len() >= 3 {
+        let points: Vec<(i64, [f64; 3], bool, String)> = p
+            .points
+            .iter()
+            .filter(|pt| pt.values.len() >= 3)
+            .map(|pt| {
+                let v = [pt.values[0], pt.values[1], pt.values[2]];
+                (pt.trial_id, v, pt.on_front, pt.differs.clone())
+            })
+            .collect();
+        let titles = [label(&p.metrics[0]), label(&p.metrics[1]), label(&p.metrics[2])];
+        return (points.len(), pareto3_figure(&points, [&titles[0], &titles[1], &titles[2]]));
+    }
+    let points: Vec<Point> = p
+        .points
+        .iter()
+        .filter(|pt| pt.values.len() >= 2)
+        .map(|pt| Point {
+            trial_id: pt.trial_id,
+            x: pt.values[0],
+            y: pt.values[1],
+            on_front: pt.on_front,
+            hover: if pt.differs.is_empty() { "the baseline".into() } else { pt.differs.clone() },
+        })
+        .collect();
+    let (x, y) = match p.metrics.as_slice() {
+        [x, y, ..] => (label(x), label(y)),
+        _ => Default::default(),
+    };
+    (points.len(), pareto_figure(&points, &x, &y))
+}
+
+/// Where study `id`'s Pareto figure is read from: on its objectives (the
+/// address a study page's head preloads, see [`preload_for`]), or on
+/// chosen `metrics` for one class of `machine` ("": the first).
+pub fn figure_url(id: i64, metrics: Option<&[String]>, machine: &str) -> String {
+    let base = format!("/api/studies/{id}/pareto/figure");
+    let Some(metrics) = metrics else { return base };
+    let metrics: Vec<&str> = metrics.iter().map(String::as_str).filter(|m| !m.is_empty()).collect();
+    let query = serde_urlencoded::to_string([
+        ("metrics", metrics.join(",").as_str()),
+        ("machine", machine),
+    ])
+    .expect("text pairs encode");
+    format!("{base}?{query}")
+}
+
+/// What the page at `path` should start fetching from its head: a study
+/// page's Pareto figure, so that it arrives while the app hydrates.
+pub fn preload_for(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/studies/")?.parse::<i64>().ok()?;
+    Some(figure_url(id, None, ""))
+}
+
+/// The order to show a setting's values in: numerically when every value
+/// is a number, else as text; the engine's default (`""`) first.
+pub fn value_order(values: &[String]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    let numbers: Option<Vec<f64>> =
+        values.iter().filter(|v| !v.is_empty()).map(|v| v.parse().ok()).collect();
+    let key = |i: &usize| values[*i].parse::<f64>().unwrap_or(f64::NEG_INFINITY);
+    match numbers {
+        Some(_) => order.sort_by(|a, b| key(a).total_cmp(&key(b))),
+        None => order.sort_by(|a, b| values[*a].cmp(&values[*b])),
+    }
+    order
+}
+
+/// How a setting's value is labelled on a plot.
+fn value_label(value: &str) -> &str {
+    if value.is_empty() { "default" } else { value }
+}
+
+/// A setting's effect on a metric: one box per value (median, quartiles,
+/// whiskers: the spread), with every trial as a point up to 2,000 trials
+/// (beyond, only the outliers: SVG points by the ten thousand would stall
+/// the page); `points` are (trial id, value index, metric).
+pub fn effect_figure(
+    values: &[String],
+    points: &[(i64, u32, f64)],
+    setting: &str,
+    metric: &str,
+) -> Value {
+    let data: Vec<Value> = value_order(values)
+        .into_iter()
+        .map(|v| {
+            let chosen: Vec<&(i64, u32, f64)> =
+                points.iter().filter(|p| p.1 as usize == v).collect();
+            let label = value_label(&values[v]);
+            json!({
+                "type": "box",
+                "name": label,
+                "x": chosen.iter().map(|_| label).collect::<Vec<_>>(),
+                "y": chosen.iter().map(|p| p.2).collect::<Vec<_>>(),
+                "customdata": chosen.iter().map(|p| p.0).collect::<Vec<_>>(),
+                "boxpoints": if points.len() <= 2000 { "all" } else { "outliers" },
+                "jitter": 0.4,
+                "pointpos": 0,
+                "marker": { "size": 5, "opacity": 0.6, "color": "#1c7ed6" },
+                "line": { "color": "#495057" },
+                "hovertemplate": "trial %{customdata}<br>%{y}<extra></extra>",
+            })
+        })
+        .collect();
+    json!({
+        "data": data,
+        "layout": {
+            "xaxis": { "title": { "text": setting }, "type": "category" },
+            "yaxis": { "title": { "text": metric } },
+            "showlegend": false,
+            "margin": { "l": 70, "r": 20, "t": 20, "b": 60 },
+            "uirevision": "keep",
+        },
+    })
+}
+
+/// Every trial's value in the order they ran, and the best so far as a
+/// step line; `points` are (trial id, metric) in trial order.
+pub fn best_so_far_figure(points: &[(i64, f64)], maximize: bool, metric: &str) -> Value {
+    let mut best: Option<f64> = None;
+    let running: Vec<f64> = points
+        .iter()
+        .map(|(_, v)| {
+            let b = match best {
+                Some(b) if (maximize && b >= *v) || (!maximize && b <= *v) => b,
+                _ => *v,
+            };
+            best = Some(b);
+            b
+        })
+        .collect();
+    let n: Vec<usize> = (1..=points.len()).collect();
+    let kind = if points.len() > 1000 { "scattergl" } else { "scatter" };
+    json!({
+        "data": [
+            {
+                "type": kind,
+                "mode": "markers",
+                "name": "trial",
+                "x": n,
+                "y": points.iter().map(|p| p.1).collect::<Vec<_>>(),
+                "customdata": points.iter().map(|p| p.0).collect::<Vec<_>>(),
+                "marker": { "size": 6, "color": "#868e96", "opacity": 0.5 },
+                "hovertemplate": "trial %{customdata}<br>%{y}<extra></extra>",
+            },
+            {
+                "type": kind,
+                "mode": "lines",
+                "name": "best so far",
+                "x": n,
+                "y": running,
+                "line": { "color": "#d9480f", "shape": "hv", "width": 2 },
+                "hoverinfo": "skip",
+            },
+        ],
+        "layout": {
+            "xaxis": { "title": { "text": "trials finished" } },
+            "yaxis": { "title": { "text": metric } },
+            "legend": { "orientation": "h" },
+            "margin": { "l": 70, "r": 20, "t": 20, "b": 60 },
+            "uirevision": "keep",
+        },
+    })
+}
+
+/// Parallel coordinates: one axis per varied setting (numbers on a number
+/// axis, words as ticks) and one for the metric, each trial a line coloured
+/// by the metric; `configs[i]` indexes each setting's values for
+/// `metric[i]`.
+pub fn parallel_figure(
+    settings: &[(String, Vec<String>)],
+    configs: &[Vec<u32>],
+    metric: &[f64],
+    metric_title: &str,
+) -> Value {
+    let mut dimensions: Vec<Value> = settings
+        .iter()
+        .enumerate()
+        .map(|(s, (name, values))| {
+            let numbers: Option<Vec<f64>> = values.iter().map(|v| v.parse().ok()).collect();
+            match numbers {
+                Some(numbers) => json!({
+                    "label": name,
+                    "values": configs.iter().map(|c| numbers[c[s] as usize]).collect::<Vec<_>>(),
+                }),
+                None => {
+                    let order = value_order(values);
+                    // Position on the axis of each value index.
+                    let mut rank = vec![0usize; values.len()];
+                    for (r, v) in order.iter().enumerate() {
+                        rank[*v] = r;
+                    }
+                    json!({
+                        "label": name,
+                        "values": configs.iter().map(|c| rank[c[s] as usize]).collect::<Vec<_>>(),
+                        "tickvals": (0..values.len()).collect::<Vec<_>>(),
+                        "ticktext": order.iter().map(|v| value_label(&values[*v])).collect::<Vec<_>>(),
+                    })
+                }
+            }
+        })
+        .collect();
+    dimensions.push(json!({ "label": metric_title, "values": metric }));
+    json!({
+        "data": [{
+            "type": "parcoords",
+            "dimensions": dimensions,
+            "line": { "color": metric, "colorscale": "Viridis", "showscale": true },
+        }],
+        "layout": { "margin": { "l": 80, "r": 80, "t": 50, "b": 30 }, "uirevision": "keep" },
+    })
+}
+
+/// Speed against context depth from a measurement's `depth` points (as
+/// stored: `[{depth, decode_tps: {median, p10, p90}, prefill_tps, …}]`):
+/// the median with its 10th–90th percentile spread, decode and prefill on
+/// their own axes. `None` when nothing was measured at depth.
+pub fn depth_figure(depth: &Value) -> Option<Value> {
+    let points: Vec<&Value> = depth.as_array()?.iter().filter(|p| p["skipped"].is_null()).collect();
+    if points.is_empty() {
+        return None;
+    }
+    let trace = |key: &str, name: &str, axis: &str, color: &str| {
+        let stat = |s: &str| points.iter().map(|p| p[key][s].as_f64()).collect::<Vec<_>>();
+        let (median, p10, p90) = (stat("median"), stat("p10"), stat("p90"));
+        let plus: Vec<Option<f64>> =
+            p90.iter().zip(&median).map(|(h, m)| Some(h.as_ref()? - m.as_ref()?)).collect();
+        let minus: Vec<Option<f64>> =
+            median.iter().zip(&p10).map(|(m, l)| Some(m.as_ref()? - l.as_ref()?)).collect();
+        json!({
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "yaxis": axis,
+            "x": points.iter().map(|p| p["depth"].as_u64()).collect::<Vec<_>>(),
+            "y": median,
+            "error_y": { "type": "data", "symmetric": false, "array": plus, "arrayminus": minus },
+            "line": { "color": color },
+        })
+    };
+    Some(json!({
+        "data": [
+            trace("decode_tps", "decode tok/s", "y", "#d9480f"),
+            trace("prefill_tps", "prefill tok/s", "y2", "#1c7ed6"),
+        ],
+        "layout": {
+            "xaxis": { "title": { "text": "context depth (tokens already in the context)" } },
+            "yaxis": { "title": { "text": "decode tok/s" }, "rangemode": "tozero" },
+            "yaxis2": {
+                "title": { "text": "prefill tok/s" },
+                "overlaying": "y", "side": "right", "rangemode": "tozero",
+            },
+            "legend": { "orientation": "h" },
+            "margin": { "l": 70, "r": 70, "t": 20, "b": 60 },
+        },
+    }))
+}
+
+/// The three-objective view: points in 3D, the front highlighted, the
+/// dominated faded; `points` are (trial id, [x, y, z], on the front, hover).
+pub fn pareto3_figure(points: &[(i64, [f64; 3], bool, String)], titles: [&str; 3]) -> Value {
+    let trace = |on_front: bool| {
+        let chosen: Vec<&(i64, [f64; 3], bool, String)> =
+            points.iter().filter(|p| p.2 == on_front).collect();
+        let axis = |i: usize| chosen.iter().map(|p| p.1[i]).collect::<Vec<_>>();
+        json!({
+            "type": "scatter3d",
+            "mode": "markers",
+            "name": if on_front { "Pareto front" } else { "dominated" },
+            "x": axis(0),
+            "y": axis(1),
+            "z": axis(2),
+            "customdata": chosen.iter().map(|p| p.0).collect::<Vec<_>>(),
+            "text": chosen.iter().map(|p| p.3.as_str()).collect::<Vec<_>>(),
+            "hovertemplate": "trial %{customdata}<br>%{text}<br>%{x}, %{y}, %{z}<extra></extra>",
+            "marker": if on_front {
+                json!({ "size": 5, "color": "#d9480f" })
+            } else {
+                json!({ "size": 3, "color": "#868e96", "opacity": 0.4 })
+            },
+        })
+    };
+    let title = |t: &str| json!({ "title": { "text": t } });
+    json!({
+        "data": [trace(false), trace(true)],
+        "layout": {
+            "scene": { "xaxis": title(titles[0]), "yaxis": title(titles[1]), "zaxis": title(titles[2]) },
+            "margin": { "l": 0, "r": 0, "t": 20, "b": 0 },
+            "legend": { "orientation": "h" },
+            "uirevision": "keep",
+        },
+    })
+}
+
+/// plotly.js's whole library, as the app serves it.
+pub const PLOTLY_WHOLE: &str = "/pkg/plotly.min.js";
+/// plotly.js's partial bundle of 2D traces (`scatter`, `scattergl`,
+/// `splom`, `parcoords`): a third the size of the whole, and as much
+/// quicker to start on a first visit. Figures of other traces (box plots,
+/// 3D) are drawn by the whole library, fetched when the first is drawn.
+pub const PLOTLY_PARTIAL: &str = "/pkg/plotly-gl2d.min.js";
+
+/// Which build of plotly.js the page at `path` draws with, if it plots:
+/// its head then preloads it, so the browser has it by the time the first
+/// figure arrives. It runs only then (it takes the browser's main thread
+/// for a while on a first visit): the page hydrates first. Study and trial
+/// pages start with 2D plots; reports may hold any.
+pub fn plotly_for(path: &str) -> Option<&'static str> {
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let under = |prefix: &str| path.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty());
+    if (under("/studies/") && path != "/studies/new") || under("/trials/") {
+        Some(PLOTLY_PARTIAL)
+    } else if under("/reports/") || under("/share/") {
+        Some(PLOTLY_WHOLE)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_that_plot_load_plotly_early() {
+        for path in ["/studies/3", "/trials/12?x=1"] {
+            assert_eq!(plotly_for(path), Some(PLOTLY_PARTIAL), "{path}");
+        }
+        for path in ["/reports/1?v=2", "/share/abc"] {
+            assert_eq!(plotly_for(path), Some(PLOTLY_WHOLE), "{path}");
+        }
+        for path in ["/", "/studies", "/studies/", "/studies/new", "/workers", "/compare?a=1"] {
+            assert_eq!(plotly_for(path), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn the_front_is_its_own_trace_in_order() {
+        let p =
+            |id, x, y, on_front| Point { trial_id: id, x, y, on_front, hover: format!("t{id}") };
+        let fig = pareto_figure(
+            &[p(1, 3.0, 1.0, true), p(2, 1.0, 0.5, true), p(3, 2.0, 2.0, false)],
+            "decode tok/s",
+            "peak RSS",
+        );
+        let front = &fig["data"][1];
+        assert_eq!(front["name"], "Pareto front");
+        assert_eq!(front["x"], json!([1.0, 3.0]), "sorted along x");
+        assert_eq!(front["customdata"], json!([2, 1]));
+        assert_eq!(fig["data"][0]["customdata"], json!([3]));
+        assert_eq!(fig["layout"]["xaxis"]["title"]["text"], "decode tok/s");
+    }
+
+    #[test]
+    fn depth_points_with_their_spread() {
+        let stats = |m: f64| json!({ "n": 3, "median": m, "mean": m, "p10": m - 1.0, "p90": m + 2.0, "cv": 0.1 });
+        let depth = json!([
+            { "depth": 0, "decode_tps": stats(50.0), "prefill_tps": stats(900.0), "ttft_ms": stats(5.0), "skipped": null },
+            { "depth": 4096, "decode_tps": stats(40.0), "prefill_tps": stats(700.0), "ttft_ms": stats(9.0), "skipped": null },
+            { "depth": 65536, "decode_tps": null, "prefill_tps": null, "ttft_ms": null, "skipped": "does not fit" },
+        ]);
+        let fig = depth_figure(&depth).unwrap();
+        assert_eq!(fig["data"][0]["x"], json!([0, 4096]), "the skipped depth is left out");
+        assert_eq!(fig["data"][0]["y"], json!([50.0, 40.0]));
+        assert_eq!(fig["data"][0]["error_y"]["array"], json!([2.0, 2.0]));
+        assert_eq!(fig["data"][1]["yaxis"], "y2");
+        assert!(depth_figure(&json!([])).is_none());
+    }
+
+    #[test]
+    fn three_objectives_in_a_scene() {
+        let pts = vec![
+            (1, [1.0, 2.0, 3.0], true, "a".to_string()),
+            (2, [0.0, 0.0, 0.0], false, "b".into()),
+        ];
+        let fig = pareto3_figure(&pts, ["x", "y", "z"]);
+        assert_eq!(fig["data"][1]["type"], "scatter3d");
+        assert_eq!(fig["data"][1]["z"], json!([3.0]));
+        assert_eq!(fig["data"][0]["customdata"], json!([2]));
+        assert_eq!(fig["layout"]["scene"]["zaxis"]["title"]["text"], "z");
+    }
+
+    #[test]
+    fn values_in_order_the_default_first() {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(value_order(&v(&["512", "", "64", "128"])), [1, 2, 3, 0]);
+        assert_eq!(value_order(&v(&["q8_0", "f16", "q4_0"])), [1, 2, 0]);
+    }
+
+    #[test]
+    fn an_effect_plot_has_a_box_per_value_with_its_trials() {
+        let values = vec!["512".to_string(), "64".to_string()];
+        let fig = effect_figure(&values, &[(1, 0, 10.0), (2, 1, 20.0), (3, 0, 12.0)], "ub", "tps");
+        assert_eq!(fig["data"][0]["name"], "64");
+        assert_eq!(fig["data"][0]["y"], json!([20.0]));
+        assert_eq!(fig["data"][1]["customdata"], json!([1, 3]));
+        assert_eq!(fig["data"][1]["boxpoints"], "all");
+    }
+
+    #[test]
+    fn best_so_far_steps_with_the_goal() {
+        let pts = [(1, 5.0), (2, 3.0), (3, 8.0), (4, 1.0)];
+        assert_eq!(
+            best_so_far_figure(&pts, true, "m")["data"][1]["y"],
+            json!([5.0, 5.0, 8.0, 8.0])
+        );
+        assert_eq!(
+            best_so_far_figure(&pts, false, "m")["data"][1]["y"],
+            json!([5.0, 3.0, 3.0, 1.0])
+        );
+    }
+
+    #[test]
+    fn parallel_axes_number_or_word() {
+        let settings = vec![
+            ("threads".to_string(), vec!["4".to_string(), "2".to_string()]),
+            ("ctk".to_string(), vec!["q8_0".to_string(), "f16".to_string()]),
+        ];
+        let fig = parallel_figure(&settings, &[vec![0, 0], vec![1, 1]], &[3.0, 4.0], "tps");
+        let dims = &fig["data"][0]["dimensions"];
+        assert_eq!(dims[0]["values"], json!([4.0, 2.0]));
+        assert_eq!(dims[1]["ticktext"], json!(["f16", "q8_0"]));
+        assert_eq!(dims[1]["values"], json!([1, 0]), "q8_0 sits on the second tick");
+        assert_eq!(dims[2]["values"], json!([3.0, 4.0]));
+    }
+}
