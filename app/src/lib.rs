@@ -3,8 +3,6 @@
 
 #![recursion_limit = "256"]
 
-#[cfg(feature = "ssr")]
-pub mod backend;
 pub mod design;
 mod live;
 mod pages;

@@ -4,39 +4,14 @@
 
 #![recursion_limit = "512"]
 
-pub mod announce;
-pub mod backend;
-pub mod data_lock;
-pub mod db;
-pub mod dominance;
-pub mod error;
-pub mod events;
 pub mod exit_status;
-pub mod import;
 pub mod login;
-pub mod machine;
-pub mod machine_class;
-pub mod markdown;
-pub mod ops;
-pub mod places;
 pub mod plan_cli;
 pub mod probe_cli;
-pub mod provenance;
-pub mod recipe;
-pub mod report;
 pub mod routes;
 pub mod same_origin;
-pub mod service;
-pub mod settings;
-pub mod shutdown;
-pub mod study_checks;
 pub mod study_cli;
-pub mod study_runner;
-pub mod trial_changes;
-pub mod trial_runner;
-pub mod views;
 pub mod worker;
-pub mod write_up;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -44,30 +19,23 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::FromRef;
 use axum::routing::{delete, get, post};
-use engine_bridge::Profile;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
 use tower_http::services::ServeDir;
-use tunebook_app::backend::SharedBackend;
 use tunebook_app::{App, OUTPUT_NAME, shell};
 
-pub use error::{Error, Result};
-pub use settings::Settings;
+pub use tunebook_core::{
+    Error, Result, Settings, announce, data_lock, db, dominance, error, events, import, machine,
+    machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, report, service,
+    settings, shutdown, study_checks, study_runner, trial_changes, trial_runner, views, write_up,
+};
 
-use crate::db::Db;
 use crate::service::Service;
 use crate::study_runner::Studies;
-use crate::trial_runner::{Runner, RunnerContext};
-
-/// A new secret: 256 random bits in hex (report links, worker tokens,
-/// login sessions).
-pub fn new_token() -> String {
-    let bytes: [u8; 32] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::trial_runner::Runner;
 
 /// Shared by every request.
 #[derive(Clone)]
@@ -152,43 +120,9 @@ pub async fn launch(
     Ok(())
 }
 
-/// Connects the database, loads the profiles, stops engines an earlier
-/// Tunebook left running, and knows the memory bandwidth: what the trial
-/// runner and the study runner need, for the server and the command line.
-pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result<RunnerContext> {
-    // Before anything else: the engines recorded here may be another
-    // Tunebook's, running.
-    let lock = Arc::new(data_lock::take(&settings.data_dir)?);
-    let db = Db::connect(&settings.database_url).await?;
-    let profiles = Arc::new(Profile::load_dir(&settings.profiles_dir)?);
-    // Engines a killed Tunebook left running hold memory and ports: stop them.
-    let engines_dir = settings.data_dir.join("engines");
-    for leftover in engine_bridge::registry::reap_leftovers(&engines_dir)? {
-        tracing::warn!(pid = leftover.pid, program = %leftover.program, "stopped an engine left running by an earlier Tunebook");
-    }
-    let bandwidth = match settings.bandwidth {
-        Some(b) => b,
-        None => machine::Machine::load_or_measure(&settings.data_dir).await?.bandwidth_bytes_per_s,
-    };
-    Ok(RunnerContext {
-        db,
-        profiles,
-        events: Default::default(),
-        probes: settings.probes.clone(),
-        endpoints: Arc::new(settings.endpoints.clone()),
-        load_timeout: settings.load_timeout,
-        logs_dir: settings.data_dir.join("logs"),
-        engines_dir,
-        workloads_dir: settings.data_dir.join("workloads"),
-        bandwidth: Some(bandwidth),
-        shutdown,
-        slot: Default::default(),
-        data_lock: lock,
-    })
-}
-
 fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
-    let backend: SharedBackend = state.service.clone();
+    // The pages' server functions call the application layer with it.
+    let service = state.service.clone();
     let options = state.leptos_options.clone();
     // The browser bundle: the gzipped copy `scripts/build-site.sh` writes
     // beside each file is sent to browsers that take it (plotly.js is
@@ -231,7 +165,7 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
         .leptos_routes_with_context(
             &state,
             generate_route_list(App),
-            move || provide_context(backend.clone()),
+            move || provide_context(service.clone()),
             move || shell(options.clone()),
         )
         .route("/login", get(login::form).post(login::submit))

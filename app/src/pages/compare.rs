@@ -54,10 +54,10 @@ pub fn parse_ids(text: &str) -> Result<Vec<i64>, String> {
 
 #[server]
 pub async fn compare_trials(ids: String) -> Result<Vec<TrialView>, ServerFnError> {
-    let backend = super::backend()?;
+    let service = super::service()?;
     let mut out = Vec::new();
     for id in parse_ids(&ids).map_err(ServerFnError::new)? {
-        out.push(backend.trial_detail(id).await.map_err(ServerFnError::new)?.trial);
+        out.push(super::answer(super::ops::trials::detail(&service, id).await)?.trial);
     }
     Ok(out)
 }
@@ -213,15 +213,13 @@ pub async fn compare_studies(
     let [a, b] = ids[..] else {
         return Err(ServerFnError::new("pick exactly two studies to compare"));
     };
-    let backend = super::backend()?;
-    let name = |id| {
-        let backend = backend.clone();
-        async move { backend.study(id).await.map(|s| s.summary.name) }
+    let service = super::service()?;
+    let name = async |id| {
+        super::answer(super::ops::studies::view(&service, id).await).map(|s| s.summary.name)
     };
-    let names =
-        [name(a).await.map_err(ServerFnError::new)?, name(b).await.map_err(ServerFnError::new)?];
-    let pa = backend.metric_points(a, metric.clone()).await.map_err(ServerFnError::new)?;
-    let pb = backend.metric_points(b, metric.clone()).await.map_err(ServerFnError::new)?;
+    let names = [name(a).await?, name(b).await?];
+    let pa = super::answer(super::ops::studies::metric_points(&service.db, a, &metric).await)?;
+    let pb = super::answer(super::ops::studies::metric_points(&service.db, b, &metric).await)?;
     let (rows, only, held) = join_studies(&pa, &pb);
     Ok(StudyComparison { studies: [a, b], names, metric, rows, only, held })
 }

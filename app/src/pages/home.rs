@@ -11,19 +11,19 @@ use crate::types::{ProfileView, RunRequest, TrialState, TrialView};
 /// The engine profiles this server may run.
 #[server]
 pub async fn list_profiles() -> Result<Vec<ProfileView>, ServerFnError> {
-    Ok(super::backend()?.profiles())
+    Ok(super::ops::catalog::profiles(&super::service()?.profiles))
 }
 
 /// Every trial, newest first.
 #[server]
 pub async fn list_trials() -> Result<Vec<TrialView>, ServerFnError> {
-    super::backend()?.list_trials().await.map_err(ServerFnError::new)
+    super::answer(super::ops::trials::list(&super::service()?.db).await)
 }
 
 /// Checks and queues one configuration.
 #[server]
 pub async fn run_trial(request: RunRequest) -> Result<TrialView, ServerFnError> {
-    super::backend()?.submit_trial(request).await.map_err(ServerFnError::new)
+    super::answer(super::ops::trials::submit(&*super::service()?, request).await)
 }
 
 /// Trials as the server last reported them, by id.

@@ -1,5 +1,5 @@
-//! The pages, and what they share: the server's backend, error wording and
-//! number formatting.
+//! The pages, and what they share: the server's application layer (on the
+//! server), error wording and number formatting.
 
 pub mod compare;
 pub mod designer;
@@ -12,10 +12,22 @@ pub mod workers;
 
 use leptos::prelude::*;
 
+/// The application layer, which the server functions call directly.
 #[cfg(feature = "ssr")]
-pub(crate) fn backend() -> Result<crate::backend::SharedBackend, ServerFnError> {
-    use_context::<crate::backend::SharedBackend>()
-        .ok_or_else(|| ServerFnError::new("the server provided no backend"))
+pub(crate) use tunebook_core::ops;
+
+/// The server's shared context, which the server provides to every page.
+#[cfg(feature = "ssr")]
+pub(crate) fn service() -> Result<std::sync::Arc<tunebook_core::service::Service>, ServerFnError> {
+    use_context::<std::sync::Arc<tunebook_core::service::Service>>()
+        .ok_or_else(|| ServerFnError::new("the server provided no application context"))
+}
+
+/// An operation's answer as a server function's: an error worded for the
+/// user ([`tunebook_core::Error::for_user`]).
+#[cfg(feature = "ssr")]
+pub(crate) fn answer<T>(result: tunebook_core::Result<T>) -> Result<T, ServerFnError> {
+    result.map_err(|e| ServerFnError::new(e.for_user()))
 }
 
 /// The `:id` of the page's route (0 when it is not a number: the server

@@ -8,7 +8,7 @@ use crate::types::StudySummary;
 /// Every study, newest first.
 #[server]
 pub async fn list_studies() -> Result<Vec<StudySummary>, ServerFnError> {
-    super::backend()?.list_studies().await.map_err(ServerFnError::new)
+    super::answer(super::ops::studies::list(&super::service()?.db).await)
 }
 
 #[component]

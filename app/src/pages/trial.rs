@@ -8,7 +8,7 @@ use crate::types::{TrialDetail, TrialState};
 
 #[server]
 pub async fn get_trial(id: i64) -> Result<TrialDetail, ServerFnError> {
-    super::backend()?.trial_detail(id).await.map_err(ServerFnError::new)
+    super::answer(super::ops::trials::detail(&*super::service()?, id).await)
 }
 
 #[component]

@@ -9,18 +9,18 @@ use crate::types::WorkerView;
 
 #[server]
 pub async fn list_workers() -> Result<Vec<WorkerView>, ServerFnError> {
-    super::backend()?.workers().await.map_err(ServerFnError::new)
+    super::answer(super::ops::workers::list(&super::service()?.db).await)
 }
 
 /// Adds a worker; its token.
 #[server]
 pub async fn add_worker(name: String) -> Result<String, ServerFnError> {
-    super::backend()?.add_worker(name).await.map_err(ServerFnError::new)
+    super::answer(super::ops::workers::add(&super::service()?.db, &name).await)
 }
 
 #[server]
 pub async fn revoke_worker(name: String) -> Result<(), ServerFnError> {
-    super::backend()?.revoke_worker(name).await.map_err(ServerFnError::new)
+    super::answer(super::ops::workers::revoke(&super::service()?.db, &name).await)
 }
 
 #[component]

@@ -15,19 +15,21 @@ use rows::{FixedRowView, ObjectiveRowView, VaryRowView};
 /// The metrics a study can optimize or bound.
 #[server]
 pub async fn list_metrics() -> Result<Vec<MetricView>, ServerFnError> {
-    Ok(super::backend()?.metrics())
+    Ok(super::ops::catalog::metrics())
 }
 
 /// Checks a study (JSON or TOML): every problem, one a line, or the preview.
 #[server]
 pub async fn check_study(text: String) -> Result<CheckView, ServerFnError> {
-    super::backend()?.check_study(text).await.map_err(ServerFnError::new)
+    let def = super::answer(super::ops::studies::parse(&text))?;
+    super::answer(super::ops::studies::check(&*super::service()?, &def).await)
 }
 
 /// Checks and starts a study; returns its id.
 #[server]
 pub async fn create_study(text: String) -> Result<i64, ServerFnError> {
-    super::backend()?.create_study(text).await.map_err(ServerFnError::new)
+    let def = super::answer(super::ops::studies::parse(&text))?;
+    super::answer(super::ops::studies::create(&*super::service()?, &def).await)
 }
 
 #[component]

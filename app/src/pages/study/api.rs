@@ -7,18 +7,22 @@ use crate::types::{FindingsView, ParetoView, StudyProgress, StudyView, TrialPage
 
 #[server]
 pub async fn get_study(id: i64) -> Result<StudyView, ServerFnError> {
-    super::super::backend()?.study(id).await.map_err(ServerFnError::new)
+    super::super::answer(super::super::ops::studies::view(&*super::super::service()?, id).await)
 }
 
 /// One page of the study's trials, sorted and filtered by the database.
 #[server]
 pub async fn study_trials(id: i64, query: TrialQuery) -> Result<TrialPage, ServerFnError> {
-    super::super::backend()?.study_trials(id, query).await.map_err(ServerFnError::new)
+    super::super::answer(
+        super::super::ops::studies::trial_page(&super::super::service()?.db, id, &query).await,
+    )
 }
 
 #[server]
 pub async fn get_progress(id: i64) -> Result<StudyProgress, ServerFnError> {
-    super::super::backend()?.study_progress(id).await.map_err(ServerFnError::new)
+    super::super::answer(
+        super::super::ops::studies::study_progress(&super::super::service()?.db, id).await,
+    )
 }
 
 /// `metrics`: comma-separated metric names; `settings`: with each point's
@@ -30,11 +34,18 @@ pub async fn study_pareto(
     settings: bool,
     machine: String,
 ) -> Result<ParetoView, ServerFnError> {
-    let metrics =
+    let metrics: Vec<String> =
         metrics.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
     let machine = Some(machine).filter(|m| !m.is_empty());
-    let mut view =
-        super::super::backend()?.pareto(id, metrics, machine).await.map_err(ServerFnError::new)?;
+    let mut view = super::super::answer(
+        super::super::ops::pareto::front(
+            &*super::super::service()?,
+            id,
+            &metrics,
+            machine.as_deref(),
+        )
+        .await,
+    )?;
     if !settings {
         // Not needed by the Pareto plot: a lighter answer for large studies.
         view.settings.clear();
@@ -46,11 +57,17 @@ pub async fn study_pareto(
 /// What the study's trials show so far, written out.
 #[server]
 pub async fn study_findings(id: i64) -> Result<FindingsView, ServerFnError> {
-    super::super::backend()?.findings(id).await.map_err(ServerFnError::new)
+    super::super::answer(
+        super::super::ops::studies::findings(&super::super::service()?.db, id)
+            .await
+            .map(|(_, view)| view),
+    )
 }
 
 /// `pause`, `resume` or `stop`.
 #[server]
 pub async fn control_study(id: i64, action: String) -> Result<(), ServerFnError> {
-    super::super::backend()?.control_study(id, action).await.map_err(ServerFnError::new)
+    super::super::answer(
+        super::super::ops::studies::control(&*super::super::service()?, id, &action).await,
+    )
 }
