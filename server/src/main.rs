@@ -86,7 +86,7 @@ enum Command {
         /// The study file (TOML, or JSON when it ends in .json).
         file: Option<PathBuf>,
         /// Go on with a paused or interrupted study instead.
-        #[arg(long, conflicts_with = "file")]
+        #[arg(long, env = "TUNEBOOK_RESUME", conflicts_with = "file")]
         resume: Option<i64>,
         #[command(flatten)]
         common: Common,
@@ -94,12 +94,12 @@ enum Command {
     /// Write trials as JSONL (one record per trial, with every sample) or CSV.
     Export {
         /// Only this study's trials.
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_STUDY")]
         study: Option<i64>,
-        #[arg(long, value_enum, default_value_t = Format::Jsonl)]
+        #[arg(long, env = "TUNEBOOK_FORMAT", value_enum, default_value_t = Format::Jsonl)]
         format: Format,
         /// Write here instead of standard output.
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_OUT")]
         out: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
@@ -119,10 +119,10 @@ enum Command {
     /// Example: tunebook probe --profile demo --model tiny-llama -- ctx_size=2048 cache_type_k=q8_0
     Probe {
         /// Engine profile name.
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_PROFILE")]
         profile: String,
         /// Model name within the profile.
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_MODEL")]
         model: String,
         /// Folder of engine profile TOML files (default: `profiles` here,
         /// else ~/.config/tunebook/profiles).
@@ -132,7 +132,7 @@ enum Command {
         #[arg(long, env = "TUNEBOOK_PROBES")]
         plan: Option<PathBuf>,
         /// Print JSON instead of a readable report.
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_JSON")]
         json: bool,
         /// Seconds the engine may take to load.
         #[arg(long, env = "TUNEBOOK_LOAD_TIMEOUT", default_value_t = 600)]
@@ -151,17 +151,17 @@ enum Command {
     /// Example: tunebook plan --model model.gguf -- ctx_size=32768 n_gpu_layers=99 n_cpu_moe=8
     Plan {
         /// The model file (GGUF; any part of a split model).
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_MODEL_FILE")]
         model: PathBuf,
         /// Print JSON instead of a readable report.
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_JSON")]
         json: bool,
         /// Memory read bandwidth in GB/s (default: measured now).
         #[arg(long, env = "TUNEBOOK_BANDWIDTH_GBPS")]
         bandwidth_gbps: Option<f64>,
         /// An engine profile whose llama.cpp build chooses too
         /// (`llama-fit-params`), shown beside the plan.
-        #[arg(long)]
+        #[arg(long, env = "TUNEBOOK_PROFILE")]
         profile: Option<String>,
         /// Folder of engine profile TOML files (default: `profiles` here,
         /// else ~/.config/tunebook/profiles).
@@ -175,9 +175,9 @@ enum Command {
     MakeModel {
         /// Where to write the .gguf file.
         path: PathBuf,
-        #[arg(long, value_enum, default_value_t = Size::Tiny)]
+        #[arg(long, env = "TUNEBOOK_MODEL_SIZE", value_enum, default_value_t = Size::Tiny)]
         size: Size,
-        #[arg(long, default_value_t = 42)]
+        #[arg(long, env = "TUNEBOOK_SEED", default_value_t = 42)]
         seed: u64,
     },
 }
@@ -380,4 +380,28 @@ async fn main_inner() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_option_has_an_environment_variable() {
+        fn walk(command: &clap::Command, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let named = arg.get_long().is_some();
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if named && !builtin && arg.get_env().is_none() {
+                    missing.push(format!("{} --{}", command.get_name(), arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), &mut missing);
+        assert!(missing.is_empty(), "options without an environment variable: {missing:?}");
+    }
 }
