@@ -1,6 +1,7 @@
-//! Tunebook's server: the web app, the JSON API, the database and the trial
-//! runner. `main.rs` parses the command line; everything else is here so
-//! tests can start a server on `127.0.0.1:0`.
+//! Tunebook's server: the web app and the JSON API mounted on the
+//! application layer (`tunebook-core`, whose modules are re-exported here),
+//! the remote worker and the commands. `main.rs` parses the command line;
+//! everything else is here so tests can start a server on `127.0.0.1:0`.
 
 #![recursion_limit = "512"]
 

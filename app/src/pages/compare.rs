@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use leptos::prelude::*;
 
+#[cfg(feature = "ssr")]
+use super::{answer, ops, service};
 use super::{error_text, fmt_metric};
 use crate::types::{MetricPoint, TrialView};
 
@@ -54,10 +56,10 @@ pub fn parse_ids(text: &str) -> Result<Vec<i64>, String> {
 
 #[server]
 pub async fn compare_trials(ids: String) -> Result<Vec<TrialView>, ServerFnError> {
-    let service = super::service()?;
+    let service = service()?;
     let mut out = Vec::new();
     for id in parse_ids(&ids).map_err(ServerFnError::new)? {
-        out.push(super::answer(super::ops::trials::detail(&service, id).await)?.trial);
+        out.push(answer(ops::trials::detail(&service, id).await)?.trial);
     }
     Ok(out)
 }
@@ -213,13 +215,11 @@ pub async fn compare_studies(
     let [a, b] = ids[..] else {
         return Err(ServerFnError::new("pick exactly two studies to compare"));
     };
-    let service = super::service()?;
-    let name = async |id| {
-        super::answer(super::ops::studies::view(&service, id).await).map(|s| s.summary.name)
-    };
+    let service = service()?;
+    let name = async |id| answer(ops::studies::view(&service, id).await).map(|s| s.summary.name);
     let names = [name(a).await?, name(b).await?];
-    let pa = super::answer(super::ops::studies::metric_points(&service.db, a, &metric).await)?;
-    let pb = super::answer(super::ops::studies::metric_points(&service.db, b, &metric).await)?;
+    let pa = answer(ops::studies::metric_points(&service.db, a, &metric).await)?;
+    let pb = answer(ops::studies::metric_points(&service.db, b, &metric).await)?;
     let (rows, only, held) = join_studies(&pa, &pb);
     Ok(StudyComparison { studies: [a, b], names, metric, rows, only, held })
 }

@@ -5,25 +5,27 @@ use std::collections::BTreeMap;
 
 use leptos::prelude::*;
 
+#[cfg(feature = "ssr")]
+use super::{answer, ops, service};
 use super::{error_text, fmt};
 use crate::types::{ProfileView, RunRequest, TrialState, TrialView};
 
 /// The engine profiles this server may run.
 #[server]
 pub async fn list_profiles() -> Result<Vec<ProfileView>, ServerFnError> {
-    Ok(super::ops::catalog::profiles(&super::service()?.profiles))
+    Ok(ops::catalog::profiles(&service()?.profiles))
 }
 
 /// Every trial, newest first.
 #[server]
 pub async fn list_trials() -> Result<Vec<TrialView>, ServerFnError> {
-    super::answer(super::ops::trials::list(&super::service()?.db).await)
+    answer(ops::trials::list(&service()?.db).await)
 }
 
 /// Checks and queues one configuration.
 #[server]
 pub async fn run_trial(request: RunRequest) -> Result<TrialView, ServerFnError> {
-    super::answer(super::ops::trials::submit(&*super::service()?, request).await)
+    answer(ops::trials::submit(&*service()?, request).await)
 }
 
 /// Trials as the server last reported them, by id.

@@ -9,27 +9,25 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use super::error_text;
+#[cfg(feature = "ssr")]
+use super::{answer, ops, service};
 use crate::types::{Cell, CellBody, Chart, Notebook, RenderedCell, ReportView};
 
 #[server]
 pub async fn create_report(study_id: i64) -> Result<i64, ServerFnError> {
-    super::answer(
-        super::ops::reports::create(&super::service()?.reports(), study_id)
-            .await
-            .map(|view| view.id),
-    )
+    answer(ops::reports::create(&service()?.reports(), study_id).await.map(|view| view.id))
 }
 
 #[server]
 pub async fn study_reports(
     study_id: i64,
 ) -> Result<Vec<crate::types::ReportSummary>, ServerFnError> {
-    super::answer(super::ops::reports::list(&super::service()?.reports(), study_id).await)
+    answer(ops::reports::list(&service()?.reports(), study_id).await)
 }
 
 #[server]
 pub async fn get_report(id: i64, version: Option<i64>) -> Result<ReportView, ServerFnError> {
-    super::answer(super::ops::reports::open(&super::service()?.reports(), id, version).await)
+    answer(ops::reports::open(&service()?.reports(), id, version).await)
 }
 
 #[server(input = leptos::server_fn::codec::Json)]
@@ -39,46 +37,40 @@ pub async fn save_report(
     title: String,
     notebook: Notebook,
 ) -> Result<ReportView, ServerFnError> {
-    super::answer(
-        super::ops::reports::save(&super::service()?.reports(), id, base, &title, notebook).await,
-    )
+    answer(ops::reports::save(&service()?.reports(), id, base, &title, notebook).await)
 }
 
 #[server]
 pub async fn regenerate_report(id: i64, base: i64) -> Result<ReportView, ServerFnError> {
-    super::answer(super::ops::reports::regenerate(&super::service()?.reports(), id, base).await)
+    answer(ops::reports::regenerate(&service()?.reports(), id, base).await)
 }
 
 #[server]
 pub async fn restore_report(id: i64, base: i64, version: i64) -> Result<ReportView, ServerFnError> {
-    super::answer(
-        super::ops::reports::restore(&super::service()?.reports(), id, base, version).await,
-    )
+    answer(ops::reports::restore(&service()?.reports(), id, base, version).await)
 }
 
 #[server]
 pub async fn publish_report(id: i64) -> Result<ReportView, ServerFnError> {
-    super::answer(
-        super::ops::reports::publish(&super::service()?.reports(), id).await.map(|(_, view)| view),
-    )
+    answer(ops::reports::publish(&service()?.reports(), id).await.map(|(_, view)| view))
 }
 
 #[server]
 pub async fn revoke_link(id: i64, token: String) -> Result<ReportView, ServerFnError> {
-    let ctx = super::service()?.reports();
-    super::answer(super::ops::reports::revoke_link(&ctx, &token).await)?;
-    super::answer(super::ops::reports::open(&ctx, id, None).await)
+    let ctx = service()?.reports();
+    answer(ops::reports::revoke_link(&ctx, &token).await)?;
+    answer(ops::reports::open(&ctx, id, None).await)
 }
 
 #[server]
 pub async fn write_prose(id: i64, base: i64) -> Result<ReportView, ServerFnError> {
-    super::answer(super::ops::reports::prose(&super::service()?.reports(), id, base).await)
+    answer(ops::reports::prose(&service()?.reports(), id, base).await)
 }
 
 /// At a fixed path: report links work without a login.
 #[server(endpoint = "shared_report")]
 pub async fn get_shared(token: String) -> Result<ReportView, ServerFnError> {
-    super::answer(super::ops::reports::shared(&super::service()?.reports(), &token).await)
+    answer(ops::reports::shared(&service()?.reports(), &token).await)
 }
 
 /// A plot, table or configuration cell's parameters as one line of text,

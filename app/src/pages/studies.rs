@@ -3,12 +3,14 @@
 use leptos::prelude::*;
 
 use super::error_text;
+#[cfg(feature = "ssr")]
+use super::{answer, ops, service};
 use crate::types::StudySummary;
 
 /// Every study, newest first.
 #[server]
 pub async fn list_studies() -> Result<Vec<StudySummary>, ServerFnError> {
-    super::answer(super::ops::studies::list(&super::service()?.db).await)
+    answer(ops::studies::list(&service()?.db).await)
 }
 
 #[component]

@@ -3,12 +3,14 @@
 
 use leptos::prelude::*;
 
+#[cfg(feature = "ssr")]
+use super::{answer, ops, service};
 use super::{error_text, fmt, fmt_metric};
 use crate::types::{TrialDetail, TrialState};
 
 #[server]
 pub async fn get_trial(id: i64) -> Result<TrialDetail, ServerFnError> {
-    super::answer(super::ops::trials::detail(&*super::service()?, id).await)
+    answer(ops::trials::detail(&*service()?, id).await)
 }
 
 #[component]

@@ -5,22 +5,24 @@
 use leptos::prelude::*;
 
 use super::error_text;
+#[cfg(feature = "ssr")]
+use super::{answer, ops, service};
 use crate::types::WorkerView;
 
 #[server]
 pub async fn list_workers() -> Result<Vec<WorkerView>, ServerFnError> {
-    super::answer(super::ops::workers::list(&super::service()?.db).await)
+    answer(ops::workers::list(&service()?.db).await)
 }
 
 /// Adds a worker; its token.
 #[server]
 pub async fn add_worker(name: String) -> Result<String, ServerFnError> {
-    super::answer(super::ops::workers::add(&super::service()?.db, &name).await)
+    answer(ops::workers::add(&service()?.db, &name).await)
 }
 
 #[server]
 pub async fn revoke_worker(name: String) -> Result<(), ServerFnError> {
-    super::answer(super::ops::workers::revoke(&super::service()?.db, &name).await)
+    answer(ops::workers::revoke(&service()?.db, &name).await)
 }
 
 #[component]

@@ -7,6 +7,8 @@ use leptos_router::hooks::use_navigate;
 mod rows;
 
 use super::home::list_profiles;
+#[cfg(feature = "ssr")]
+use super::{answer, ops, service};
 use super::{error_text, fmt_duration};
 use crate::design::{FixedRow, Form, ObjectiveRow, PRESETS, VaryRow};
 use crate::types::{CheckView, MetricView, ProfileView};
@@ -15,21 +17,21 @@ use rows::{FixedRowView, ObjectiveRowView, VaryRowView};
 /// The metrics a study can optimize or bound.
 #[server]
 pub async fn list_metrics() -> Result<Vec<MetricView>, ServerFnError> {
-    Ok(super::ops::catalog::metrics())
+    Ok(ops::catalog::metrics())
 }
 
 /// Checks a study (JSON or TOML): every problem, one a line, or the preview.
 #[server]
 pub async fn check_study(text: String) -> Result<CheckView, ServerFnError> {
-    let def = super::answer(super::ops::studies::parse(&text))?;
-    super::answer(super::ops::studies::check(&*super::service()?, &def).await)
+    let def = answer(ops::studies::parse(&text))?;
+    answer(ops::studies::check(&*service()?, &def).await)
 }
 
 /// Checks and starts a study; returns its id.
 #[server]
 pub async fn create_study(text: String) -> Result<i64, ServerFnError> {
-    let def = super::answer(super::ops::studies::parse(&text))?;
-    super::answer(super::ops::studies::create(&*super::service()?, &def).await)
+    let def = answer(ops::studies::parse(&text))?;
+    answer(ops::studies::create(&*service()?, &def).await)
 }
 
 #[component]

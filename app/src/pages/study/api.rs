@@ -3,26 +3,24 @@
 
 use leptos::prelude::*;
 
+#[cfg(feature = "ssr")]
+use super::super::{answer, ops, service};
 use crate::types::{FindingsView, ParetoView, StudyProgress, StudyView, TrialPage, TrialQuery};
 
 #[server]
 pub async fn get_study(id: i64) -> Result<StudyView, ServerFnError> {
-    super::super::answer(super::super::ops::studies::view(&*super::super::service()?, id).await)
+    answer(ops::studies::view(&*service()?, id).await)
 }
 
 /// One page of the study's trials, sorted and filtered by the database.
 #[server]
 pub async fn study_trials(id: i64, query: TrialQuery) -> Result<TrialPage, ServerFnError> {
-    super::super::answer(
-        super::super::ops::studies::trial_page(&super::super::service()?.db, id, &query).await,
-    )
+    answer(ops::studies::trial_page(&service()?.db, id, &query).await)
 }
 
 #[server]
 pub async fn get_progress(id: i64) -> Result<StudyProgress, ServerFnError> {
-    super::super::answer(
-        super::super::ops::studies::study_progress(&super::super::service()?.db, id).await,
-    )
+    answer(ops::studies::study_progress(&service()?.db, id).await)
 }
 
 /// `metrics`: comma-separated metric names; `settings`: with each point's
@@ -37,15 +35,8 @@ pub async fn study_pareto(
     let metrics: Vec<String> =
         metrics.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect();
     let machine = Some(machine).filter(|m| !m.is_empty());
-    let mut view = super::super::answer(
-        super::super::ops::pareto::front(
-            &*super::super::service()?,
-            id,
-            &metrics,
-            machine.as_deref(),
-        )
-        .await,
-    )?;
+    let mut view =
+        answer(ops::pareto::front(&*service()?, id, &metrics, machine.as_deref()).await)?;
     if !settings {
         // Not needed by the Pareto plot: a lighter answer for large studies.
         view.settings.clear();
@@ -57,17 +48,11 @@ pub async fn study_pareto(
 /// What the study's trials show so far, written out.
 #[server]
 pub async fn study_findings(id: i64) -> Result<FindingsView, ServerFnError> {
-    super::super::answer(
-        super::super::ops::studies::findings(&super::super::service()?.db, id)
-            .await
-            .map(|(_, view)| view),
-    )
+    answer(ops::studies::findings(&service()?.db, id).await.map(|(_, view)| view))
 }
 
 /// `pause`, `resume` or `stop`.
 #[server]
 pub async fn control_study(id: i64, action: String) -> Result<(), ServerFnError> {
-    super::super::answer(
-        super::super::ops::studies::control(&*super::super::service()?, id, &action).await,
-    )
+    answer(ops::studies::control(&*service()?, id, &action).await)
 }
