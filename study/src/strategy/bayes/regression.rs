@@ -358,4 +358,33 @@ mod tests {
         let spread = (moves.iter().map(|m| m * m).sum::<f64>() / 200.0).sqrt();
         assert!(spread < 0.2, "setting 5 still moves the response by ±{spread:.2} (of 2)");
     }
+
+    #[test]
+    fn pairs_follow_the_settings_that_matter_alone_sharply() {
+        // Three settings on balanced ±1 columns: the first moves the
+        // response twice as far as the second, the third half as far. The
+        // pair of the first with the third then weighs (4 / 1)^1.5 = 8
+        // times the pair of the second with the third, not 2.
+        let classes = [
+            Class::Intercept,
+            Class::Main(0),
+            Class::Main(1),
+            Class::Main(2),
+            Class::Pair(0, 2),
+            Class::Pair(1, 2),
+        ];
+        let level = |i: usize, bit: usize| if (i >> bit) & 1 == 1 { 1.0 } else { -1.0 };
+        let rows: Vec<Vec<f64>> = (0..16)
+            .map(|i| {
+                let (a, b, c) = (level(i, 0), level(i, 1), level(i, 2));
+                vec![1.0, a, b, c, a * c, b * c]
+            })
+            .collect();
+        let y: Vec<f64> = rows.iter().map(|r| 2.0 * r[1] + r[2] + 0.5 * r[3]).collect();
+        let x = DMatrix::from_fn(rows.len(), classes.len(), |i, j| rows[i][j]);
+        let data = Data::new(&x, &DVector::from_vec(y));
+        let h = heredity(&x, &data, &classes);
+        let ratio = (h[0] * h[2]).sqrt() / (h[1] * h[2]).sqrt();
+        assert!((ratio - 8.0).abs() < 0.5, "pair weights {ratio:.2} apart");
+    }
 }
