@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_bridge::Settings;
 
 use super::design::{Design, Factor, Term, value_of};
-use super::ols::{Fit, Gram, f_test, t_p};
+use super::ols::{Fit, Gram, f_test, f_test_against, t_p};
 use super::{ALPHA, TrialFacts};
 use crate::metric::{Goal, Metric, Scale};
 
@@ -235,7 +235,12 @@ impl Analysis {
                 if full.rank == reduced.rank {
                     return Tested::Aliased { with: partners(design, i, &self.trials) };
                 }
-                match f_test(&reduced, &full, floor) {
+                // Judged against the whole model's noise, as a Type-II
+                // test is: the model without the factor's interactions
+                // would count them as noise, and a strong effect that
+                // differs a little with another setting would drown.
+                let error = if self.fit.df() > 0 { &self.fit } else { &full };
+                match f_test_against(&reduced, &full, error, floor) {
                     Some((p, df)) => Tested::Ran { p, df },
                     None => Tested::TooFew,
                 }

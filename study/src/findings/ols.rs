@@ -128,11 +128,18 @@ impl Fit {
 /// separate, or leaves no noise to judge by. `floor`: the least noise
 /// variance believed (spreads smaller than that are rounding).
 pub fn f_test(reduced: &Fit, full: &Fit, floor: f64) -> Option<(f64, usize)> {
+    f_test_against(reduced, full, full, floor)
+}
+
+/// [`f_test`] with the noise judged from `error`, a model at least as full
+/// as `full` (a Type-II test judges a main effect against the whole
+/// model's residual, not against one that leaves its interactions out).
+pub fn f_test_against(reduced: &Fit, full: &Fit, error: &Fit, floor: f64) -> Option<(f64, usize)> {
     let df1 = full.rank.checked_sub(reduced.rank).filter(|d| *d > 0)?;
-    let sigma2 = full.sigma2(floor)?;
+    let sigma2 = error.sigma2(floor)?;
     let gain = (reduced.rss - full.rss).max(0.0);
     let f = gain / df1 as f64 / sigma2;
-    let p = FisherSnedecor::new(df1 as f64, full.df() as f64).ok()?.sf(f);
+    let p = FisherSnedecor::new(df1 as f64, error.df() as f64).ok()?.sf(f);
     Some((p, df1))
 }
 
@@ -219,5 +226,28 @@ mod tests {
         let (p, df) = f_test(&Fit::new(&gram, &[0]), &Fit::new(&gram, &[0, 1, 2]), 0.0).unwrap();
         assert_eq!(df, 2);
         assert!((p - 0.001).abs() < 1e-9, "{p}");
+    }
+
+    #[test]
+    fn a_type_two_test_judges_a_main_effect_against_the_whole_model() {
+        // A 2×2 design, two trials a cell, whose cell means (2, 6, 3, 11)
+        // are off the additive fit by ±1: A's sum of squares over B alone
+        // is 72; against the within-cell noise (8 on 4 degrees of
+        // freedom), F = 36 and p = 0.00388 (Student's t with 4 degrees
+        // of freedom at 6, in closed form); against the additive model's
+        // residual (16 on 5) it would be F = 22.5 and p = 0.0051.
+        let y = [1.0, 3.0, 5.0, 7.0, 2.0, 4.0, 10.0, 12.0];
+        let x = rows(8, 4, |i, j| {
+            let (a, b) = (f64::from(u8::from(i % 4 >= 2)), f64::from(u8::from(i >= 4)));
+            [1.0, a, b, a * b][j]
+        });
+        let gram = Gram::new(&x, &y);
+        let (reduced, with, whole) =
+            (Fit::new(&gram, &[0, 2]), Fit::new(&gram, &[0, 1, 2]), Fit::new(&gram, &[0, 1, 2, 3]));
+        let (p, df) = f_test_against(&reduced, &with, &whole, 0.0).unwrap();
+        assert_eq!(df, 1);
+        assert!((p - 0.003_882_5).abs() < 1e-6, "{p}");
+        let (p_additive, _) = f_test(&reduced, &with, 0.0).unwrap();
+        assert!(p_additive > 1.3 * p, "{p_additive} against {p}");
     }
 }

@@ -18,6 +18,11 @@
 //!   That keeps the row short (a few hundred columns for ten settings)
 //!   while a 3×3 pair such as the K and V cache types is still fully
 //!   modelled.
+//! - Two word settings that choose from the same list of three or more
+//!   values (the K and V cache types) also get a column for whether they
+//!   match: mixed types can cost what neither type costs alone, an
+//!   interaction with no main effect that pair columns, which follow the
+//!   settings that matter alone, would learn last.
 
 use engine_bridge::Settings;
 
@@ -33,6 +38,8 @@ pub(super) enum Class {
     /// A number's local bends, beyond its slope and curvature.
     Shape(usize),
     Pair(usize, usize),
+    /// Whether two settings of the same list of values match.
+    Same(usize, usize),
 }
 
 /// One setting's coding.
@@ -59,6 +66,8 @@ pub(super) struct Encoder {
     defaults: Vec<String>,
     /// How many columns each setting keeps for its pairs (0 to 2).
     pair_cap: usize,
+    /// The settings whose values are compared ([`Class::Same`]).
+    matched: Vec<(usize, usize)>,
     pub classes: Vec<Class>,
 }
 
@@ -254,12 +263,25 @@ impl Encoder {
                 classes.extend(std::iter::repeat_n(Class::Pair(i, j), width));
             }
         }
+        let words = |a: &Axis| match a {
+            Axis::Word { values, .. } if values.len() >= 3 => Some(values.clone()),
+            _ => None,
+        };
+        let mut matched = Vec::new();
+        for (i, a) in axes.iter().enumerate() {
+            for (j, b) in axes.iter().enumerate().skip(i + 1) {
+                if words(a).is_some() && words(a) == words(b) && classes.len() < MAX_COLUMNS {
+                    matched.push((i, j));
+                    classes.push(Class::Same(i, j));
+                }
+            }
+        }
         let defaults = params
             .iter()
             .map(|p| defaults.get(&p.name).cloned().unwrap_or_else(|| p.domain.ends().0))
             .collect();
         let names = params.iter().map(|p| p.name.clone()).collect();
-        Encoder { names, axes, defaults, pair_cap, classes }
+        Encoder { names, axes, defaults, pair_cap, matched, classes }
     }
 
     pub fn width(&self) -> usize {
@@ -316,6 +338,7 @@ impl Encoder {
                 }
             }
         }
+        out.extend(self.matched.iter().map(|(i, j)| f64::from(u8::from(values[*i] == values[*j]))));
         out
     }
 }
@@ -334,9 +357,10 @@ mod tests {
             let values: Vec<String> = (0..k).map(|v| format!("w{v}")).collect();
             (0..n).map(|i| param(&format!("s{i}"), Domain::Values(values.clone()))).collect()
         };
-        // 20 settings of 3 words: two columns a pair would make 801; one makes 231.
+        // 20 settings of 3 words: two columns a pair would make 801; one
+        // makes 231, and 190 more say whether two of them match.
         let e = Encoder::new(&words(20, 3), &Settings::new());
-        assert_eq!(e.width(), 1 + 20 * 2 + 190);
+        assert_eq!(e.width(), 1 + 20 * 2 + 190 + 190);
         // 64 settings of 10,000 words: 16 indicators each, no pairs.
         let params = words(64, 10_000);
         let e = Encoder::new(&params, &Settings::new());
@@ -416,5 +440,33 @@ mod tests {
         // A word with no known precision leaves the list unordered.
         let mixed = Encoder::new(&[param("k", types(&["f16", "turbo3"]))], &Settings::new());
         assert_eq!(mixed.width(), 1 + 1);
+    }
+
+    #[test]
+    fn settings_of_one_list_of_words_also_say_whether_they_match() {
+        let types = || Domain::Values(["f16", "q8_0", "q4_0"].map(String::from).to_vec());
+        let switch = || Domain::Values(["off", "on"].map(String::from).to_vec());
+        let params = [
+            param("k", types()),
+            param("v", types()),
+            param("fa", switch()),
+            param("mlock", switch()),
+        ];
+        let e = Encoder::new(&params, &Settings::new());
+        // The intercept, mains (3 + 3 + 1 + 1), pairs (2·2 + 2 + 2 + 2 + 2
+        // + 1), and one column for K matching V: two switches are already
+        // fully modelled by their pair.
+        assert_eq!(e.width(), 1 + 8 + 13 + 1);
+        assert_eq!(e.classes.last(), Some(&Class::Same(0, 1)));
+        let row = |k: &str, v: &str| {
+            let c: Settings = [("k", k), ("v", v), ("fa", "on"), ("mlock", "off")]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            e.row(&c)
+        };
+        assert_eq!(row("q8_0", "q8_0").last(), Some(&1.0));
+        assert_eq!(row("q8_0", "q4_0").last(), Some(&0.0));
+        assert_eq!(row("f16", "f16").len(), e.width());
     }
 }

@@ -3,7 +3,8 @@
 //! length scale a setting (automatic relevance: a setting that does not
 //! matter gets a long one and stops counting), its scales and the noise
 //! chosen by the marginal likelihood, as Optuna's and BoTorch's GP
-//! samplers do.
+//! samplers do. The response it is fitted to is what the linear model
+//! leaves ([`ProcessDraws::trend`]): a process with a parametric mean.
 //!
 //! Drawing whole functions from a GP at thousands of candidates would cost
 //! the cube of their number, so the fitted GP is drawn through random
@@ -19,7 +20,7 @@ use engine_bridge::Settings;
 
 use super::acquisition::Drawn;
 use super::features::Encoder;
-use super::regression::normal;
+use super::regression::{Draw, normal};
 
 /// Random Fourier features drawn per fitted process.
 const FEATURES: usize = 256;
@@ -257,11 +258,14 @@ impl Process {
 pub(super) struct ProcessDraws<'a> {
     pub encoder: &'a Encoder,
     pub process: Process,
+    /// The trend the process bends: it was fitted to what this leaves.
+    pub trend: Draw,
 }
 
 impl Drawn for ProcessDraws<'_> {
     fn at(&self, config: &Settings) -> Vec<f64> {
-        self.process.at(&self.encoder.inputs(config))
+        let base = self.trend.at(&self.encoder.row(config));
+        self.process.at(&self.encoder.inputs(config)).into_iter().map(|v| v + base).collect()
     }
 }
 
@@ -270,6 +274,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
+    use crate::space::{Domain, Param};
 
     /// Draws' mean at `x`.
     fn mean(p: &Process, x: &[f64]) -> f64 {
@@ -321,5 +326,53 @@ mod tests {
             (v.iter().map(|d| (d - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
         };
         assert!(spread(1.0) > 3.0 * spread(0.15), "{} against {}", spread(1.0), spread(0.15));
+    }
+
+    #[test]
+    fn far_from_the_trials_the_process_falls_back_on_the_trend() {
+        // Eight lists of three words; the first two add 1 each at their
+        // last word, the others nothing. Twelve random trials, none with
+        // both of the first two at their last word: there, worth 2 and
+        // far from every trial, the process fitted to what the linear
+        // model leaves predicts from the trend; fitted to the measurements
+        // themselves it falls back towards their average (over eight
+        // seeds, off by 0.6 against 1.3 when this was written).
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let params: Vec<Param> = names
+            .iter()
+            .map(|p| Param {
+                name: (*p).into(),
+                domain: Domain::Values((0..3).map(|i| format!("{p}{i}")).collect()),
+            })
+            .collect();
+        let encoder = Encoder::new(&params, &Settings::new());
+        let groups = encoder.groups();
+        let at = |words: &[usize]| -> Settings {
+            names.iter().zip(words).map(|(n, w)| ((*n).to_string(), format!("{n}{w}"))).collect()
+        };
+        let truth = |c: &Settings| f64::from(u8::from(c["a"] == "a2") + u8::from(c["b"] == "b2"));
+        let (mut bent_error, mut alone_error) = (0.0, 0.0);
+        for seed in 0..8 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let tried: Vec<Settings> = std::iter::repeat_with(|| {
+                at(&(0..8).map(|_| rng.random_range(0..3)).collect::<Vec<_>>())
+            })
+            .filter(|c| truth(c) < 2.0)
+            .take(12)
+            .collect();
+            let y: Vec<f64> = tried.iter().map(|c| truth(c) + 0.005 * normal(&mut rng)).collect();
+            let rows: Vec<Vec<f64>> = tried.iter().map(|c| encoder.row(c)).collect();
+            let inputs: Vec<Vec<f64>> = tried.iter().map(|c| encoder.inputs(c)).collect();
+            let post = super::super::Posterior::fit(&rows, &y, &encoder.classes).unwrap();
+            let left: Vec<f64> = rows.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
+            let process = Process::fit(&inputs, &left, &groups, 8, 32, &mut rng).unwrap();
+            let bent = ProcessDraws { encoder: &encoder, process, trend: post.mean() };
+            let far = at(&[2, 2, 0, 0, 0, 0, 0, 0]);
+            let draws = bent.at(&far);
+            bent_error += (draws.iter().sum::<f64>() / draws.len() as f64 - 2.0).abs() / 8.0;
+            let alone = Process::fit(&inputs, &y, &groups, 8, 32, &mut rng).unwrap();
+            alone_error += (mean(&alone, &encoder.inputs(&far)) - 2.0).abs() / 8.0;
+        }
+        assert!(bent_error < 0.7 * alone_error, "off by {bent_error:.2}, {alone_error:.2} alone");
     }
 }

@@ -2,8 +2,11 @@
 //! is modelled twice over all settings at once: a Bayesian linear model of
 //! each setting and every pair of them ([`features`], [`regression`]),
 //! which learns the shape of an effect from few trials, and a Gaussian
-//! process with one length scale a setting ([`gp`]), which finds for
-//! itself which settings matter and bends where the linear model cannot.
+//! process with one length scale a setting ([`gp`]) fitted to what the
+//! linear model leaves, which bends the linear model's trend where the
+//! trials call for it and, far from every trial, falls back on that trend
+//! (a process of the measurements themselves falls back on their average
+//! there, and in a study of ten settings that is most of the space).
 //! The chance that a configuration fails or breaks a bound is a linear
 //! model too.
 //!
@@ -180,21 +183,26 @@ impl Strategy for Bayes {
             }
             let y = floored(y, log);
             // Half the draws from each model: the acquisition averages
-            // over both views of the response.
-            let x: Vec<Vec<f64>> = rows.iter().map(|i| inputs[*i].clone()).collect();
-            let process = Process::fit(&x, &y, &groups, encoder.settings(), SAMPLES / 2, &mut rng);
-            let linear = SAMPLES - process.as_ref().map_or(0, |_| SAMPLES / 2);
+            // over both views of the response. The process bends the
+            // linear model's trend: far from the trials it falls back on
+            // the trend, not on the average of what was measured.
             let x: Vec<Vec<f64>> = rows.iter().map(|i| seen[*i].clone()).collect();
             let Some(post) = Posterior::fit(&x, &y, &encoder.classes) else {
                 let pick = rng.random_range(0..pool.len());
                 let note = "model: the measurements could not be fitted; a random draw".into();
                 return Some(Proposal { config: pool[pick].clone(), note });
             };
+            let left: Vec<f64> = x.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
+            let x: Vec<Vec<f64>> = rows.iter().map(|i| inputs[*i].clone()).collect();
+            let process =
+                Process::fit(&x, &left, &groups, encoder.settings(), SAMPLES / 2, &mut rng);
+            let linear = SAMPLES - process.as_ref().map_or(0, |_| SAMPLES / 2);
             let draws = (0..linear).map(|_| post.draw(&mut rng)).collect();
             let mut models: Vec<Box<dyn Drawn + '_>> =
                 vec![Box::new(LinearDraws { encoder: &encoder, draws })];
             if let Some(process) = process {
-                models.push(Box::new(ProcessDraws { encoder: &encoder, process }));
+                let trend = post.mean();
+                models.push(Box::new(ProcessDraws { encoder: &encoder, process, trend }));
             }
             objectives.push(Box::new(Pooled(models)));
         }
