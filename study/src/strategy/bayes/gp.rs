@@ -363,7 +363,7 @@ mod tests {
             let y: Vec<f64> = tried.iter().map(|c| truth(c) + 0.005 * normal(&mut rng)).collect();
             let rows: Vec<Vec<f64>> = tried.iter().map(|c| encoder.row(c)).collect();
             let inputs: Vec<Vec<f64>> = tried.iter().map(|c| encoder.inputs(c)).collect();
-            let post = super::super::Posterior::fit(&rows, &y, &encoder.classes, &[]).unwrap();
+            let post = super::super::Posterior::fit(&rows, &y, &encoder.classes).unwrap();
             let left: Vec<f64> = rows.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
             let process = Process::fit(&inputs, &left, &groups, 8, 32, &mut rng).unwrap();
             let bent = ProcessDraws { encoder: &encoder, process, trend: post.mean() };

@@ -6,9 +6,7 @@
 //! linear model leaves, which bends the linear model's trend where the
 //! trials call for it and, far from every trial, falls back on that trend
 //! (a process of the measurements themselves falls back on their average
-//! there, and in a study of ten settings that is most of the space). A
-//! setting that moves one objective stays in doubt in the others' models:
-//! its small effect there may decide whether it trades well.
+//! there, and in a study of ten settings that is most of the space).
 //! The chance that a configuration fails or breaks a bound is a linear
 //! model too.
 //!
@@ -167,7 +165,7 @@ impl Strategy for Bayes {
         // One model per objective, oriented so that larger is better.
         let inputs: Vec<Vec<f64>> = history.iter().map(|o| encoder.inputs(&o.config)).collect();
         let groups = encoder.groups();
-        let mut responses = Vec::new();
+        let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
             let log = uses_log(&t.measure, history, j);
             let (rows, y): (Vec<usize>, Vec<f64>) = history
@@ -184,35 +182,17 @@ impl Strategy for Bayes {
                 return Some(Proposal { config: pool[pick].clone(), note });
             }
             let y = floored(y, log);
-            let x: Vec<Vec<f64>> = rows.iter().map(|i| seen[*i].clone()).collect();
-            let moving = regression::settings_moving(&x, &y, &encoder.classes);
-            responses.push((rows, y, moving));
-        }
-        // How much each setting moves each of the other objectives: the
-        // most of them is how unsure of it each model stays.
-        let elsewhere = |j: usize| -> Vec<f64> {
-            let mut most = vec![0.0_f64; encoder.settings()];
-            let others = responses.iter().enumerate().filter(|(k, _)| *k != j);
-            for (_, (_, _, moving)) in others {
-                for (m, v) in most.iter_mut().zip(moving) {
-                    *m = m.max(*v);
-                }
-            }
-            most
-        };
-        let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
-        for (j, (rows, y, _)) in responses.iter().enumerate() {
             // Half the draws from each model: the acquisition averages
             // over both views of the response. The process bends the
             // linear model's trend: far from the trials it falls back on
             // the trend, not on the average of what was measured.
             let x: Vec<Vec<f64>> = rows.iter().map(|i| seen[*i].clone()).collect();
-            let Some(post) = Posterior::fit(&x, y, &encoder.classes, &elsewhere(j)) else {
+            let Some(post) = Posterior::fit(&x, &y, &encoder.classes) else {
                 let pick = rng.random_range(0..pool.len());
                 let note = "model: the measurements could not be fitted; a random draw".into();
                 return Some(Proposal { config: pool[pick].clone(), note });
             };
-            let left: Vec<f64> = x.iter().zip(y).map(|(r, v)| v - post.mean_at(r)).collect();
+            let left: Vec<f64> = x.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
             let x: Vec<Vec<f64>> = rows.iter().map(|i| inputs[*i].clone()).collect();
             let process =
                 Process::fit(&x, &left, &groups, encoder.settings(), SAMPLES / 2, &mut rng);
@@ -231,7 +211,7 @@ impl Strategy for Bayes {
         let risk: Option<Box<dyn Drawn + '_>> = bad
             .iter()
             .any(|b| *b > 0.0)
-            .then(|| Posterior::fit(&seen, &bad, &encoder.classes, &[]))
+            .then(|| Posterior::fit(&seen, &bad, &encoder.classes))
             .flatten()
             .map(|p| {
                 let draws = (0..SAMPLES).map(|_| p.draw(&mut rng)).collect();

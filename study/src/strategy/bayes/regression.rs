@@ -122,9 +122,9 @@ fn settings_in(classes: &[Class]) -> usize {
 }
 
 /// How much each setting moves the response alone, from a main-effects
-/// fit: the variance of its part of the fitted response (standardized, so
-/// a share of at most about 1).
-fn moved(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
+/// fit (the variance of its part, to the power [`HEREDITY`] twice over),
+/// scaled so that the pair columns' weights average 1.
+fn heredity(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
     let settings = settings_in(classes);
     let none = vec![1.0; settings];
     let mains = priors(classes, 1.0, 1e-8, &none);
@@ -133,33 +133,26 @@ fn moved(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
         .filter_map(|n| fit_with(data, &mains, *n))
         .max_by(|a, b| a.evidence.total_cmp(&b.evidence))
     else {
-        return vec![0.0; settings];
+        return none;
     };
-    (0..settings)
-        .map(|s| {
-            let own = |c: &Class| owner(c) == Some(s);
-            let part: Vec<f64> = (0..x.nrows())
-                .map(|r| {
-                    classes
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| own(c))
-                        .map(|(j, _)| x[(r, j)] * fit.mean[j])
-                        .sum()
-                })
-                .collect();
-            let m = part.iter().sum::<f64>() / part.len().max(1) as f64;
-            part.iter().map(|p| (p - m).powi(2)).sum::<f64>() / part.len().max(1) as f64
-        })
-        .collect()
-}
-
-/// The pair columns' weights from how much each setting moves the
-/// response alone ([`moved`]), each to the power [`HEREDITY`] twice over
-/// (a pair takes the square root of its two settings' product), scaled so
-/// that they average 1.
-fn heredity(moved: &[f64], classes: &[Class]) -> Vec<f64> {
-    let spread: Vec<f64> = moved.iter().map(|v| v.powf(2.0 * HEREDITY)).collect();
+    let mut spread = vec![0.0; settings];
+    for (s, out) in spread.iter_mut().enumerate() {
+        let own = |c: &Class| owner(c) == Some(s);
+        let part: Vec<f64> = (0..x.nrows())
+            .map(|r| {
+                classes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| own(c))
+                    .map(|(j, _)| x[(r, j)] * fit.mean[j])
+                    .sum()
+            })
+            .collect();
+        let m = part.iter().sum::<f64>() / part.len().max(1) as f64;
+        let variance = part.iter().map(|p| (p - m).powi(2)).sum::<f64>() / part.len().max(1) as f64;
+        // Doubled: a pair takes the square root of its two weights' product.
+        *out = variance.powf(2.0 * HEREDITY);
+    }
     let weights: Vec<f64> = classes
         .iter()
         .filter_map(|c| match c {
@@ -169,32 +162,9 @@ fn heredity(moved: &[f64], classes: &[Class]) -> Vec<f64> {
         .collect();
     let mean = weights.iter().sum::<f64>() / weights.len().max(1) as f64;
     if mean <= 1e-12 {
-        return vec![1.0; spread.len()];
+        return none;
     }
     spread.iter().map(|s| s / mean).collect()
-}
-
-/// The response centred and scaled to unit spread, with its centre and
-/// scale.
-fn standardized(y: &[f64]) -> (DVector<f64>, f64, f64) {
-    let n = y.len().max(1) as f64;
-    let centre = y.iter().sum::<f64>() / n;
-    let spread = (y.iter().map(|v| (v - centre).powi(2)).sum::<f64>() / n).sqrt();
-    let scale = if spread > 1e-12 { spread } else { 1.0 };
-    (DVector::from_iterator(y.len(), y.iter().map(|v| (v - centre) / scale)), centre, scale)
-}
-
-/// How much each setting moves the response `y` alone ([`moved`]): what
-/// a study's other objectives are told, so that a setting which trades
-/// one objective against another stays in doubt in every model (see
-/// [`Posterior::fit`]).
-pub(super) fn settings_moving(rows: &[Vec<f64>], y: &[f64], classes: &[Class]) -> Vec<f64> {
-    if rows.is_empty() {
-        return vec![0.0; settings_in(classes)];
-    }
-    let x = DMatrix::from_fn(rows.len(), classes.len(), |i, j| rows[i][j]);
-    let (y, _, _) = standardized(y);
-    moved(&x, &Data::new(&x, &y), classes)
 }
 
 /// Relevance rounds: each one re-fits with every setting's main-effect
@@ -213,7 +183,7 @@ const GROW: f64 = 3.0;
 /// the response shrinks towards zero, and with it the model's doubt about
 /// it, which would otherwise keep proposing trials that vary it; one that
 /// moves it keeps a wide prior.
-fn relevance(data: &Data, classes: &[Class], start: Candidate, floors: &[f64]) -> Candidate {
+fn relevance(data: &Data, classes: &[Class], start: Candidate) -> Candidate {
     let own = |j: usize| owner(&classes[j]);
     let settings = settings_in(classes);
     let base = start.prior.clone();
@@ -234,10 +204,7 @@ fn relevance(data: &Data, classes: &[Class], start: Candidate, floors: &[f64]) -
         }
         let prior: Vec<f64> = (0..classes.len())
             .map(|j| match own(j) {
-                Some(s) if pinned[s] > 1e-9 => {
-                    let floor = floors.get(s).copied().unwrap_or(SHRINK).clamp(SHRINK, 1.0);
-                    base[j] * (size[s] / pinned[s]).clamp(floor, GROW)
-                }
+                Some(s) if pinned[s] > 1e-9 => base[j] * (size[s] / pinned[s]).clamp(SHRINK, GROW),
                 _ => best.prior[j],
             })
             .collect();
@@ -251,26 +218,23 @@ fn relevance(data: &Data, classes: &[Class], start: Candidate, floors: &[f64]) -
 
 impl Posterior {
     /// Fits `y` on the rows `x`, whose columns have the given classes.
-    /// `elsewhere`: how much each setting moves the study's other
-    /// responses ([`settings_moving`]; empty for none). A setting that
-    /// moves another objective keeps that share of its prior here: its
-    /// small effect on this one may decide whether it trades well (a cache
-    /// type that saves memory and costs a tenth of the decode speed), and
-    /// relevance alone would soon call it idle. `None` only when there is
-    /// nothing to fit.
-    pub fn fit(rows: &[Vec<f64>], y: &[f64], classes: &[Class], elsewhere: &[f64]) -> Option<Self> {
+    /// `None` only when there is nothing to fit.
+    pub fn fit(rows: &[Vec<f64>], y: &[f64], classes: &[Class]) -> Option<Self> {
         if rows.is_empty() {
             return None;
         }
+        let centre = y.iter().sum::<f64>() / y.len() as f64;
+        let spread = (y.iter().map(|v| (v - centre).powi(2)).sum::<f64>() / y.len() as f64).sqrt();
+        let scale = if spread > 1e-12 { spread } else { 1.0 };
         let x = DMatrix::from_fn(rows.len(), classes.len(), |i, j| rows[i][j]);
-        let (y, centre, scale) = standardized(y);
+        let y = DVector::from_iterator(y.len(), y.iter().map(|v| (v - centre) / scale));
         let pairs = classes.iter().filter(|c| matches!(c, Class::Pair(..))).count();
         let mains = classes.iter().filter(|c| matches!(c, Class::Main(_))).count();
         let share = mains.max(1) as f64 / pairs.max(1) as f64;
         // Heredity: a pair's prior in proportion to how much its two
         // settings move the response alone.
         let data = Data::new(&x, &y);
-        let heredity = heredity(&moved(&x, &data, classes), classes);
+        let heredity = heredity(&x, &data, classes);
         let mut best: Option<Candidate> = None;
         for main in MAIN {
             for ratio in PAIR_RATIO {
@@ -285,7 +249,7 @@ impl Posterior {
             }
         }
         let best = best?;
-        let best = relevance(&data, classes, best, elsewhere);
+        let best = relevance(&data, classes, best);
         Some(Posterior { mean: best.mean, l: best.l, centre, scale })
     }
 
@@ -348,7 +312,7 @@ mod tests {
         // y = 3 + 2·a, b never varied.
         let rows: Vec<Vec<f64>> = (0..12).map(|i| vec![1.0, f64::from(i % 4) / 3.0, 0.0]).collect();
         let y: Vec<f64> = rows.iter().map(|r| 3.0 + 2.0 * r[1] + 0.01 * normal(&mut rng)).collect();
-        let p = Posterior::fit(&rows, &y, &classes, &[]).unwrap();
+        let p = Posterior::fit(&rows, &y, &classes).unwrap();
         assert!(
             (p.mean_at(&[1.0, 0.5, 0.0]) - 4.0).abs() < 0.05,
             "{}",
@@ -383,7 +347,7 @@ mod tests {
             })
             .collect();
         let y: Vec<f64> = rows.iter().map(|r| 2.0 * r[1] + 0.01 * normal(&mut rng)).collect();
-        let p = Posterior::fit(&rows, &y, &classes, &[]).unwrap();
+        let p = Posterior::fit(&rows, &y, &classes).unwrap();
         // One trial's row, then the same with setting 5's columns flipped.
         let here = rows[0].clone();
         let mut there = here.clone();
@@ -424,7 +388,7 @@ mod tests {
         let y: Vec<f64> = rows.iter().map(|r| 2.0 * r[1] + r[2] + 0.5 * r[3]).collect();
         let x = DMatrix::from_fn(rows.len(), classes.len(), |i, j| rows[i][j]);
         let data = Data::new(&x, &DVector::from_vec(y));
-        let h = heredity(&moved(&x, &data, &classes), &classes);
+        let h = heredity(&x, &data, &classes);
         let ratio = (h[0] * h[2]).sqrt() / (h[1] * h[2]).sqrt();
         assert!((ratio - 8.0).abs() < 0.5, "pair weights {ratio:.2} apart");
     }
@@ -469,7 +433,7 @@ mod tests {
         ];
         let rows: Vec<Vec<f64>> = tried.iter().map(|c| encoder.row(c)).collect();
         let y: Vec<f64> = tried.iter().map(speed).collect();
-        let p = Posterior::fit(&rows, &y, &encoder.classes, &[]).unwrap();
+        let p = Posterior::fit(&rows, &y, &encoder.classes).unwrap();
         let at = |c: Settings| p.mean_at(&encoder.row(&c));
         let (matched, mixed) = (at(config("q8_0", "q8_0", 12)), at(config("q8_0", "q4_0", 12)));
         assert!(
@@ -478,53 +442,5 @@ mod tests {
             matched.exp(),
             mixed.exp()
         );
-    }
-
-    #[test]
-    fn a_setting_that_moves_another_objective_stays_in_doubt() {
-        // Decode moves with threads alone over twelve trials, two of them
-        // with a q4_0 cache, which does not move it; q8_0 was never tried.
-        // Told that the cache type moves another objective (memory), the
-        // model stays unsure what q8_0 does to decode, where a tenth of
-        // decode speed may decide whether it trades well; told nothing,
-        // relevance calls the cache type idle.
-        use crate::space::{Domain, Param};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
-        let params = [
-            Param {
-                name: "k".into(),
-                domain: Domain::Values(["f16", "q8_0", "q4_0"].map(String::from).to_vec()),
-            },
-            Param {
-                name: "threads".into(),
-                domain: Domain::Int { min: 1, max: 16, step: 1, log: false },
-            },
-        ];
-        let encoder = Encoder::new(&params, &Settings::new());
-        let config = |k: &str, t: i64| -> Settings {
-            [("k".to_string(), k.to_string()), ("threads".to_string(), t.to_string())].into()
-        };
-        let mut tried: Vec<Settings> =
-            [1, 2, 3, 4, 6, 8, 10, 12, 14, 16].into_iter().map(|t| config("f16", t)).collect();
-        tried.extend([config("q4_0", 16), config("q4_0", 12)]);
-        let rows: Vec<Vec<f64>> = tried.iter().map(|c| encoder.row(c)).collect();
-        let y: Vec<f64> = tried
-            .iter()
-            .map(|c| (c["threads"].parse::<f64>().unwrap()).ln() + 0.02 * normal(&mut rng))
-            .collect();
-        let (here, there) = (encoder.row(&config("q8_0", 8)), encoder.row(&config("q4_0", 8)));
-        let doubt = |p: &Posterior, rng: &mut rand::rngs::StdRng| {
-            let moves: Vec<f64> = (0..400)
-                .map(|_| {
-                    let d = p.draw(rng);
-                    d.at(&there) - d.at(&here)
-                })
-                .collect();
-            (moves.iter().map(|m| m * m).sum::<f64>() / 400.0).sqrt()
-        };
-        let idle = Posterior::fit(&rows, &y, &encoder.classes, &[]).unwrap();
-        let trading = Posterior::fit(&rows, &y, &encoder.classes, &[1.0, 0.0]).unwrap();
-        let (idle, trading) = (doubt(&idle, &mut rng), doubt(&trading, &mut rng));
-        assert!(trading > 2.0 * idle, "±{trading:.3} told, ±{idle:.3} not");
     }
 }
