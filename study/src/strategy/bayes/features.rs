@@ -155,6 +155,15 @@ impl Axis {
         }
     }
 
+    /// A word setting's values, when there are three or more: two settings
+    /// of the same list can be compared ([`Class::Same`]).
+    fn words(&self) -> Option<&[String]> {
+        match self {
+            Axis::Word { values, .. } if values.len() >= 3 => Some(values),
+            _ => None,
+        }
+    }
+
     fn pair_width(&self) -> usize {
         match self {
             Axis::Number { knots, .. } => {
@@ -263,14 +272,10 @@ impl Encoder {
                 classes.extend(std::iter::repeat_n(Class::Pair(i, j), width));
             }
         }
-        let words = |a: &Axis| match a {
-            Axis::Word { values, .. } if values.len() >= 3 => Some(values.clone()),
-            _ => None,
-        };
         let mut matched = Vec::new();
         for (i, a) in axes.iter().enumerate() {
             for (j, b) in axes.iter().enumerate().skip(i + 1) {
-                if words(a).is_some() && words(a) == words(b) && classes.len() < MAX_COLUMNS {
+                if a.words().is_some() && a.words() == b.words() && classes.len() < MAX_COLUMNS {
                     matched.push((i, j));
                     classes.push(Class::Same(i, j));
                 }
