@@ -215,14 +215,7 @@ impl Domain {
     /// log-uniform over log ranges.
     pub fn sample(&self, rng: &mut impl Rng) -> String {
         match self {
-            Domain::Float { min, max, log, .. } => {
-                let t: f64 = rng.random();
-                fmt_float(if *log {
-                    (min.ln() + t * (max.ln() - min.ln())).exp()
-                } else {
-                    min + t * (max - min)
-                })
-            }
+            Domain::Float { .. } => self.at(rng.random()),
             Domain::Int { min, max, step, log: false } => {
                 let steps = (max - min) / step;
                 (min + rng.random_range(0..=steps) * step).to_string()
@@ -231,6 +224,27 @@ impl Domain {
                 let grid = self.grid();
                 grid[rng.random_range(0..grid.len())].clone()
             }
+        }
+    }
+
+    /// The value at `u` in [0, 1) of the distribution [`Self::sample`]
+    /// draws from (its inverse CDF): a stratified design picks its `u`s,
+    /// one to a stratum.
+    pub fn at(&self, u: f64) -> String {
+        let u = u.clamp(0.0, 1.0);
+        let pick = |n: u64| ((u * n as f64) as u64).min(n.saturating_sub(1));
+        match self {
+            Domain::Float { min, max, log, .. } => fmt_float(if *log {
+                (min.ln() + u * (max.ln() - min.ln())).exp()
+            } else {
+                min + u * (max - min)
+            }),
+            Domain::Int { min, step, log: false, .. } => {
+                (min + pick(self.len()) as i64 * step).to_string()
+            }
+            // A list is indexed, not copied: a design asks for hundreds.
+            Domain::Values(v) => v[pick(v.len() as u64) as usize].clone(),
+            Domain::Int { log: true, .. } => self.grid()[pick(self.len()) as usize].clone(),
         }
     }
 

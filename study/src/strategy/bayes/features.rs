@@ -4,7 +4,8 @@
 //!
 //! - A number (a range, or a list of three or more numbers) is placed at
 //!   `t` in [0, 1] along its values, on a log scale where its domain says
-//!   so or where a list spans a factor of 8 or more; its main effect is a
+//!   so or where it spans a factor of 8 or more from 1 up (thread counts,
+//!   batch and context sizes, whose effects go by ratios); its main effect is a
 //!   slope and a curvature, so a peak anywhere in the range is as easy to
 //!   learn as a slope, and bends at up to 3 inner knots (hat functions,
 //!   shrunk harder) for curves a parabola does not fit.
@@ -125,7 +126,9 @@ impl Axis {
             },
             Domain::Int { log, .. } | Domain::Float { log, .. } => {
                 let (lo, hi) = domain.ends();
-                span(&numbers(&[lo, hi]).unwrap_or_default(), *log)
+                let xs = numbers(&[lo, hi]).unwrap_or_default();
+                let wide = xs.len() == 2 && xs[0] >= 1.0 && xs[1] / xs[0] >= 8.0;
+                span(&xs, *log || wide)
             }
         }
     }
@@ -401,10 +404,11 @@ mod tests {
                 .collect()
         };
         let row = |t: &str, b: &str, k: &str| e.row(&config(t, b, k));
-        let r = row("8", "512", "y");
+        let r = row("3", "512", "y");
         assert_eq!(r.len(), e.width());
-        // threads 8 of 1..16: t = 7/15, between knots 1 and 2 of 0..4.
-        let t = 7.0 / 15.0;
+        // threads 3 of 1..16, a range from 1 up spanning 16×: on a log
+        // axis, t = ln 3 / ln 16, between knots 1 and 2 of 0..4.
+        let t = 3f64.ln() / 16f64.ln();
         assert!((r[1] - t).abs() < 1e-9 && (r[2] - (2.0 * t - 1.0).powi(2)).abs() < 1e-9);
         let at = t * 4.0;
         assert!((r[3] - (2.0 - at)).abs() < 1e-9 && (r[4] - (at - 1.0)).abs() < 1e-9, "{r:?}");
@@ -417,10 +421,22 @@ mod tests {
         // one coordinate a value, two different words 1 apart.
         assert_eq!(e.groups(), [0, 1, 2, 2, 2]);
         let inputs = |t: &str, b: &str, k: &str| e.inputs(&config(t, b, k));
-        let (a, b) = (inputs("8", "512", "y"), inputs("8", "512", "x"));
+        let (a, b) = (inputs("3", "512", "y"), inputs("3", "512", "x"));
         assert!((a[0] - t).abs() < 1e-9 && (a[1] - 0.5).abs() < 1e-9, "{a:?}");
         let distance: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum();
         assert!((distance - 1.0).abs() < 1e-9, "{a:?} {b:?}");
+        // A range from 0 (GPU layers) or spanning less than 8× stays linear.
+        for domain in [
+            Domain::Int { min: 0, max: 99, step: 1, log: false },
+            Domain::Int { min: 4, max: 16, step: 1, log: false },
+        ] {
+            let e = Encoder::new(&[param("n", domain.clone())], &Settings::new());
+            let (lo, hi) = domain.ends();
+            let (lo, hi): (f64, f64) = (lo.parse().unwrap(), hi.parse().unwrap());
+            let middle = ((lo + hi) / 2.0).round();
+            let at = e.inputs(&[("n".to_string(), middle.to_string())].into())[0];
+            assert!((at - (middle - lo) / (hi - lo)).abs() < 1e-9, "{domain:?}: {at}");
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@
 //! also along their precision.
 
 mod acquisition;
+mod design;
 mod features;
 mod gp;
 mod regression;
@@ -63,11 +64,12 @@ const SWEEPS: usize = 4;
 const MAX_VALUES: usize = 64;
 /// The measured front's trials whose neighbours join the pool.
 const NEAR: usize = 32;
-/// Trials (the baseline among them) before the models lead, each the one
-/// of [`START_POOL`] random draws farthest from every trial so far (a
-/// greedy maximin design): fitted to a few trials, the models doubt the
-/// space's corners most and would spend the first trials there.
+/// Trials (the baseline among them) before the models lead: the points of
+/// a Latin hypercube ([`design`]); fitted to a few trials, the models
+/// doubt the space's corners most and would spend the first trials there.
 const START: usize = 6;
+/// Where the constraints rule out the design's points, the start takes
+/// the one of this many random draws farthest from every trial so far.
 const START_POOL: usize = 256;
 
 pub struct Bayes {
@@ -155,6 +157,12 @@ impl Strategy for Bayes {
         let seen: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
         let listed = study.space.grid_size() <= LISTED;
         if history.len() < START {
+            let design =
+                design::latin(&study.space, &encoder, &study.baseline, START - 1, self.seed);
+            if let Some(config) = design.into_iter().find(|c| fresh(c)) {
+                let note = "start: the next point of a spread-out Latin hypercube".into();
+                return Some(Proposal { config, note });
+            }
             let draws = (0..START_POOL).map(|_| study.space.sample(&mut rng)).filter(&fresh);
             if let Some(config) = farthest(&encoder, history, draws) {
                 let note = "start: the random draw farthest from every trial so far".into();
