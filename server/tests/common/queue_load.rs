@@ -2,6 +2,7 @@
 //! queue's test and its benchmark share.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
@@ -40,21 +41,27 @@ pub fn done(decode: f64) -> TrialResult {
 
 /// `workers` workers take trials until none is left, each finishing what
 /// it takes; every trial taken once. Returns trials per second.
+///
+/// Every worker is registered before any starts, and all start together
+/// behind a barrier: otherwise the first could drain the queue while the
+/// others were still being registered, and the test would not be about
+/// workers racing for trials.
 pub async fn drain(db: &Db, ids: &[i64], workers: usize) -> f64 {
+    let mut registered = Vec::new();
+    for w in 0..workers {
+        let name = format!("w{w}");
+        queue::create_worker(db, &name).await.unwrap();
+        let id = queue::workers(db).await.unwrap().into_iter().find(|x| x.name == name).unwrap().id;
+        registered.push((id, name));
+    }
+    let together = Arc::new(tokio::sync::Barrier::new(workers));
     let mut tasks = Vec::new();
     let start = Instant::now();
-    for w in 0..workers {
+    for (id, name) in registered {
         let db = db.clone();
-        let name = format!("w{w}");
-        queue::create_worker(&db, &name).await.unwrap();
-        let (id, _) = queue::workers(&db)
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|x| x.name == name)
-            .map(|x| (x.id, x.name))
-            .unwrap();
+        let together = together.clone();
         tasks.push(tokio::spawn(async move {
+            together.wait().await;
             let mut took = Vec::new();
             while let Some(trial) =
                 queue::claim(&db, id, &name, &["p".to_string()], 60_000).await.unwrap()
