@@ -215,7 +215,7 @@ pub enum Finding {
     /// A setting moves a metric beyond the noise: its values from best to
     /// worst against the baseline's; `peak`: a number whose best value lies
     /// between others, beating both ends; `given`: settings it acts with,
-    /// held at the baseline for these numbers.
+    /// held at the baseline for these numbers (or as `at` says).
     Effect {
         setting: String,
         metric: Metric,
@@ -230,6 +230,12 @@ pub enum Finding {
         p_value: f64,
         peak: bool,
         given: Vec<String>,
+        /// Where the values were compared when not at the baseline: a
+        /// setting of `given` at another value, where the effect clears
+        /// the margin while at the baseline's it does not (a K cache type
+        /// saves little memory at a short context and much at a long one).
+        #[serde(default)]
+        at: Option<(String, String)>,
     },
     /// A setting whose every value is shown within the margin of the
     /// baseline's on a metric (90 % intervals, two one-sided tests).

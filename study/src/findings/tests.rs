@@ -110,6 +110,41 @@ fn a_small_effect_shows_under_a_large_one() {
 }
 
 #[test]
+fn an_effect_that_shows_only_away_from_the_baseline_is_stated_there() {
+    // q8_0 is 1 % faster at one thread (the baseline's), inside the 3 %
+    // margin, and 30 % faster at every other thread count.
+    let trials = study(2, |threads, cache, _| {
+        let gain = match (cache, threads) {
+            ("q8_0", 1) => 1.01,
+            ("q8_0", _) => 1.3,
+            _ => 1.0,
+        };
+        40.0 * gain
+    });
+    let found = findings(&trials, &varied(), &DECODE);
+    let effect = found.iter().find_map(|f| match f {
+        Finding::Effect { setting, levels, at, given, .. } if setting == "cache_type_k" => {
+            Some((levels.clone(), at.clone(), given.clone()))
+        }
+        _ => None,
+    });
+    let Some((levels, at, given)) = effect else { panic!("no effect of the cache: {found:#?}") };
+    assert_eq!(given, ["threads"]);
+    let (partner, value) = at.expect("compared away from the baseline");
+    assert_eq!(partner, "threads");
+    assert_ne!(value, "1", "where it shows");
+    assert_eq!(levels[0].value, "q8_0", "the faster one first");
+    let ratio = levels[0].vs_base.as_ref().unwrap().est;
+    assert!((ratio - 1.3).abs() < 0.05, "{ratio}");
+    let text = found
+        .iter()
+        .find(|f| matches!(f, Finding::Effect { setting, .. } if setting == "cache_type_k"))
+        .unwrap()
+        .markdown();
+    assert!(text.contains(&format!("with `threads` = {value}")), "{text}");
+}
+
+#[test]
 fn an_out_of_memory_boundary_is_drawn() {
     let mut trials = study(1, |_, _, _| 40.0);
     for t in trials.iter_mut() {

@@ -218,6 +218,7 @@ impl Finding {
                 p_value,
                 peak,
                 given,
+                at,
                 ..
             } => {
                 let (best, worst) = (&levels[0], &levels[levels.len() - 1]);
@@ -230,9 +231,12 @@ impl Finding {
                     Scale::Rate => format!("{:.1} points", size_pct.abs()),
                     Scale::Difference => small(size_pct.abs()),
                 };
+                let held = at.as_ref().map_or(String::new(), |(partner, value)| {
+                    format!("with `{partner}` = {}, ", value_name(value))
+                });
                 let _ = write!(
                     s,
-                    "**`{setting}` changes {}**: {} is best{}, {} worst{}, {apart} apart (against the baseline's {}, other settings held; {}, Holm-corrected).",
+                    "**`{setting}` changes {}**: {} is best{}, {} worst{}, {apart} apart (against the baseline's {}, {held}other settings held; {}, Holm-corrected).",
                     metric.label(),
                     value_name(&best.value),
                     against(best),
@@ -247,13 +251,18 @@ impl Finding {
                         " It peaks in between: both smaller and larger values of `{setting}` do worse."
                     );
                 }
-                if !given.is_empty() {
-                    let _ = write!(
-                        s,
+                let acts = match at {
+                    Some((partner, _)) => format!(
+                        " With `{partner}` at the baseline's value the change stays within the margin; it acts together with {} (see below).",
+                        names(given)
+                    ),
+                    None if !given.is_empty() => format!(
                         " This holds with {} at the baseline; it acts together with it (see below).",
                         names(given)
-                    );
-                }
+                    ),
+                    None => String::new(),
+                };
+                s.push_str(&acts);
                 let _ = write!(s, " Trials: {}.", trial_list(&self.trials()));
             }
             Finding::NoEffect { setting, metric, margin, levels, .. } => {

@@ -76,6 +76,24 @@ fn contrasts(a: &Analysis, i: usize) -> Vec<(String, Option<(f64, f64)>)> {
         .collect()
 }
 
+/// Each point of factor `i` against its base, with factor `j` at `w`
+/// (the others at their bases): (value, estimate, se).
+fn contrasts_at(a: &Analysis, i: usize, j: usize, w: &str) -> Vec<(String, Option<(f64, f64)>)> {
+    let f = &a.design.factors[i];
+    let base = f.base();
+    let partner = a.design.contrast(&[(j, w)]);
+    f.points()
+        .into_iter()
+        .filter(|v| *v != base)
+        .map(|v| {
+            let both = a.design.contrast(&[(i, &v), (j, w)]);
+            let c: Vec<f64> = both.iter().zip(&partner).map(|(x, y)| x - y).collect();
+            let e = a.contrast(&c);
+            (v, e)
+        })
+        .collect()
+}
+
 /// Whether every contrast's 90 % interval lies inside ±`m`: the two
 /// one-sided tests at 5 % each.
 pub(super) fn equivalent(
@@ -180,7 +198,35 @@ pub fn setting_findings(
     // whole interval there: a smaller one is, for a reader, no effect (and
     // is judged as such below), or not determined.
     let t = t_quantile(INTERVAL, a.fit.df());
-    let beyond = points.iter().any(|(_, e)| e.is_some_and(|(est, se)| est.abs() - t * se > m));
+    let clear = |points: &[(String, Option<(f64, f64)>)]| {
+        points
+            .iter()
+            .filter_map(|(_, e)| *e)
+            .map(|(est, se)| est.abs() - t * se)
+            .fold(f64::MIN, f64::max)
+    };
+    let mut points = points;
+    let mut at = None;
+    if p <= ALPHA && clear(&points) <= m {
+        // Within the margin at the baseline, but it acts with others: the
+        // values compared where one of them moves it most, if that clears
+        // the margin there.
+        let elsewhere = a
+            .interacts(i)
+            .into_iter()
+            .flat_map(|j| {
+                let partner = &a.design.factors[j];
+                let base = partner.base();
+                partner.points().into_iter().filter(move |w| *w != base).map(move |w| (j, w))
+            })
+            .map(|(j, w)| (contrasts_at(a, i, j, &w), j, w))
+            .max_by(|x, y| clear(&x.0).total_cmp(&clear(&y.0)));
+        if let Some((there, j, w)) = elsewhere.filter(|(there, ..)| clear(there) > m) {
+            points = there;
+            at = Some((a.design.factors[j].setting.clone(), w));
+        }
+    }
+    let beyond = clear(&points) > m;
     if p <= ALPHA && beyond {
         let base_level = level(&base, Some(Interval { est: unit(a), lo: unit(a), hi: unit(a) }));
         let mut ranked: Vec<(Level, f64)> = vec![(base_level, 0.0)];
@@ -205,6 +251,7 @@ pub fn setting_findings(
             p_value: p,
             peak,
             given,
+            at,
         });
     }
     // A setting that acts with another may matter only away from the

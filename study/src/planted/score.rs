@@ -63,11 +63,16 @@ pub fn score(
     let mut wrong = Vec::new();
     for f in found {
         match f {
-            Finding::Effect { setting, metric, goal, levels, .. } => {
+            Finding::Effect { setting, metric, goal, levels, at: held, .. } => {
                 let (b, w) = (&levels[0].value, &levels[levels.len() - 1].value);
-                let (Some(tb), Some(tw)) =
-                    (at(&[(setting, b)], *metric), at(&[(setting, w)], *metric))
-                else {
+                // Compared where the finding says: at the baseline, or with
+                // one partner at another value.
+                let with = |v: &str| {
+                    let mut changes = vec![(setting.as_str(), v)];
+                    changes.extend(held.iter().map(|(p, pv)| (p.as_str(), pv.as_str())));
+                    at(&changes, *metric)
+                };
+                let (Some(tb), Some(tw)) = (with(b), with(w)) else {
                     continue;
                 };
                 let d = goal.oriented(gap(*metric, tb, tw));
