@@ -61,33 +61,20 @@ pub(super) fn margin(a: &Analysis, margins: &Margins) -> f64 {
     margins.on_model_scale(a.metric)
 }
 
-/// Each point of factor `i` against its base: (value, estimate, se).
-fn contrasts(a: &Analysis, i: usize) -> Vec<(String, Option<(f64, f64)>)> {
+/// Each point of factor `i` against its base, the other factors at their
+/// bases but those `held` at the values given: (value, estimate, se).
+fn contrasts(a: &Analysis, i: usize, held: &[(usize, &str)]) -> Vec<(String, Option<(f64, f64)>)> {
     let f = &a.design.factors[i];
     let base = f.base();
+    let there = a.design.contrast(held);
     f.points()
         .into_iter()
         .filter(|v| *v != base)
         .map(|v| {
-            let c = a.design.contrast(&[(i, &v)]);
-            let e = a.contrast(&c);
-            (v, e)
-        })
-        .collect()
-}
-
-/// Each point of factor `i` against its base, with factor `j` at `w`
-/// (the others at their bases): (value, estimate, se).
-fn contrasts_at(a: &Analysis, i: usize, j: usize, w: &str) -> Vec<(String, Option<(f64, f64)>)> {
-    let f = &a.design.factors[i];
-    let base = f.base();
-    let partner = a.design.contrast(&[(j, w)]);
-    f.points()
-        .into_iter()
-        .filter(|v| *v != base)
-        .map(|v| {
-            let both = a.design.contrast(&[(i, &v), (j, w)]);
-            let c: Vec<f64> = both.iter().zip(&partner).map(|(x, y)| x - y).collect();
+            let mut changed = vec![(i, v.as_str())];
+            changed.extend_from_slice(held);
+            let with = a.design.contrast(&changed);
+            let c: Vec<f64> = with.iter().zip(&there).map(|(x, y)| x - y).collect();
             let e = a.contrast(&c);
             (v, e)
         })
@@ -165,7 +152,7 @@ pub fn setting_findings(
         Tested::Ran { .. } => {}
     }
     let p = adjusted_p?;
-    let points = contrasts(a, i);
+    let points = contrasts(a, i, &[]);
     let given: Vec<String> =
         a.interacts(i).into_iter().map(|j| a.design.factors[j].setting.clone()).collect();
     let raw = levels(a, i);
@@ -219,7 +206,7 @@ pub fn setting_findings(
                 let base = partner.base();
                 partner.points().into_iter().filter(move |w| *w != base).map(move |w| (j, w))
             })
-            .map(|(j, w)| (contrasts_at(a, i, j, &w), j, w))
+            .map(|(j, w)| (contrasts(a, i, &[(j, &w)]), j, w))
             .max_by(|x, y| clear(&x.0).total_cmp(&clear(&y.0)));
         if let Some((there, j, w)) = elsewhere.filter(|(there, ..)| clear(there) > m) {
             points = there;

@@ -60,12 +60,17 @@ fn one(space: &Space, n: usize, rng: &mut impl Rng) -> Vec<Settings> {
     points.into_iter().map(|c| space.complete(c)).collect()
 }
 
+/// The squared distance between `a` and `b`.
+pub(super) fn squared(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(p, q)| (p - q).powi(2)).sum()
+}
+
 /// The squared distance between the closest two of `x`.
 fn closest(x: &[Vec<f64>]) -> f64 {
     let mut least = f64::MAX;
     for (i, a) in x.iter().enumerate() {
         for b in &x[i + 1..] {
-            least = least.min(a.iter().zip(b).map(|(p, q)| (p - q).powi(2)).sum());
+            least = least.min(squared(a, b));
         }
     }
     least

@@ -274,8 +274,7 @@ fn farthest(
     let tried: Vec<Vec<f64>> = history.iter().map(|o| encoder.inputs(&o.config)).collect();
     let apart = |c: &Settings| {
         let x = encoder.inputs(c);
-        let squared = |t: &Vec<f64>| t.iter().zip(&x).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
-        tried.iter().map(squared).fold(f64::MAX, f64::min)
+        tried.iter().map(|t| design::squared(t, &x)).fold(f64::MAX, f64::min)
     };
     draws.map(|c| (apart(&c), c)).max_by(|a, b| a.0.total_cmp(&b.0)).map(|(_, c)| c)
 }
