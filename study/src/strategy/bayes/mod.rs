@@ -18,7 +18,9 @@
 //! qNEHVI), per unit of what it costs to run ([`acquisition`]); a draw in
 //! which the risk model's draw expects the configuration to fail or break
 //! a bound counts no gain. Spaces too large to list are searched from the
-//! best of a random pool by coordinate ascent ([`climb`]).
+//! best of a random pool by coordinate ascent ([`climb`]). The last fifth
+//! of the trial budget changes one setting at a time from the baseline,
+//! for the findings ([`closing`]).
 //!
 //! Speeds, times and memory are modelled on a log scale, with values more
 //! than four times worse than the best raised to that ([`floored`]); numbers
@@ -27,6 +29,7 @@
 //! also along their precision.
 
 mod acquisition;
+mod closing;
 mod design;
 mod features;
 mod gp;
@@ -168,6 +171,10 @@ impl Strategy for Bayes {
                 let note = "start: the random draw farthest from every trial so far".into();
                 return Some(Proposal { config, note });
             }
+        }
+
+        if let Some(proposal) = closing::proposal(study, history, &fresh) {
+            return Some(proposal);
         }
 
         // One model per objective, oriented so that larger is better.

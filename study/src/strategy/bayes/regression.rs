@@ -116,9 +116,22 @@ fn owner(c: &Class) -> Option<usize> {
     }
 }
 
-/// How many settings the columns' main effects cover.
+/// The relevance group a column belongs to: its setting for a main effect
+/// or bend, its own group for each pair of settings, none otherwise.
+fn group(c: &Class, settings: usize) -> Option<usize> {
+    match c {
+        Class::Pair(a, b) => Some(settings + a * settings + b),
+        _ => owner(c),
+    }
+}
+
+/// How many settings the columns cover.
 fn settings_in(classes: &[Class]) -> usize {
-    classes.iter().filter_map(owner).max().map_or(0, |i| i + 1)
+    let last = |c: &Class| match c {
+        Class::Pair(a, b) => Some(*a.max(b)),
+        _ => owner(c),
+    };
+    classes.iter().filter_map(last).max().map_or(0, |i| i + 1)
 }
 
 /// How much each setting moves the response alone, from a main-effects
@@ -182,10 +195,15 @@ const GROW: f64 = 3.0;
 /// is how much the data pinned the weight. A setting that does not move
 /// the response shrinks towards zero, and with it the model's doubt about
 /// it, which would otherwise keep proposing trials that vary it; one that
-/// moves it keeps a wide prior.
+/// moves it keeps a wide prior. Each pair of settings is its own group
+/// too: heredity sets a pair's starting prior from its settings' main
+/// effects, and without its own update a pair of one relevant setting with
+/// an idle one keeps that wide prior, and the draws keep finding gains
+/// through it that the trials never bear out.
 fn relevance(data: &Data, classes: &[Class], start: Candidate) -> Candidate {
-    let own = |j: usize| owner(&classes[j]);
     let settings = settings_in(classes);
+    let own = |j: usize| group(&classes[j], settings);
+    let groups = settings + settings * settings;
     let base = start.prior.clone();
     let mut best = start;
     for _ in 0..ROUNDS {
@@ -195,7 +213,7 @@ fn relevance(data: &Data, classes: &[Class], start: Candidate) -> Candidate {
             break;
         };
         let variance = |j: usize| inverse.column(j).norm_squared();
-        let (mut size, mut pinned) = (vec![0.0; settings], vec![0.0; settings]);
+        let (mut size, mut pinned) = (vec![0.0; groups], vec![0.0; groups]);
         for (j, b) in base.iter().enumerate() {
             if let Some(s) = own(j) {
                 size[s] += best.mean[j].powi(2) / b;
@@ -362,6 +380,44 @@ mod tests {
             .collect();
         let spread = (moves.iter().map(|m| m * m).sum::<f64>() / 200.0).sqrt();
         assert!(spread < 0.2, "setting 5 still moves the response by ±{spread:.2} (of 2)");
+    }
+
+    #[test]
+    fn a_pair_of_a_setting_that_matters_with_an_idle_one_falls_silent() {
+        // Five settings on one column each, with every pair's column, and
+        // only the first moves the response. Heredity gives the first
+        // setting's pairs a wide prior; each pair's own relevance shrinks
+        // it once the trials show the pair does nothing. Without that, the
+        // draws disagree on what the idle settings do where the first is
+        // high, and the search keeps trying them there.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut classes = vec![Class::Intercept];
+        classes.extend((0..5).map(Class::Main));
+        for a in 0..5 {
+            classes.extend((a + 1..5).map(|b| Class::Pair(a, b)));
+        }
+        let row = |v: &[f64]| {
+            let mut r = vec![1.0];
+            r.extend(v);
+            for a in 0..5 {
+                r.extend((a + 1..5).map(|b| 4.0 * (v[a] - 0.5) * (v[b] - 0.5)));
+            }
+            r
+        };
+        let rows: Vec<Vec<f64>> =
+            (0..8).map(|_| row(&(0..5).map(|_| rng.random::<f64>()).collect::<Vec<_>>())).collect();
+        let y: Vec<f64> = rows.iter().map(|r| 2.0 * r[1] + 0.01 * normal(&mut rng)).collect();
+        let p = Posterior::fit(&rows, &y, &classes).unwrap();
+        let (low, high) = (row(&[0.9, 0.1, 0.1, 0.1, 0.1]), row(&[0.9, 0.9, 0.9, 0.9, 0.9]));
+        let moves: Vec<f64> = (0..200)
+            .map(|_| {
+                let d = p.draw(&mut rng);
+                d.at(&high) - d.at(&low)
+            })
+            .collect();
+        let m = moves.iter().sum::<f64>() / 200.0;
+        let spread = (moves.iter().map(|v| (v - m).powi(2)).sum::<f64>() / 200.0).sqrt();
+        assert!(spread < 0.09, "the idle settings still move the response by ±{spread:.3}");
     }
 
     #[test]
