@@ -247,6 +247,10 @@ pub enum Finding {
         margin: f64,
         levels: Vec<Level>,
         p_value: f64,
+        /// Settings it acts with: the margin holds with them at each of
+        /// their values too.
+        #[serde(default)]
+        given: Vec<String>,
     },
     /// What the data cannot tell yet, and why.
     NotDetermined { setting: String, metric: Metric, reason: Undetermined },

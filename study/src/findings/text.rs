@@ -253,11 +253,11 @@ impl Finding {
                 }
                 let acts = match at {
                     Some((partner, _)) => format!(
-                        " With `{partner}` at the baseline's value the change stays within the margin; it acts together with {} (see below).",
+                        " With `{partner}` at the baseline's value the change stays within the margin; it acts together with {}.",
                         names(given)
                     ),
                     None if !given.is_empty() => format!(
-                        " This holds with {} at the baseline; it acts together with it (see below).",
+                        " This holds with {} at the baseline; it acts together with it.",
                         names(given)
                     ),
                     None => String::new(),
@@ -265,7 +265,7 @@ impl Finding {
                 s.push_str(&acts);
                 let _ = write!(s, " Trials: {}.", trial_list(&self.trials()));
             }
-            Finding::NoEffect { setting, metric, margin, levels, .. } => {
+            Finding::NoEffect { setting, metric, margin, levels, given, .. } => {
                 let within = match metric.scale() {
                     Scale::Ratio => format!("±{margin:.0} %"),
                     Scale::Rate => format!("±{:.1} points", margin * 100.0),
@@ -279,9 +279,14 @@ impl Finding {
                 let closest = furthest.map_or(String::new(), |(l, i)| {
                     format!("; closest: {} {}", value_name(&l.value), interval_text(*metric, i))
                 });
+                let too = if given.is_empty() {
+                    String::new()
+                } else {
+                    format!(", also with {} at each value tried", names(given))
+                };
                 let _ = write!(
                     s,
-                    "**`{setting}` has no effect on {} beyond {within}**: every value's 90 % interval against the baseline's lies inside that (equivalence){closest}. Trials: {}.",
+                    "**`{setting}` has no effect on {} beyond {within}**: every value's 90 % interval against the baseline's lies inside that (equivalence){too}{closest}. Trials: {}.",
                     metric.label(),
                     trial_list(&self.trials()),
                 );

@@ -81,6 +81,37 @@ fn contrasts(a: &Analysis, i: usize, held: &[(usize, &str)]) -> Vec<(String, Opt
         .collect()
 }
 
+/// Most combinations of partners' values an equivalence is checked at.
+const MAX_COMBINATIONS: usize = 64;
+
+/// Factor `i`'s contrasts with the factors it acts with held at every
+/// combination of their values (the baseline's included); `None` when
+/// there are more than [`MAX_COMBINATIONS`].
+fn across_partners(a: &Analysis, i: usize) -> Option<Vec<(String, Option<(f64, f64)>)>> {
+    let mut combinations: Vec<Vec<(usize, String)>> = vec![vec![]];
+    for j in a.interacts(i) {
+        let values = a.design.factors[j].points();
+        if combinations.len() * values.len() > MAX_COMBINATIONS {
+            return None;
+        }
+        combinations = combinations
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |w| {
+                    let mut c = c.clone();
+                    c.push((j, w.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    let out = combinations.iter().flat_map(|c| {
+        let held: Vec<(usize, &str)> = c.iter().map(|(j, w)| (*j, w.as_str())).collect();
+        contrasts(a, i, &held)
+    });
+    Some(out.collect())
+}
+
 /// Whether every contrast's 90 % interval lies inside ±`m`: the two
 /// one-sided tests at 5 % each.
 pub(super) fn equivalent(
@@ -241,12 +272,16 @@ pub fn setting_findings(
             at,
         });
     }
-    // A setting that acts with another may matter only away from the
-    // baseline: no claim of "no effect" from its contrasts at the base.
-    if !given.is_empty() {
-        return None;
-    }
-    match equivalent(a, &points, m) {
+    // A setting that acts with others may matter only away from the
+    // baseline: "no effect" is claimed of it only where its contrasts at
+    // every combination of their values lie inside the margin too.
+    let everywhere = if given.is_empty() {
+        points.clone()
+    } else {
+        let Some(combined) = across_partners(a, i) else { return None };
+        combined
+    };
+    match equivalent(a, &everywhere, m) {
         Some(true) => {
             let t90 = EQUIVALENCE;
             let mut levels = vec![level(&base, None)];
@@ -261,8 +296,10 @@ pub fn setting_findings(
                 margin: if a.log { (m.exp() - 1.0) * 100.0 } else { m },
                 levels,
                 p_value: p,
+                given,
             })
         }
+        Some(false) | None if !given.is_empty() => None,
         Some(false) => undetermined(Undetermined::MoreTrials { about: more_trials(a, &points, m) }),
         None => undetermined(Undetermined::TooFew),
     }

@@ -85,12 +85,27 @@ pub fn score(
                     ));
                 }
             }
-            Finding::NoEffect { setting, metric, levels, .. } => {
-                let Some(t0) = at(&[], *metric) else { continue };
-                let worst = levels
+            Finding::NoEffect { setting, metric, levels, given, .. } => {
+                // At the baseline, and with each setting it acts with at
+                // each of that one's values.
+                let spans: Vec<(&str, Vec<String>)> = given
                     .iter()
-                    .filter_map(|l| {
-                        Some(gap(*metric, at(&[(setting, &l.value)], *metric)?, t0).abs())
+                    .filter_map(|g| Some((g.as_str(), study.space.param(g)?.domain.span())))
+                    .collect();
+                let mut held: Vec<Vec<(&str, &str)>> = vec![vec![]];
+                for (partner, values) in &spans {
+                    held.extend(values.iter().map(|w| vec![(*partner, w.as_str())]));
+                }
+                let worst = held
+                    .iter()
+                    .filter_map(|h| {
+                        let t0 = at(h, *metric)?;
+                        let gaps = levels.iter().filter_map(|l| {
+                            let mut c = h.clone();
+                            c.push((setting, &l.value));
+                            Some(gap(*metric, at(&c, *metric)?, t0).abs())
+                        });
+                        Some(gaps.fold(0.0, f64::max))
                     })
                     .fold(0.0, f64::max);
                 if worst > margin(*metric, margins) + 0.01 {
