@@ -61,9 +61,13 @@ pub(super) fn margin(a: &Analysis, margins: &Margins) -> f64 {
     margins.on_model_scale(a.metric)
 }
 
+/// Values of a factor, each with its contrast against the base (estimate
+/// and standard error) where the design determines it.
+type Points = Vec<(String, Option<(f64, f64)>)>;
+
 /// Each point of factor `i` against its base, the other factors at their
 /// bases but those `held` at the values given: (value, estimate, se).
-fn contrasts(a: &Analysis, i: usize, held: &[(usize, &str)]) -> Vec<(String, Option<(f64, f64)>)> {
+fn contrasts(a: &Analysis, i: usize, held: &[(usize, &str)]) -> Points {
     let f = &a.design.factors[i];
     let base = f.base();
     let there = a.design.contrast(held);
@@ -87,7 +91,7 @@ const MAX_COMBINATIONS: usize = 64;
 /// Factor `i`'s contrasts with the factors it acts with held at every
 /// combination of their values (the baseline's included); `None` when
 /// there are more than [`MAX_COMBINATIONS`].
-fn across_partners(a: &Analysis, i: usize) -> Option<Vec<(String, Option<(f64, f64)>)>> {
+fn across_partners(a: &Analysis, i: usize) -> Option<Points> {
     let mut combinations: Vec<Vec<(usize, String)>> = vec![vec![]];
     for j in a.interacts(i) {
         let values = a.design.factors[j].points();
@@ -275,12 +279,7 @@ pub fn setting_findings(
     // A setting that acts with others may matter only away from the
     // baseline: "no effect" is claimed of it only where its contrasts at
     // every combination of their values lie inside the margin too.
-    let everywhere = if given.is_empty() {
-        points.clone()
-    } else {
-        let Some(combined) = across_partners(a, i) else { return None };
-        combined
-    };
+    let everywhere = if given.is_empty() { points.clone() } else { across_partners(a, i)? };
     match equivalent(a, &everywhere, m) {
         Some(true) => {
             let t90 = EQUIVALENCE;
