@@ -1,9 +1,9 @@
 //! Bayesian linear regression over the encoder's columns: a Gaussian prior
 //! on the weights (main effects wider than pairs), Gaussian noise, and the
 //! prior and noise scales chosen by the evidence (the marginal likelihood)
-//! from a small grid, then each setting's main-effect prior by automatic
-//! relevance ([`relevance`]), so that settings which do not matter stop
-//! looking uncertain. The posterior gives a mean at any row and whole
+//! from a small grid, then each setting's main-effect prior and each
+//! pair's prior by automatic relevance ([`relevance`]), so that settings
+//! and pairs which do not matter stop looking uncertain. The posterior gives a mean at any row and whole
 //! weight vectors drawn from it (Thompson sampling).
 //!
 //! Everything is computed in weight space: the precision matrix
