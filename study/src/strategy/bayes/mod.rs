@@ -152,6 +152,12 @@ impl Strategy for Bayes {
         let mut rng = rng_for(self.seed, history);
         let tried: BTreeSet<&Settings> = history.iter().map(|o| &o.config).collect();
         let fresh = |c: &Settings| study.space.allows(c) && !tried.contains(c);
+        // The tail for the findings needs neither the models nor the pool.
+        if history.len() >= START
+            && let Some(proposal) = closing::proposal(study, history, &fresh)
+        {
+            return Some(proposal);
+        }
         let pool = candidates(study, history, &fresh, &mut rng);
         if pool.is_empty() {
             return None;
@@ -171,10 +177,6 @@ impl Strategy for Bayes {
                 let note = "start: the random draw farthest from every trial so far".into();
                 return Some(Proposal { config, note });
             }
-        }
-
-        if let Some(proposal) = closing::proposal(study, history, &fresh) {
-            return Some(proposal);
         }
 
         // One model per objective, oriented so that larger is better.

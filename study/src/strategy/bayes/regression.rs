@@ -3,8 +3,9 @@
 //! prior and noise scales chosen by the evidence (the marginal likelihood)
 //! from a small grid, then each setting's main-effect prior and each
 //! pair's prior by automatic relevance ([`relevance`]), so that settings
-//! and pairs which do not matter stop looking uncertain. The posterior gives a mean at any row and whole
-//! weight vectors drawn from it (Thompson sampling).
+//! and pairs which do not matter stop looking uncertain. The posterior
+//! gives a mean at any row and whole weight vectors drawn from it
+//! (Thompson sampling).
 //!
 //! Everything is computed in weight space: the precision matrix
 //! `A = D⁻¹ + XᵀX/s²` is as wide as the row, not as long as the history,
