@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything Tunebook needs on a fresh machine, and builds it:
-# tools (wasm target, wasm-bindgen), the real engine (llama.cpp, CPU), the
-# tiny demo model, the server and the browser bundle. Idempotent: tools and
-# the engine build are cached per machine, so a second run takes seconds.
+# tools (wasm target, wasm-bindgen), the real engine (llama.cpp, CPU), a
+# real small instruct model and the tiny random one, the server and the
+# browser bundle. Idempotent: tools, the engine build and the model are
+# cached per machine, so a second run takes seconds.
 # Usage: scripts/setup.sh [--browser]   (--browser also installs Chromium for tests)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,6 +11,7 @@ cd "$root"
 
 scripts/setup-tools.sh "$@"
 scripts/setup-engine.sh
+scripts/setup-models.sh
 echo "==> building tunebook"
 cargo build --quiet -p tunebook
 # The browser bundle optimized (a third the size of a debug one, and it

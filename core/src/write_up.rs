@@ -47,13 +47,20 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
             None => "—".into(),
         }));
         rows.push(row(&format!("Best {}", metric.label()), &|list| {
+            let reference = list
+                .iter()
+                .find(|t| t.role.as_deref() == Some("baseline"))
+                .map(|t| &t.settings)
+                .filter(|_| metric.against_reference());
             let best = list
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
+                .filter(|t| reference != Some(&t.settings))
                 .filter_map(|t| Some((t, *metrics(t).get(&metric)?)))
                 .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
             let Some((t, v)) = best else { return "—".into() };
             let against = base(list)
+                .filter(|_| metric.scale() == tunebook_study::Scale::Ratio)
                 .filter(|(_, b)| *b != 0.0)
                 .map(|(_, b)| format!(", {:+.1} % on its baseline", (v - b) / b.abs() * 100.0))
                 .unwrap_or_default();

@@ -103,6 +103,7 @@ pub fn plan(
         api: profile.kind.api(),
         health_path: profile.health_path().to_string(),
         request: rendered.request,
+        model: Some(entry.path.clone()),
     })
 }
 
@@ -123,7 +124,7 @@ pub struct RunningEngine {
     pub(crate) client: reqwest::Client,
     /// OpenAI-compatible servers: the model id requests name, and the
     /// context length the server reports.
-    model_id: String,
+    pub(crate) model_id: String,
     served_ctx: Option<u64>,
     /// What the engine logged up to being ready: what it says it runs
     /// (see [`crate::applied`]), kept before requests push it out of the tail.

@@ -8,6 +8,7 @@
 //! - [`children`]: how every program is started (own group, dies with Tunebook);
 //! - [`process`]: engine processes, output capture, SIGTERM then SIGKILL;
 //! - [`probes`]: speed, depth curve, concurrency, quality, context recall;
+//! - [`ask`]: a question through the model's chat template, thinking apart;
 //! - [`openai`]: OpenAI-compatible servers, timed on the client;
 //! - [`endpoints`]: the judge and other models Tunebook asks, configured on the server;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
@@ -18,6 +19,7 @@
 //! - [`gguf`]: random-weight GGUF models for tests and demos.
 
 pub mod applied;
+pub mod ask;
 pub mod catalog;
 pub mod chat;
 pub mod children;

@@ -98,19 +98,54 @@ pub async fn tokenize(
     base_url: &str,
     text: &str,
 ) -> Result<Vec<u32>, reqwest::Error> {
+    tokenize_with(client, base_url, text, false).await
+}
+
+/// As [`tokenize`], with the model's start-of-text token first where it
+/// wants one (`add_special`); special tokens written in the text (a chat
+/// template's `<|im_start|>`) are read as themselves.
+pub async fn tokenize_with(
+    client: &reqwest::Client,
+    base_url: &str,
+    text: &str,
+    add_special: bool,
+) -> Result<Vec<u32>, reqwest::Error> {
     #[derive(Deserialize)]
     struct Tokens {
         tokens: Vec<u32>,
     }
+    let body = json!({ "content": text, "add_special": add_special, "parse_special": true });
     let t: Tokens = client
         .post(format!("{base_url}/tokenize"))
-        .json(&json!({ "content": text }))
+        .json(&body)
         .send()
         .await?
         .error_for_status()?
         .json()
         .await?;
     Ok(t.tokens)
+}
+
+/// The prompt the model's chat template makes of `messages`
+/// (`/apply-template`): exactly what a chat request would feed it.
+pub async fn apply_template(
+    client: &reqwest::Client,
+    base_url: &str,
+    messages: &serde_json::Value,
+) -> Result<String, reqwest::Error> {
+    #[derive(Deserialize)]
+    struct Rendered {
+        prompt: String,
+    }
+    let r: Rendered = client
+        .post(format!("{base_url}/apply-template"))
+        .json(&json!({ "messages": messages }))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(r.prompt)
 }
 
 /// llama-server's own `timings` block of a finished completion.

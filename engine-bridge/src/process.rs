@@ -53,6 +53,10 @@ pub struct LaunchSpec {
     /// Changing them needs no new launch.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub request: serde_json::Map<String, serde_json::Value>,
+    /// The model file it serves, where it is one Tunebook knows (its chat
+    /// template is read from there).
+    #[serde(skip)]
+    pub model: Option<PathBuf>,
 }
 
 impl LaunchSpec {
@@ -67,6 +71,7 @@ impl LaunchSpec {
             api: Api::LlamaServer,
             health_path: "/health".into(),
             request: serde_json::Map::new(),
+            model: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! checked against the engine's own log line.
 
 mod common;
+mod real_model;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ async fn kv_cache_prediction_matches_the_engine_within_5_percent() {
     let mut profile = demo_profile();
     // The K/V line is printed at log verbosity 4.
     profile.args.extend(["-lv".to_string(), "4".to_string()]);
-    let model = ModelInfo::read(&profile.models[0].path).unwrap();
+    let model = ModelInfo::read(&common::model_path(&profile, "tiny-llama")).unwrap();
     for (ctx, k, v) in [
         ("4096", "f16", "f16"),
         ("3000", "q8_0", "q8_0"),
@@ -98,7 +99,7 @@ async fn models_of_mixed_tensor_types_are_planned_as_the_engine_loads_them() {
             .collect();
         assert_eq!(types, ["f16", "f32", "q8_0"].into(), "{name}");
         let mut profile = demo_profile();
-        profile.models[0].path = path.clone();
+        common::tiny_model(&mut profile).path = path.clone();
         // Without repacking: on CPUs with AMX the engine moves q8_0
         // weights into AMX buffers, and its AMX kernels crash at warmup on
         // this model's tiny rows (SIGSEGV, every time). Repacking changes
@@ -118,7 +119,7 @@ async fn a_mixture_of_experts_is_planned_as_the_engine_loads_it() {
     let path = dir.path().join("tiny-moe.gguf");
     write_random_llama(&path, &LlamaSpec::tiny_moe(), 5).unwrap();
     let mut profile = demo_profile();
-    profile.models[0].path = path.clone();
+    common::tiny_model(&mut profile).path = path.clone();
     // The buffer lines are printed at log verbosity 4.
     profile.args.extend(["-lv".to_string(), "4".to_string()]);
     let model = ModelInfo::read(&path).unwrap();
@@ -365,7 +366,7 @@ async fn renamed_flags_draft_model_and_environment_reach_the_engine() {
     for arg in spec.args.iter().filter(|a| a.starts_with('-')) {
         assert!(flags.supports(arg), "{arg} is not accepted by this build: {:?}", spec.args);
     }
-    let draft = &profile.models[0].path.display().to_string();
+    let draft = &common::model_path(&profile, "tiny-llama").display().to_string();
     assert!(spec.args.windows(2).any(|w| w[0] == "-md" && &w[1] == draft), "{:?}", spec.args);
     let engine =
         RunningEngine::launch(spec, port, Duration::from_secs(60)).await.expect("it starts");
@@ -378,7 +379,7 @@ async fn renamed_flags_draft_model_and_environment_reach_the_engine() {
 async fn perplexity_at_the_trial_settings() {
     let profile = demo_profile();
     let scratch = tempfile::tempdir().unwrap();
-    let model = &profile.models[0].path;
+    let model = &common::model_path(&profile, "tiny-llama");
     let probe =
         engine_bridge::probes::PerplexityProbe { ctx: 128, chunks: 2, ..Default::default() };
     let mut ppl = Vec::new();
@@ -410,7 +411,7 @@ async fn perplexity_at_the_trial_settings() {
 async fn kl_divergence_from_the_reference_grows_as_the_cache_shrinks() {
     let profile = demo_profile();
     let dir = tempfile::tempdir().unwrap();
-    let model = &profile.models[0].path;
+    let model = &common::model_path(&profile, "tiny-llama");
     let probe = engine_bridge::probes::KldProbe {
         ctx: 128,
         chunks: 3,

@@ -125,6 +125,13 @@ impl Metric {
         }
     }
 
+    /// Measured against the study's reference configuration (its
+    /// baseline): the reference scores perfectly by construction, so it is
+    /// never the best of these, only the yardstick.
+    pub fn against_reference(self) -> bool {
+        matches!(self, Metric::KldMean | Metric::KldP99 | Metric::SameTopRate)
+    }
+
     /// A share from 0 to 1, shown in percent.
     pub fn is_rate(self) -> bool {
         self.scale() == Scale::Rate

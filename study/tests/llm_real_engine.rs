@@ -14,7 +14,7 @@ async fn a_schema_constrained_answer_from_the_real_engine_is_a_configuration_of_
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let profile = Profile::load(&root.join("profiles/demo.toml")).unwrap();
     assert!(
-        profile.binary.is_file() && profile.models[0].path.is_file(),
+        profile.binary.is_file() && profile.model("tiny-llama").is_some_and(|m| m.path.is_file()),
         "the demo engine and model are missing: run scripts/setup.sh first"
     );
     let settings: Settings = [("ctx_size".to_string(), "2048".to_string())].into();

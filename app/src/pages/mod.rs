@@ -1,6 +1,7 @@
 //! The pages, and what they share: the server's application layer (on the
 //! server), error wording and number formatting.
 
+pub mod answers;
 pub mod compare;
 pub mod designer;
 pub mod home;

@@ -147,6 +147,7 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
                 </table>
             </Show>
         </section>
+        <super::answers::Answers measurement=d.measurement.clone() />
         <DepthPlot measurement=d.measurement.clone() />
         <LoadTable measurement=d.measurement.clone() />
         <section class="panel">

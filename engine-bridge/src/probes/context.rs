@@ -1,13 +1,15 @@
 //! Context recall ("needle in a haystack"): fill the context to a target
-//! size with filler text, plant a fact at a chosen depth, and ask for it.
+//! size with filler text, plant a fact at a chosen depth, and ask for it,
+//! as a user's message in the model's chat template (see [`crate::ask`]);
+//! the template's own tokens count toward the size.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{PromptInput, RunningEngine};
+use crate::ask::PromptStyle;
+use crate::engine::RunningEngine;
 use crate::failure::Failure;
-use crate::llama_server::CompletionRequest;
 
 const FILLER: &str = "The river bends twice before it reaches the old mill. Farmers bring \
     their grain in autumn, when the water runs high. The miller keeps a ledger of every sack, \
@@ -24,6 +26,9 @@ pub struct ContextProbe {
     /// Where the fact goes, as a fraction of the filler (0 = start, 1 = end).
     pub depths: Vec<f64>,
     pub max_tokens: u32,
+    /// Tokens a thinking model may spend before its answer, on top of
+    /// `max_tokens`.
+    pub thinking_budget: u32,
     #[serde(with = "super::secs")]
     pub request_timeout: Duration,
 }
@@ -34,6 +39,7 @@ impl Default for ContextProbe {
             sizes: vec![1024, 4096],
             depths: vec![0.1, 0.5, 0.9],
             max_tokens: 16,
+            thinking_budget: 2048,
             request_timeout: Duration::from_secs(600),
         }
     }
@@ -51,6 +57,9 @@ pub struct RecallPoint {
     pub ms: f64,
     /// Set when this size could not be measured.
     pub skipped: Option<String>,
+    /// How the question reached the model: its chat template, or raw.
+    #[serde(default)]
+    pub style: PromptStyle,
 }
 
 /// The fact planted for a size and depth: a number that appears nowhere else.
@@ -66,8 +75,8 @@ impl ContextProbe {
         engine: &RunningEngine,
         n_ctx: Option<u64>,
     ) -> Result<Vec<RecallPoint>, Failure> {
-        const QUESTION: &str = "\n\nQuestion: What is the secret passphrase mentioned above? \
-             Answer with the passphrase only.\nAnswer:";
+        const QUESTION: &str = "\n\nWhat is the secret passphrase mentioned above? \
+             Answer with the passphrase only.";
         let count = |text: String| async move { engine.tokenize(&text).await };
         let Some(question) = count(QUESTION.into()).await? else {
             let why = "the engine offers no tokenizer to size prompts with".to_string();
@@ -75,6 +84,16 @@ impl ContextProbe {
                 .points()
                 .map(|(size, depth)| skipped(size, depth, why.clone()))
                 .collect());
+        };
+        let frame = engine.frame().await?;
+        let tokens_frame = match engine.takes_tokens() {
+            true => Some(engine.token_frame(&frame).await?),
+            false => None,
+        };
+        let overhead = tokens_frame.as_ref().map_or(0, |f| f.len());
+        let max_tokens = match frame.thinks {
+            true => self.max_tokens.saturating_add(self.thinking_budget),
+            false => self.max_tokens,
         };
         let largest = self.sizes.iter().copied().max().unwrap_or(0);
         let per_copy = count(FILLER.into()).await?.unwrap_or_default().len().max(1);
@@ -87,7 +106,7 @@ impl ContextProbe {
             let code = passphrase(size, depth);
             let needle_text = format!(" The secret passphrase is {code}. ");
             let needle = count(needle_text.clone()).await?.unwrap_or_default();
-            let need = size as u64 + self.max_tokens as u64;
+            let need = size as u64 + max_tokens as u64;
             if let Some(ctx) = n_ctx.filter(|ctx| need > *ctx) {
                 points.push(skipped(
                     size,
@@ -96,7 +115,7 @@ impl ContextProbe {
                 ));
                 continue;
             }
-            let Some(fill) = size.checked_sub(needle.len() + question.len()) else {
+            let Some(fill) = size.checked_sub(needle.len() + question.len() + overhead) else {
                 let why = format!("{size} tokens cannot hold the fact and question");
                 points.push(skipped(size, depth, why));
                 continue;
@@ -111,37 +130,37 @@ impl ContextProbe {
                 points.push(skipped(size, depth, why));
                 continue;
             }
-            let input = if engine.takes_tokens() {
-                let at = (fill as f64 * depth.clamp(0.0, 1.0)).round() as usize;
-                let mut prompt = filler[..at].to_vec();
-                prompt.extend(&needle);
-                prompt.extend(&filler[at..fill]);
-                prompt.extend(&question);
-                PromptInput::Tokens(prompt)
-            } else {
-                let chars: Vec<char> = filler_text.chars().collect();
-                let end = ((fill as f64 * chars_per_token) as usize).min(chars.len());
-                let at = (end as f64 * depth.clamp(0.0, 1.0)) as usize;
-                let text: String = chars[..at].iter().collect::<String>()
-                    + &needle_text
-                    + &chars[at..end].iter().collect::<String>()
-                    + QUESTION;
-                PromptInput::Text(text)
+            let answer = match &tokens_frame {
+                Some(tokens_frame) => {
+                    let at = (fill as f64 * depth.clamp(0.0, 1.0)).round() as usize;
+                    let mut message = filler[..at].to_vec();
+                    message.extend(&needle);
+                    message.extend(&filler[at..fill]);
+                    message.extend(&question);
+                    engine
+                        .ask_tokens(tokens_frame, &message, max_tokens, self.request_timeout)
+                        .await?
+                }
+                None => {
+                    let chars: Vec<char> = filler_text.chars().collect();
+                    let end = ((fill as f64 * chars_per_token) as usize).min(chars.len());
+                    let at = (end as f64 * depth.clamp(0.0, 1.0)) as usize;
+                    let message: String = chars[..at].iter().collect::<String>()
+                        + &needle_text
+                        + &chars[at..end].iter().collect::<String>()
+                        + QUESTION;
+                    engine.ask(&frame, &message, max_tokens, self.request_timeout).await?
+                }
             };
-            let request = CompletionRequest {
-                prompt: input.as_prompt(),
-                n_predict: self.max_tokens,
-                ignore_eos: false,
-            };
-            let done = engine.generate(&request, self.request_timeout).await?;
             points.push(RecallPoint {
                 size,
                 depth,
-                passed: done.text.contains(&code),
-                prompt_tokens: done.sample.timings.prompt_n,
-                answer: done.text,
-                ms: done.sample.total_ms,
+                passed: answer.text.contains(&code),
+                prompt_tokens: answer.prompt_tokens,
+                answer: answer.text,
+                ms: answer.ms,
                 skipped: None,
+                style: frame.style,
             });
         }
         Ok(points)
@@ -161,6 +180,7 @@ fn skipped(size: usize, depth: f64, why: String) -> RecallPoint {
         answer: String::new(),
         ms: 0.0,
         skipped: Some(why),
+        style: PromptStyle::default(),
     }
 }
 

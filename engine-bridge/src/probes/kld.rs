@@ -55,7 +55,10 @@ pub fn parse_kld(output: &str) -> Option<(f64, f64, f64)> {
         let line = output.lines().rev().find(|l| l.trim_start().starts_with(label))?;
         line.split(':').nth(1)?.split_whitespace().next()?.parse().ok()
     };
-    Some((value("Mean    KLD")?, value("99.0%   KLD")?, value("Same top p")?))
+    // A divergence is never below 0: the tool's float sums can round a
+    // configuration's divergence from itself to -1e-6.
+    let divergence = |label: &str| value(label).map(|v| v.max(0.0));
+    Some((divergence("Mean    KLD")?, divergence("99.0%   KLD")?, value("Same top p")?))
 }
 
 impl KldProbe {
@@ -131,6 +134,8 @@ mod tests {
             ====== Token probability statistics ======\nSame top p: 87.302 ± 2.428 %\n";
         assert_eq!(parse_kld(out), Some((0.003771, 0.004659, 87.302)));
         assert_eq!(parse_kld("Mean    KLD:   0.1\n"), None, "all three or nothing");
+        let itself = "Mean    KLD:  -0.000001 ±   0.000000\n99.0%   KLD:  -0.000000\nSame top p: 100.000 ± 0.000 %\n";
+        assert_eq!(parse_kld(itself), Some((0.0, 0.0, 100.0)), "never below 0");
     }
 
     #[test]

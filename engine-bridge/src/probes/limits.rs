@@ -80,6 +80,7 @@ impl ProbePlan {
             c.points("context.sizes", &p.sizes, MAX_TOKENS);
             c.points("context.depths", &p.depths, 1.0);
             c.at_most("context.max_tokens", p.max_tokens, MAX_PREDICT);
+            c.at_most("context.thinking_budget", p.thinking_budget, MAX_PREDICT);
             c.at_most("context.request_timeout", p.request_timeout, MAX_TIMEOUT);
         }
         if let Some(p) = &self.quality {
@@ -104,6 +105,8 @@ impl ProbePlan {
                 c.at_most("quality.judge.endpoint (bytes)", judge.endpoint.len(), 200);
             }
             c.at_most("quality.request_timeout", p.request_timeout, MAX_TIMEOUT);
+            c.at_most("quality.thinking_budget", p.thinking_budget, MAX_PREDICT);
+            c.at_most("quality.thinking_timeout", p.thinking_timeout, MAX_TIMEOUT);
         }
         if let Some(p) = &self.load {
             if let Some(e) = crate::workloads::name_error(&p.workload) {

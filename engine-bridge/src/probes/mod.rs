@@ -226,6 +226,7 @@ mod tests {
             answer: String::new(),
             ms: 0.0,
             skipped: skipped.then(|| "does not fit".to_string()),
+            style: Default::default(),
         }
     }
 

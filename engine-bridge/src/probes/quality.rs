@@ -1,6 +1,8 @@
-//! Quality: known-answer prompts scored by keywords and patterns, answered
+//! Quality: known-answer questions scored by keywords and patterns, asked
+//! through the model's chat template (see [`crate::ask`]) and answered
 //! greedily with a fixed seed so the same configuration gives the same
-//! answers, and compared with a baseline configuration's answers.
+//! answers, and compared with a baseline configuration's answers. A thinking
+//! model's reasoning is left out of what is judged, and counted.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,10 +11,10 @@ use regex::RegexBuilder;
 use serde::{Deserialize, Serialize};
 
 use super::ProbePlan;
+use crate::ask::PromptStyle;
 use crate::endpoints::{Endpoint, Endpoints};
 use crate::engine::RunningEngine;
 use crate::failure::Failure;
-use crate::llama_server::{CompletionRequest, Prompt};
 
 /// The built-in suite (`suites/default.toml`).
 pub const DEFAULT_SUITE: &str = include_str!("../../suites/default.toml");
@@ -22,6 +24,7 @@ pub const DEFAULT_SUITE: &str = include_str!("../../suites/default.toml");
 #[serde(deny_unknown_fields)]
 pub struct Case {
     pub id: String,
+    /// The question, as a user would write it to the model.
     pub prompt: String,
     /// Passes if any of these appears.
     #[serde(default)]
@@ -35,7 +38,8 @@ pub struct Case {
     /// Fails if any of these appears.
     #[serde(default)]
     pub must_not: Vec<String>,
-    /// Longest answer, so a thinking model cannot run on.
+    /// Longest answer, so a model cannot run on (a thinking model gets the
+    /// probe's `thinking_budget` more).
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
 }
@@ -132,6 +136,15 @@ pub struct QualityProbe {
     pub suite: Suite,
     #[serde(with = "super::secs")]
     pub request_timeout: Duration,
+    /// Tokens a thinking model may spend before its answer, on top of each
+    /// case's `max_tokens`.
+    pub thinking_budget: u32,
+    /// How long a thinking model's answer may take.
+    #[serde(with = "super::secs")]
+    pub thinking_timeout: Duration,
+    /// Ask as raw completions even where the model has a chat template
+    /// (to see what the template is worth).
+    pub raw: bool,
     /// A second model that grades each answer against a rubric.
     pub judge: Option<Judge>,
 }
@@ -141,6 +154,9 @@ impl Default for QualityProbe {
         Self {
             suite: Suite::default_suite(),
             request_timeout: Duration::from_secs(120),
+            thinking_budget: 2048,
+            thinking_timeout: Duration::from_secs(900),
+            raw: false,
             judge: None,
         }
     }
@@ -244,8 +260,15 @@ pub fn parse_grade(text: &str) -> Option<f64> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseResult {
     pub id: String,
+    /// The question as asked (the user's message, before any template).
+    #[serde(default)]
+    pub prompt: String,
     pub passed: bool,
+    /// The answer judged, a thinking model's reasoning left out.
     pub answer: String,
+    /// Tokens spent thinking before the answer, where the model thought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_tokens: Option<u32>,
     pub ms: f64,
     /// The judge's grade, 0 to 1, where a judge was asked.
     #[serde(default)]
@@ -259,6 +282,12 @@ pub struct CaseResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QualityResult {
     pub suite: String,
+    /// How the questions reached the model: its chat template, or raw.
+    #[serde(default)]
+    pub style: PromptStyle,
+    /// Why the questions were asked raw, where they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Passed cases over all cases, 0 to 1.
     pub score: f64,
     /// The judge's mean grade over the graded cases, 0 to 1.
@@ -285,25 +314,33 @@ impl QualityResult {
 
 impl QualityProbe {
     pub async fn run(&self, engine: &RunningEngine) -> Result<QualityResult, Failure> {
+        let mut frame = match self.raw {
+            true => crate::ask::raw_frame("the plan asks for raw completions"),
+            false => engine.frame().await?,
+        };
         let mut cases = Vec::new();
         for case in &self.suite.cases {
-            let request = CompletionRequest {
-                prompt: Prompt::Text(&case.prompt),
-                n_predict: case.max_tokens,
-                ignore_eos: false,
-            };
-            let done = engine.generate(&request, self.request_timeout).await?;
+            let mut answer = self.ask(engine, &frame, case).await?;
+            // A model that thinks though its template does not say so: it
+            // ran out of tokens mid-thought. Ask again with room to think,
+            // and give every later question that room.
+            if !frame.thinks && answer.thinking.is_some() && answer.text.trim().is_empty() {
+                frame.thinks = true;
+                answer = self.ask(engine, &frame, case).await?;
+            }
             let graded = match &self.judge {
-                Some(judge) => {
-                    Some(judge.grade(&engine.client, case, &done.text, self.request_timeout).await)
-                }
+                Some(judge) => Some(
+                    judge.grade(&engine.client, case, &answer.text, self.request_timeout).await,
+                ),
                 None => None,
             };
             cases.push(CaseResult {
                 id: case.id.clone(),
-                passed: case.passes(&done.text),
-                answer: done.text,
-                ms: done.sample.total_ms,
+                prompt: case.prompt.clone(),
+                passed: case.passes(&answer.text),
+                answer: answer.text,
+                thinking_tokens: answer.thinking_tokens,
+                ms: answer.ms,
                 judge_grade: graded.as_ref().and_then(|g| g.as_ref().ok().copied()),
                 judge_error: graded.and_then(|g| g.err()),
             });
@@ -312,11 +349,28 @@ impl QualityProbe {
         let grades: Vec<f64> = cases.iter().filter_map(|c| c.judge_grade).collect();
         Ok(QualityResult {
             suite: self.suite.name.clone(),
+            style: frame.style,
+            note: frame.note.clone(),
             score: passed as f64 / cases.len().max(1) as f64,
             judge_score: (!grades.is_empty())
                 .then(|| grades.iter().sum::<f64>() / grades.len() as f64),
             cases,
         })
+    }
+
+    /// One case, with a thinking model's budget and time where it thinks.
+    async fn ask(
+        &self,
+        engine: &RunningEngine,
+        frame: &crate::ask::Frame,
+        case: &Case,
+    ) -> Result<crate::ask::Answer, Failure> {
+        let (tokens, timeout) = if frame.thinks {
+            (case.max_tokens.saturating_add(self.thinking_budget), self.thinking_timeout)
+        } else {
+            (case.max_tokens, self.request_timeout)
+        };
+        engine.ask(frame, case.prompt.trim(), tokens, timeout).await
     }
 }
 
@@ -372,12 +426,16 @@ mod tests {
             suite: "s".into(),
             score: 0.0,
             judge_score: None,
+            style: PromptStyle::Chat,
+            note: None,
             cases: answers
                 .iter()
                 .map(|(id, a)| CaseResult {
                     id: id.to_string(),
+                    prompt: String::new(),
                     passed: false,
                     answer: a.to_string(),
+                    thinking_tokens: None,
                     ms: 1.0,
                     judge_grade: None,
                     judge_error: None,

@@ -23,6 +23,7 @@ mod cites;
 pub mod confirmed;
 mod design;
 mod free_wins;
+mod numbers;
 mod ols;
 mod rules;
 mod sections;
@@ -36,10 +37,10 @@ use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
 
 pub use boundary::{boundary, mark_missed};
+pub use numbers::{num, value_text};
 pub use rules::{Condition, Op, Rule, holds};
 pub use sections::{Pick, SECTIONS, markdown, section_markdown};
 pub use summary::balanced_pick;
-pub use text::{num, value_text};
 
 pub use crate::margins::Margins;
 use crate::metric::{Goal, Measure, Metric};
@@ -316,10 +317,20 @@ pub fn findings_with(
     // A trial that broke a bound is no pick, however fast.
     let eligible: Vec<&TrialFacts> =
         searched.iter().copied().filter(|t| t.missed.is_none()).collect();
+    let baseline = trials
+        .iter()
+        .find(|t| t.role.as_deref() == Some("baseline"))
+        .map(|t| t.settings.clone())
+        .unwrap_or_default();
     let mut out = Vec::new();
     for (measure, goal) in measures {
+        // A divergence from the reference is no merit of the reference.
+        let yardstick = |t: &TrialFacts| {
+            measure.metric().is_some_and(Metric::against_reference) && t.settings == baseline
+        };
         let best = eligible
             .iter()
+            .filter(|t| !yardstick(t))
             .filter_map(|t| Some((*t, measure.value(&t.metrics, &t.settings)?)))
             .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
         if let Some((t, value)) = best {
@@ -346,11 +357,6 @@ pub fn findings_with(
             held,
         });
     }
-    let baseline = trials
-        .iter()
-        .find(|t| t.role.as_deref() == Some("baseline"))
-        .map(|t| t.settings.clone())
-        .unwrap_or_default();
     let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
         .into_iter()
         .filter(|(m, _)| analysis::modelled(*m))

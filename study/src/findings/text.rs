@@ -6,93 +6,12 @@ use std::fmt::Write as _;
 
 use engine_bridge::Settings;
 
+use super::numbers::{
+    change_size, interval_text, measure_text, num, ratio_text, small, value_text,
+};
 use super::rules::{Condition, Op};
 use super::{Finding, Interval, Undetermined, WALL_PCT};
 use crate::metric::{Goal, Measure, Metric, Scale};
-
-/// A number as reports show it: three significant digits or whole.
-pub fn num(x: f64) -> String {
-    let a = x.abs();
-    if a >= 1e9 {
-        format!("{:.2} G", x / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1} M", x / 1e6)
-    } else if a >= 100.0 {
-        format!("{x:.0}")
-    } else if a >= 1.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.3}")
-    }
-}
-
-/// A metric's value as [`value_text`] writes it; a setting's as the
-/// number it is (a whole one without decimals: a context of 32768).
-fn measure_text(measure: &Measure, x: f64) -> String {
-    match measure {
-        Measure::Metric(m) => value_text(*m, x),
-        Measure::Setting(_) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
-        Measure::Setting(_) => num(x),
-    }
-}
-
-/// A metric's value as reports show it: memory in MiB or GiB, shares in
-/// percent, a divergence to its first digits, anything else as a plain
-/// number.
-pub fn value_text(metric: Metric, x: f64) -> String {
-    let name = metric.name();
-    if name.ends_with("_bytes") {
-        let gib = x / (1u64 << 30) as f64;
-        if gib >= 1.0 {
-            format!("{gib:.2} GiB")
-        } else {
-            format!("{:.0} MiB", x / (1u64 << 20) as f64)
-        }
-    } else {
-        match metric.scale() {
-            Scale::Rate => format!("{:.1} %", x * 100.0),
-            Scale::Difference => small(x),
-            Scale::Ratio => num(x),
-        }
-    }
-}
-
-/// A value that may be tiny (a KL divergence of 0.000012): four decimals,
-/// or three significant digits below a thousandth.
-fn small(x: f64) -> String {
-    if x == 0.0 || x.abs() >= 1e-3 { format!("{x:.4}") } else { format!("{x:.2e}") }
-}
-
-/// [`small`] with its sign.
-fn signed(x: f64) -> String {
-    if x < 0.0 { format!("−{}", small(-x)) } else { format!("+{}", small(x)) }
-}
-
-/// An estimate against the baseline: `0.40× [0.37, 0.43]` for a ratio,
-/// `−3.1 points [−5.0, −1.2]` for a rate's difference, `+0.0038 [+0.0031,
-/// +0.0045]` for a plain difference.
-fn interval_text(metric: Metric, i: &Interval) -> String {
-    match metric.scale() {
-        Scale::Ratio => ratio_text(i),
-        Scale::Rate => {
-            format!("{:+.1} points [{:+.1}, {:+.1}]", i.est * 100.0, i.lo * 100.0, i.hi * 100.0)
-        }
-        Scale::Difference => format!("{} [{}, {}]", signed(i.est), signed(i.lo), signed(i.hi)),
-    }
-}
-
-fn ratio_text(i: &Interval) -> String {
-    format!("{:.2}× [{:.2}, {:.2}]", i.est, i.lo, i.hi)
-}
-
-/// A change on `metric`'s scale with no interval: `1.20×`, `+3.0 points`.
-fn change_size(metric: Metric, x: f64) -> String {
-    match metric.scale() {
-        Scale::Ratio => format!("{x:.2}×"),
-        Scale::Rate => format!("{:+.1} points", x * 100.0),
-        Scale::Difference => signed(x),
-    }
-}
 
 fn trial_list(ids: &[i64]) -> String {
     let shown: Vec<String> = ids.iter().take(8).map(|i| i.to_string()).collect();
@@ -140,6 +59,12 @@ fn reach(metric: Metric, i: &Interval) -> f64 {
     }
 }
 
+/// What a best on a divergence is best among: never the reference itself.
+fn reference_note(measure: &Measure) -> &'static str {
+    let against = measure.metric().is_some_and(Metric::against_reference);
+    if against { " of those compared with the reference" } else { "" }
+}
+
 pub(super) fn names(settings: &[String]) -> String {
     settings.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
 }
@@ -152,9 +77,10 @@ impl Finding {
             Finding::Best { measure, goal, trial, value, settings } => {
                 let _ = write!(
                     s,
-                    "**Best {}** ({}): {} — trial {trial}, `{}`.",
+                    "**Best {}** ({}{}): {} — trial {trial}, `{}`.",
                     measure.label(),
                     if *goal == Goal::Max { "highest" } else { "lowest" },
+                    reference_note(measure),
                     measure_text(measure, *value),
                     config_text(settings)
                 );
