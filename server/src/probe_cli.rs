@@ -246,7 +246,11 @@ fn report(
     }
     if let Some(q) = &o.measurement.quality {
         let passed = q.cases.iter().filter(|c| c.passed).count();
-        line("quality", format!("{passed}/{} passed ({})", q.cases.len(), q.suite));
+        let how = match q.style {
+            engine_bridge::ask::PromptStyle::Chat => "through its chat template",
+            engine_bridge::ask::PromptStyle::Raw => "raw",
+        };
+        line("quality", format!("{passed}/{} passed ({}, {how})", q.cases.len(), q.suite));
     }
     for p in o.measurement.depth.iter().flatten() {
         let text = match (&p.decode_tps, &p.skipped) {

@@ -129,7 +129,7 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
     assert!(repo_root().join(MODEL_FILE).is_file(), "run scripts/setup.sh: the real model");
     let server = TestServer::start().await;
     let created = http().post(server.url("/api/studies")).json(&study()).send().await.unwrap();
-    assert_eq!(created.status(), 200, "{}", created.text().await.unwrap());
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
     let row: StudyRow = created.json().await.unwrap();
     let done: StudyRow = eventually(Duration::from_secs(900), "the study's end", || async {
         let row: StudyRow = get_json(&server, &format!("/api/studies/{}", row.id)).await;
@@ -146,8 +146,7 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
     // through its chat template.
     let base = trials.iter().find(|t| t.role.as_deref() == Some("baseline")).unwrap();
     assert!(base.quality_score.unwrap() >= 0.4, "{base:?}");
-    let detail: Value = get_json(&server, &format!("/api/trials/{}", base.id)).await;
-    let measured: Value = serde_json::from_str(detail["measurement"].as_str().unwrap()).unwrap();
+    let measured: Value = get_json(&server, &format!("/api/trials/{}/measurement", base.id)).await;
     assert_eq!(measured["quality"]["style"], "chat", "{}", measured["quality"]);
     // The reference diverges from itself by nothing, never below it.
     assert_eq!(base.kld_mean, Some(0.0), "{base:?}");
@@ -177,32 +176,36 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
     assert_eq!(study_order, tool_order, "study: {markdown}\nllama-perplexity: {divergences:?}");
 
     // llama-bench's decode agrees with the study's at each thread count:
-    // within the spread of both (their 10th to 90th percentiles, the
+    // within the spread of both (the study's 10th to 90th percentiles, the
     // bench's mean ± 2 sd) widened by a quarter for a machine whose load
-    // moves between the two.
-    let bench = bench_decode();
-    for (threads, mean, sd) in &bench {
+    // moves between the two. A served engine also runs its HTTP thread,
+    // which llama-bench does not: with a thread on every core it shares
+    // them, so there the study may only be slower than the bench, never
+    // faster.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    for (threads, mean, sd) in bench_decode() {
         let trial = trials
             .iter()
             .find(|t| {
                 t.settings["threads"] == threads.to_string() && t.settings["cache_type_k"] == "f16"
             })
             .unwrap();
-        let detail: Value = get_json(&server, &format!("/api/trials/{}", trial.id)).await;
-        let m: Value = serde_json::from_str(detail["measurement"].as_str().unwrap()).unwrap();
+        let m: Value = get_json(&server, &format!("/api/trials/{}/measurement", trial.id)).await;
         let stats = &m["speed"]["decode_tps"];
-        let (p10, p90) = (stats["p10"].as_f64().unwrap(), stats["p90"].as_f64().unwrap());
-        let (lo, hi) = ((p10.min(mean - 2.0 * sd)) * 0.75, (p90.max(mean + 2.0 * sd)) * 1.25);
-        let median = stats["median"].as_f64().unwrap();
-        eprintln!(
-            "threads {threads}: study decode {median:.1} tok/s (p10 {p10:.1}, p90 {p90:.1}); \
+        let at = |k: &str| stats[k].as_f64().unwrap();
+        let (median, p10, p90) = (at("median"), at("p10"), at("p90"));
+        let (lo, hi) = (p10.min(mean - 2.0 * sd) * 0.75, p90.max(mean + 2.0 * sd) * 1.25);
+        let seen = format!(
+            "threads {threads}: study decode {median:.1} tok/s [p10 {p10:.1}, p90 {p90:.1}], \
              llama-bench {mean:.1} ± {sd:.1}"
         );
-        assert!(
-            (lo..=hi).contains(mean) && (lo..=hi).contains(&median),
-            "threads {threads}: study {median:.1} [{p10:.1}, {p90:.1}], llama-bench {mean:.1} ± {sd:.1}"
-        );
+        eprintln!("{seen}");
+        assert!(median <= hi && mean <= hi, "{seen}");
+        if threads < cores {
+            assert!(median >= lo && mean >= lo, "{seen}");
+        }
     }
+    eprintln!("{markdown}");
     eprintln!("study divergences {study_order:?}, llama-perplexity {divergences:?}");
     server.stop().await;
 }

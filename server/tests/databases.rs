@@ -68,12 +68,16 @@ async fn exercise(db: &Db) {
     let samples = vec![sample(32, 100.0), sample(32, 110.0), sample(32, 90.0)];
     let quality = QualityResult {
         suite: "default".into(),
+        style: engine_bridge::ask::PromptStyle::Chat,
+        note: None,
         score: 0.75,
         judge_score: Some(0.5),
         cases: vec![CaseResult {
             id: "add".into(),
+            prompt: "What is 17 + 25?".into(),
             passed: true,
             answer: " 42".into(),
+            thinking_tokens: None,
             ms: 3.0,
             judge_grade: Some(0.5),
             judge_error: None,
@@ -113,6 +117,8 @@ async fn exercise(db: &Db) {
     assert_eq!(d.context_pass_rate, None, "context was not probed");
     let stored = trials::measurement(db, done).await.unwrap().unwrap();
     assert_eq!(stored["quality"]["cases"][0]["answer"], " 42");
+    assert_eq!(stored["quality"]["cases"][0]["prompt"], "What is 17 + 25?");
+    assert_eq!(stored["quality"]["style"], "chat");
     assert_eq!(stored["speed"]["decode_tps"]["p90"].as_f64().unwrap().round(), 108.0);
     assert_eq!(d.tokens_generated, Some(32));
     assert_eq!(d.load_ms, Some(250.0));
