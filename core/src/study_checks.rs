@@ -3,6 +3,8 @@
 //! designer's preview (the space's size, what will not fit, how long it
 //! should take).
 
+use std::collections::BTreeMap;
+
 use engine_bridge::planner::ModelInfo;
 use engine_bridge::profile::EngineKind;
 use engine_bridge::{Profile, Settings};
@@ -22,7 +24,28 @@ pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> 
         )])
     })?;
     let models: Vec<String> = profile.models.iter().map(|m| m.name.clone()).collect();
-    def.check(&profile.catalog(), &models)
+    let mut study = def.check(&profile.catalog(), &models)?;
+    let setting = engine_bridge::catalog::MODEL_SETTING;
+    let mut files = study.values_of(setting);
+    files.push(def.model.clone());
+    files.sort();
+    files.dedup();
+    if let (Some(kld), true) = (&mut study.probes.kld, files.len() > 1) {
+        // Divergence is measured from the best a study's files can do.
+        let finest = highest_precision(profile, &files).unwrap_or_else(|| def.model.clone());
+        kld.reference.insert(setting.to_string(), finest);
+    }
+    Ok(study)
+}
+
+/// Of several files of one model, the one of highest precision: the most
+/// bytes of weights (a file that cannot be read counts as none).
+fn highest_precision(profile: &Profile, names: &[String]) -> Option<String> {
+    let bytes = |name: &String| {
+        let path = &profile.model(name)?.path;
+        Some(ModelInfo::read(path).ok()?.file_bytes)
+    };
+    names.iter().filter_map(|n| Some((bytes(n)?, n))).max().map(|(_, n)| n.clone())
 }
 
 /// Checks that every endpoint a study names (its `llm` strategy's, its
@@ -38,32 +61,42 @@ pub fn check_endpoints(
     if errors.is_empty() { Ok(()) } else { Err(StudyError(errors)) }
 }
 
-/// The planner's memory check for one study: the model read once, the
-/// machine's available memory and free GPU memory read once. It applies to
-/// llama.cpp; a configuration that leaves the split between GPU and host
-/// to the engine (no `n_gpu_layers` on a machine with a GPU) is not judged.
+/// The planner's memory check for one study: each model file it may load
+/// read once, the machine's available memory and free GPU memory read
+/// once. It applies to llama.cpp; a configuration that leaves the split
+/// between GPU and host to the engine (no `n_gpu_layers` on a machine with
+/// a GPU) is not judged.
 pub(crate) struct FitCheck {
-    info: Option<(ModelInfo, u64)>,
+    /// The study's own model, which a configuration loads unless it names
+    /// another (see [`engine_bridge::catalog::MODEL_SETTING`]).
+    default: String,
+    models: BTreeMap<String, ModelInfo>,
+    available: Option<u64>,
     gpu_free: Option<u64>,
 }
 
 impl FitCheck {
-    pub(crate) async fn new(profile: &Profile, model: &str) -> Self {
+    pub(crate) async fn new(profile: &Profile, study: &Study) -> Self {
         let applies = matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython);
-        let info = applies
-            .then(|| {
-                let info = ModelInfo::read(&profile.model(model)?.path).ok()?;
-                Some((info, engine_bridge::memory::mem_available()?))
-            })
-            .flatten();
-        let gpu_free =
-            if info.is_some() { engine_bridge::memory::gpu_free_bytes().await } else { None };
-        Self { info, gpu_free }
+        let mut names = vec![study.def.model.clone()];
+        names.extend(study.values_of(engine_bridge::catalog::MODEL_SETTING));
+        let models: BTreeMap<String, ModelInfo> = names
+            .into_iter()
+            .filter(|_| applies)
+            .filter_map(|n| Some((n.clone(), ModelInfo::read(&profile.model(&n)?.path).ok()?)))
+            .collect();
+        let available = engine_bridge::memory::mem_available();
+        let gpu_free = match models.is_empty() {
+            true => None,
+            false => engine_bridge::memory::gpu_free_bytes().await,
+        };
+        Self { default: study.def.model.clone(), models, available, gpu_free }
     }
 
     /// Why `config` cannot fit, if the planner says so.
     pub(crate) fn will_not_fit(&self, config: &Settings) -> Option<String> {
-        let (info, available) = self.info.as_ref()?;
+        let name = config.get(engine_bridge::catalog::MODEL_SETTING).unwrap_or(&self.default);
+        let (info, available) = (self.models.get(name.trim())?, self.available.as_ref()?);
         let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
         let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
         let types = (cache("cache_type_k"), cache("cache_type_v"));
@@ -110,7 +143,7 @@ pub async fn preview(
         Err(e) => return Ok(Err(e)),
     };
     let profile = profiles.iter().find(|p| p.name == def.profile).expect("checked");
-    let fit = FitCheck::new(profile, &def.model).await;
+    let fit = FitCheck::new(profile, &study).await;
     let grid_size = study.space.grid_size().min(u64::MAX as u128) as u64;
     let (mut allowed, mut not_fit, mut examples) = (None, 0, Vec::new());
     if study.space.grid_size() <= 200_000 {

@@ -47,15 +47,12 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
             None => "—".into(),
         }));
         rows.push(row(&format!("Best {}", metric.label()), &|list| {
-            let reference = list
-                .iter()
-                .find(|t| t.role.as_deref() == Some("baseline"))
-                .map(|t| &t.settings)
-                .filter(|_| metric.against_reference());
+            // The reference's own divergence (exactly 0) is no best.
+            let yardstick = |t: &TrialView| metric.against_reference() && t.kld_mean == Some(0.0);
             let best = list
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
-                .filter(|t| reference != Some(&t.settings))
+                .filter(|t| !yardstick(t))
                 .filter_map(|t| Some((t, *metrics(t).get(&metric)?)))
                 .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
             let Some((t, v)) = best else { return "—".into() };

@@ -41,6 +41,12 @@ pub fn plan(
     settings: &Settings,
     port: u16,
 ) -> Result<LaunchSpec, PlanError> {
+    // A configuration may name which of the profile's files it loads.
+    let model = settings
+        .get(crate::catalog::MODEL_SETTING)
+        .map(|m| m.trim())
+        .filter(|m| !m.is_empty())
+        .unwrap_or(model);
     let entry = profile.model(model).ok_or_else(|| PlanError::UnknownModel {
         profile: profile.name.clone(),
         model: model.into(),
@@ -48,7 +54,8 @@ pub fn plan(
     let catalog = profile.catalog();
     let mut rendered = catalog.render(settings)?;
     // A draft model is named like the main one and becomes its path.
-    for param in catalog.params.iter().filter(|p| matches!(p.domain, Domain::Model)) {
+    let drafts = catalog.params.iter().filter(|p| p.name != crate::catalog::MODEL_SETTING);
+    for param in drafts.filter(|p| matches!(p.domain, Domain::Model)) {
         let Some(name) = settings.get(param.name.as_ref()) else { continue };
         let draft = profile.model(name.trim()).ok_or_else(|| PlanError::UnknownModel {
             profile: profile.name.clone(),
@@ -472,6 +479,34 @@ mod tests {
         );
         let spec = plan(&profile("vllm"), "m", &s, 9000).unwrap();
         assert_eq!((spec.api, spec.health_path.as_str()), (crate::profile::Api::OpenAi, "/health"));
+    }
+
+    #[test]
+    fn a_configuration_may_name_which_model_file_it_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bin, q8, q4) = (
+            dir.path().join("llama-server"),
+            dir.path().join("q8.gguf"),
+            dir.path().join("q4.gguf"),
+        );
+        for f in [&bin, &q8, &q4] {
+            std::fs::write(f, b"").unwrap();
+        }
+        let profile: Profile = toml::from_str(&format!(
+            "name = \"p\"\nkind = \"llama-server\"\nbinary = {bin:?}\n\
+             [[models]]\nname = \"q8\"\npath = {q8:?}\n[[models]]\nname = \"q4\"\npath = {q4:?}\n"
+        ))
+        .unwrap();
+        let s: Settings = [("model".to_string(), "q4".to_string())].into();
+        let spec = plan(&profile, "q8", &s, 9000).unwrap();
+        let model_at = spec.args.iter().position(|a| a == "-m").unwrap();
+        assert_eq!(spec.args[model_at + 1], q4.display().to_string());
+        assert_eq!(spec.args.iter().filter(|a| *a == "-m").count(), 1, "{:?}", spec.args);
+        assert_eq!(spec.model.as_deref(), Some(q4.as_path()));
+        assert_eq!(plan(&profile, "q8", &Settings::new(), 9000).unwrap().model, Some(q8.clone()));
+        let other: Settings = [("model".to_string(), "f16".to_string())].into();
+        let err = plan(&profile, "q8", &other, 9000).unwrap_err();
+        assert_eq!(err.to_string(), "profile `p` has no model named `f16`");
     }
 
     #[test]

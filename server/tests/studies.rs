@@ -3,6 +3,7 @@
 //! llama-bench's own output read as trials.
 
 mod common;
+mod model_files;
 
 use std::time::Duration;
 
@@ -330,7 +331,7 @@ async fn a_study_judges_quality_by_kl_divergence_from_its_baseline() {
     // The reference is the yardstick, never the best: the best divergence
     // is the 4-bit cache's, the only configuration compared with it.
     let best = format!(
-        "**Best mean KL divergence** (lowest of those compared with the reference): {} — trial {},",
+        "**Best mean KL divergence** (lowest of those that differ from the reference): {} — trial {},",
         tunebook_study::findings::value_text(tunebook_study::Metric::KldMean, moved),
         q4.id
     );

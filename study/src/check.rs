@@ -37,6 +37,18 @@ impl StudyDef {
             ));
         }
         let check_value = |name: &str, value: &str, errors: &mut Vec<String>| {
+            // Model files are the profile's, by name: an allowlist.
+            if name == engine_bridge::catalog::MODEL_SETTING
+                && catalog.get(name).is_some()
+                && !models.iter().any(|m| m == value.trim())
+            {
+                errors.push(format!(
+                    "setting `{name}`: `{value}` is not a model of profile `{}` (it has {})",
+                    self.profile,
+                    models.join(", ")
+                ));
+                return false;
+            }
             let one: Settings = [(name.to_string(), value.to_string())].into();
             if let Err(e) = catalog.render(&one) {
                 errors.push(e.to_string());
@@ -166,6 +178,11 @@ impl StudyDef {
         let mut space = Space { params, fixed: fixed.clone(), constraints };
         let mut baseline = fixed;
         baseline.extend(baseline_given);
+        // A study that compares model files starts from its own model.
+        let model = engine_bridge::catalog::MODEL_SETTING;
+        if space.params.iter().any(|p| p.name == model) && !baseline.contains_key(model) {
+            baseline.insert(model.to_string(), self.model.clone());
+        }
         if errors.is_empty() {
             // The baseline is the reference, so a bound on a setting may
             // exclude it; the search keeps within the bound.

@@ -283,6 +283,29 @@ pub struct Observation {
 }
 
 impl Study {
+    /// The model file `config` loads: the one it names (a study that
+    /// varies `model`), else the study's own.
+    pub fn model_of<'a>(&'a self, config: &'a Settings) -> &'a str {
+        config.get(engine_bridge::catalog::MODEL_SETTING).map_or(&self.def.model, |m| m.trim())
+    }
+
+    /// Every value the study may give `setting`: its listed values where
+    /// it varies it, its fixed value where it fixes it, its baseline's.
+    pub fn values_of(&self, setting: &str) -> Vec<String> {
+        let listed = self.space.params.iter().filter(|p| p.name == setting);
+        let mut values: Vec<String> = listed
+            .flat_map(|p| match &p.domain {
+                crate::space::Domain::Values(v) => v.clone(),
+                _ => vec![],
+            })
+            .chain(self.space.fixed.get(setting).cloned())
+            .chain(self.baseline.get(setting).cloned())
+            .collect();
+        values.sort();
+        values.dedup();
+        values
+    }
+
     /// The configurations tried so far (failed ones count: trying again
     /// would fail again).
     pub fn tried(history: &[Observation], config: &Settings) -> bool {

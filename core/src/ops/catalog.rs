@@ -20,7 +20,8 @@ pub fn profiles(profiles: &[Profile]) -> Vec<ProfileView> {
             params: {
                 let catalog = p.catalog();
                 let env = catalog.env.iter().map(env_param);
-                catalog.params.iter().cloned().chain(env).map(|p| param_view(&p)).collect()
+                let models: Vec<String> = p.models.iter().map(|m| m.name.clone()).collect();
+                catalog.params.iter().cloned().chain(env).map(|p| param_view(&p, &models)).collect()
             },
         })
         .collect()
@@ -58,7 +59,9 @@ fn env_param(v: &engine_bridge::catalog::EnvVar) -> engine_bridge::catalog::Para
     }
 }
 
-fn param_view(p: &engine_bridge::catalog::Param) -> ParamView {
+/// A setting as the designer shows it; `models`: the profile's model
+/// names, the values a model setting takes.
+fn param_view(p: &engine_bridge::catalog::Param, models: &[String]) -> ParamView {
     use engine_bridge::catalog::{Domain, Phase};
     let (kind, choices, min, max) = match &p.domain {
         Domain::Int { min, max } => ("int", vec![], Some(*min as f64), Some(*max as f64)),
@@ -72,7 +75,7 @@ fn param_view(p: &engine_bridge::catalog::Param) -> ParamView {
         Domain::Bool | Domain::BoolValue | Domain::Negatable { .. } => {
             ("bool", vec!["false".into(), "true".into()], None, None)
         }
-        Domain::Model => ("model", vec![], None, None),
+        Domain::Model => ("model", models.to_vec(), None, None),
         Domain::Text | Domain::Devices | Domain::TensorOverrides | Domain::Proportions => {
             ("text", vec![], None, None)
         }

@@ -204,7 +204,7 @@ impl Studies {
         if !study.def.machines.is_empty() {
             return self.run_on_workers(id, &study, strategy.as_ref(), control).await;
         }
-        let fit = FitCheck::new(&profile, &study.def.model).await;
+        let fit = FitCheck::new(&profile, &study).await;
         let mut history = History::default();
         loop {
             let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
@@ -254,7 +254,7 @@ impl Studies {
             let part = StudyPart { study_id: id, role, note: &note };
             let new = NewTrial {
                 profile: &study.def.profile,
-                model: &study.def.model,
+                model: study.model_of(&config),
                 settings: &config,
                 tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
                 study: Some(part),

@@ -124,7 +124,7 @@ impl Studies {
                     let target = queue::target_of(workers);
                     let new = NewTrial {
                         profile: &study.def.profile,
-                        model: &study.def.model,
+                        model: study.model_of(&config),
                         settings: &config,
                         tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
                         study: Some(StudyPart { study_id: id, role, note: &note }),

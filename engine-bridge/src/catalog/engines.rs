@@ -5,7 +5,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::{CACHE_TYPES, Catalog, Domain, EnvVar, Param, Phase, int, param, request_param};
+use super::{
+    CACHE_TYPES, Catalog, Domain, EnvVar, MODEL_SETTING, Param, Phase, int, param, request_param,
+};
 
 /// ggml type numbers for cache type names, as llama-cpp-python takes them.
 pub const GGML_TYPE_NUMBERS: &[(&str, &str)] = &[
@@ -98,6 +100,13 @@ impl Catalog {
         Self {
             engine: "llama-server",
             params: vec![
+                param(
+                    MODEL_SETTING,
+                    "",
+                    Model,
+                    "the study's model",
+                    "Which of the profile's model files to load (quantizations of one model, say).",
+                ),
                 param(
                     "ctx_size",
                     "-c",

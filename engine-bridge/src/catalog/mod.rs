@@ -17,6 +17,10 @@ use serde::Serialize;
 pub type Settings = BTreeMap<String, String>;
 
 /// The values a parameter accepts.
+/// The setting that picks which of a profile's model files a
+/// configuration loads: a study varies it to compare quantizations.
+pub const MODEL_SETTING: &str = "model";
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Domain {
@@ -242,6 +246,12 @@ impl Catalog {
         for param in &self.params {
             let Some(value) = settings.get(param.name.as_ref()) else { continue };
             let value = value.trim();
+            if param.name == MODEL_SETTING {
+                // Not a flag: the launch puts the named model's path where
+                // the engine takes its model (see `engine::plan`).
+                param.render(value)?;
+                continue;
+            }
             match param.phase {
                 Phase::LoadTime => out.args.extend(param.render(value)?),
                 Phase::RequestTime => {

@@ -27,7 +27,8 @@ pub struct KldProbe {
     #[serde(with = "super::secs")]
     pub timeout: Duration,
     /// The configuration compared against: a study's baseline (its check
-    /// sets it), else the engine's defaults.
+    /// sets it), else the engine's defaults; where it names a `model`,
+    /// that file of the profile, else the trial's own.
     pub reference: Settings,
 }
 
@@ -55,9 +56,10 @@ pub fn parse_kld(output: &str) -> Option<(f64, f64, f64)> {
         let line = output.lines().rev().find(|l| l.trim_start().starts_with(label))?;
         line.split(':').nth(1)?.split_whitespace().next()?.parse().ok()
     };
-    // A divergence is never below 0: the tool's float sums can round a
-    // configuration's divergence from itself to -1e-6.
-    let divergence = |label: &str| value(label).map(|v| v.max(0.0));
+    // A divergence is never below 0, and the tool prints six decimals: its
+    // float sums put a configuration's divergence from itself at ±1e-6,
+    // which is no divergence it can tell.
+    let divergence = |label: &str| value(label).map(|v| if v <= 1e-6 { 0.0 } else { v });
     Some((divergence("Mean    KLD")?, divergence("99.0%   KLD")?, value("Same top p")?))
 }
 
@@ -92,12 +94,26 @@ impl KldProbe {
     ) -> Result<KldResult, Failure> {
         let fail = |message: String| Failure::new(FailureKind::ProbeFailed, message);
         std::fs::create_dir_all(dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
-        let base = self.base_path(dir, model);
+        // The reference may load another of the profile's files (the
+        // highest-precision one of a study that compares files).
+        let reference_model = match self.reference.get(crate::catalog::MODEL_SETTING) {
+            Some(name) => {
+                &profile
+                    .model(name.trim())
+                    .ok_or_else(|| {
+                        fail(format!("the reference's model `{name}` is not in the profile"))
+                    })?
+                    .path
+            }
+            None => model,
+        };
+        let base = self.base_path(dir, reference_model);
         let started = Instant::now();
         if !base.is_file() {
             // Written under another name and moved: a half-written base
             // never stands at the name later trials read.
             let partial = base.with_extension("partial");
+            let model = reference_model;
             let run = Run { profile, model, settings: &self.reference, scratch: dir, registry };
             let extra = ["--kl-divergence-base".to_string(), partial.display().to_string()];
             let wrote = |out: &str| out.contains("Final estimate").then_some(());
@@ -136,6 +152,8 @@ mod tests {
         assert_eq!(parse_kld("Mean    KLD:   0.1\n"), None, "all three or nothing");
         let itself = "Mean    KLD:  -0.000001 ±   0.000000\n99.0%   KLD:  -0.000000\nSame top p: 100.000 ± 0.000 %\n";
         assert_eq!(parse_kld(itself), Some((0.0, 0.0, 100.0)), "never below 0");
+        let rounded = itself.replace("-0.000001", "0.000001");
+        assert_eq!(parse_kld(&rounded).unwrap().0, 0.0, "below what the tool can tell");
     }
 
     #[test]

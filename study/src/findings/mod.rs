@@ -317,16 +317,13 @@ pub fn findings_with(
     // A trial that broke a bound is no pick, however fast.
     let eligible: Vec<&TrialFacts> =
         searched.iter().copied().filter(|t| t.missed.is_none()).collect();
-    let baseline = trials
-        .iter()
-        .find(|t| t.role.as_deref() == Some("baseline"))
-        .map(|t| t.settings.clone())
-        .unwrap_or_default();
     let mut out = Vec::new();
     for (measure, goal) in measures {
-        // A divergence from the reference is no merit of the reference.
+        // A divergence from the reference is no merit of the reference, nor
+        // of a configuration whose output is the reference's to the digit.
         let yardstick = |t: &TrialFacts| {
-            measure.metric().is_some_and(Metric::against_reference) && t.settings == baseline
+            measure.metric().is_some_and(Metric::against_reference)
+                && t.metrics.get(&Metric::KldMean) == Some(&0.0)
         };
         let best = eligible
             .iter()
@@ -357,6 +354,11 @@ pub fn findings_with(
             held,
         });
     }
+    let baseline = trials
+        .iter()
+        .find(|t| t.role.as_deref() == Some("baseline"))
+        .map(|t| t.settings.clone())
+        .unwrap_or_default();
     let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
         .into_iter()
         .filter(|(m, _)| analysis::modelled(*m))

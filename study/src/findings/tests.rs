@@ -381,3 +381,41 @@ fn values_read_as_people_read_them() {
     assert_eq!(value_text(Metric::QualityScore, 0.875), "87.5 %");
     assert_eq!(value_text(Metric::DecodeTps, 45.123), "45.12");
 }
+
+#[test]
+fn the_reference_is_the_yardstick_of_a_divergence_never_its_best() {
+    // The reference (0 by construction) and a configuration whose output
+    // is its to the digit, then two that diverge.
+    let trial = |id: i64, cache: &str, kld: f64| TrialFacts {
+        id,
+        role: (id == 1).then(|| "baseline".to_string()),
+        settings: [("cache_type_k".to_string(), cache.to_string())].into(),
+        done: true,
+        metrics: [(Metric::KldMean, kld), (Metric::DecodeTps, 50.0 + id as f64)].into(),
+        ..Default::default()
+    };
+    let trials = [
+        trial(1, "f16", 0.0),
+        trial(2, "bf16", 0.0),
+        trial(3, "q8_0", 0.004),
+        trial(4, "q4_0", 0.04),
+    ];
+    let objectives = [
+        (Measure::Metric(Metric::DecodeTps), Goal::Max),
+        (Measure::Metric(Metric::KldMean), Goal::Min),
+    ];
+    let found = findings(&trials, &["cache_type_k".to_string()], &objectives);
+    let best = |m: Metric| {
+        found.iter().find_map(|f| match f {
+            Finding::Best { measure, trial, .. } if measure.metric() == Some(m) => Some(*trial),
+            _ => None,
+        })
+    };
+    assert_eq!(best(Metric::KldMean), Some(3), "{found:#?}");
+    assert_eq!(best(Metric::DecodeTps), Some(4), "speed has no yardstick");
+    let text = markdown(&found);
+    assert!(
+        text.contains("**Best mean KL divergence** (lowest of those that differ from the reference): 0.0040 — trial 3"),
+        "{text}"
+    );
+}

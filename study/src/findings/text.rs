@@ -62,7 +62,7 @@ fn reach(metric: Metric, i: &Interval) -> f64 {
 /// What a best on a divergence is best among: never the reference itself.
 fn reference_note(measure: &Measure) -> &'static str {
     let against = measure.metric().is_some_and(Metric::against_reference);
-    if against { " of those compared with the reference" } else { "" }
+    if against { " of those that differ from the reference" } else { "" }
 }
 
 pub(super) fn names(settings: &[String]) -> String {
