@@ -205,7 +205,13 @@ mod tests {
         write_random_llama(&path, &LlamaSpec::tiny(), 1).unwrap();
         let info = ModelInfo::read(&path).unwrap();
         let gib = 1u64 << 30;
-        let fit = FitCheck { info: Some((info, 64 * gib)), gpu_free: Some(200 << 20) };
+        let models = |name: &str| [(name.to_string(), info.clone())].into();
+        let fit = FitCheck {
+            default: "m".into(),
+            models: models("m"),
+            available: Some(64 * gib),
+            gpu_free: Some(200 << 20),
+        };
         // On the host alone it fits; every layer on a GPU with 200 MiB free
         // does not (the CUDA runtime and the overhead margin alone take 1 GiB).
         assert_eq!(fit.will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "0")])), None);
@@ -222,9 +228,14 @@ mod tests {
             no_gpu.will_not_fit(&config(&[("ctx_size", "4096"), ("n_gpu_layers", "99")])),
             None
         );
-        let (info, _) = no_gpu.info.unwrap();
-        let tight = FitCheck { info: Some((info, 100 << 20)), gpu_free: None };
+        let tight = FitCheck { available: Some(100 << 20), ..no_gpu };
         let why = tight.will_not_fit(&config(&[("ctx_size", "4096")])).expect("too big");
         assert!(why.starts_with("predicted not to fit: needs"), "{why}");
+        // A configuration that names another file is sized as that file;
+        // one the check never read is not judged.
+        let files = FitCheck { models: models("other"), ..tight };
+        let named = config(&[("ctx_size", "4096"), ("model", "other")]);
+        assert!(files.will_not_fit(&named).is_some_and(|w| w.starts_with("predicted not to fit")));
+        assert_eq!(files.will_not_fit(&config(&[("ctx_size", "4096")])), None, "`m` is unread");
     }
 }
