@@ -326,7 +326,9 @@ impl Param {
                 }
             }
             Domain::Model => {
-                if value.is_empty() || value.starts_with('-') {
+                // A name of the profile's, never a path: plan() looks it up.
+                let path_like = value.contains(['/', '\\']) || value.starts_with('.');
+                if value.is_empty() || value.starts_with('-') || path_like {
                     return Err(SettingError::NotAChoice {
                         name,
                         value: value.into(),
@@ -470,7 +472,11 @@ mod tests {
     #[test]
     fn rejects_unknown_settings_and_bad_values() {
         let cat = Catalog::llama_server();
+        // A model is named, never given as a path (plan() looks names up in
+        // the profile).
         let err = cat.render(&settings(&[("model", "/etc/passwd")])).unwrap_err();
+        assert!(err.to_string().contains("the name of a model of this profile"), "{err}");
+        let err = cat.render(&settings(&[("model_path", "/etc/passwd")])).unwrap_err();
         assert!(matches!(err, SettingError::Unknown { .. }), "{err}");
         let err = cat.render(&settings(&[("threads", "two")])).unwrap_err();
         assert_eq!(err.to_string(), "setting `threads`: `two` is not a whole number");
