@@ -105,5 +105,18 @@ async fn a_study_compares_model_files_against_the_finest() {
         .find(|f| f["kind"] == "best" && f["metric"] == "kld_mean");
     let best = best.unwrap_or_else(|| panic!("{}", found["markdown"]));
     assert_ne!(best["settings"]["model"], "smollm2-f16", "{best}");
+    // What each file costs and saves, against the baseline's file.
+    let markdown = found["markdown"].as_str().unwrap();
+    let line = markdown
+        .lines()
+        .find(|l| l.contains("**What each model file costs and saves**"))
+        .unwrap_or_else(|| panic!("{markdown}"));
+    eprintln!("{line}");
+    assert!(line.contains("against the baseline's `smollm2-q4_1`"), "{line}");
+    assert!(
+        line.contains("`smollm2-f16` (trials") && line.contains("`smollm2-q4_0` (trials"),
+        "{line}"
+    );
+    assert!(line.contains("peak RSS (bytes)") && line.contains("mean KL divergence"), "{line}");
     server.stop().await;
 }

@@ -21,6 +21,9 @@ impl Finding {
             Finding::Boundary { held, again, failed, .. } => {
                 held.iter().map(|h| h.0).chain(*again).chain(failed.iter().map(|f| f.0)).collect()
             }
+            Finding::Files { base_trials, rows, .. } => {
+                base_trials.iter().chain(rows.iter().flat_map(|r| &r.trials)).copied().collect()
+            }
             Finding::NotDetermined { .. } | Finding::Interaction { .. } => vec![],
             Finding::Drift { baseline, flagged, .. } => {
                 let mut ids: BTreeSet<i64> = baseline.iter().map(|(id, _)| *id).collect();
@@ -60,6 +63,7 @@ impl Finding {
             Finding::Failures { cause, .. } => format!("failures:{cause}"),
             Finding::Ceiling { .. } => "ceiling".into(),
             Finding::Drift { .. } => "drift".into(),
+            Finding::Files { setting, .. } => format!("files:{setting}"),
         }
     }
 }

@@ -22,6 +22,7 @@ mod boundary;
 mod cites;
 pub mod confirmed;
 mod design;
+mod files;
 mod free_wins;
 mod numbers;
 mod ols;
@@ -37,6 +38,7 @@ use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
 
 pub use boundary::{boundary, mark_missed};
+pub use files::FileRow;
 pub use numbers::{num, value_text};
 pub use rules::{Condition, Op, Rule, holds};
 pub use sections::{Pick, SECTIONS, markdown, section_markdown};
@@ -253,6 +255,9 @@ pub enum Finding {
         #[serde(default)]
         given: Vec<String>,
     },
+    /// A study that compares model files: each file against the
+    /// baseline's, at the baseline's other settings (medians, see [`files`]).
+    Files { setting: String, base: String, base_trials: Vec<i64>, rows: Vec<files::FileRow> },
     /// What the data cannot tell yet, and why.
     NotDetermined { setting: String, metric: Metric, reason: Undetermined },
     /// Two settings whose effects on a metric depend on each other.
@@ -359,6 +364,7 @@ pub fn findings_with(
         .find(|t| t.role.as_deref() == Some("baseline"))
         .map(|t| t.settings.clone())
         .unwrap_or_default();
+    out.extend(files::compare(&done, &baseline, engine_bridge::catalog::MODEL_SETTING));
     let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
         .into_iter()
         .filter(|(m, _)| analysis::modelled(*m))

@@ -21,7 +21,9 @@ pub const SECTIONS: [(&str, &str, Pick); 10] = [
         )
     }),
     ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
-    ("effects", "What each setting changes", |f| matches!(f, Finding::Effect { .. })),
+    ("effects", "What each setting changes", |f| {
+        matches!(f, Finding::Effect { .. } | Finding::Files { .. })
+    }),
     ("interactions", "Settings that act together", |f| matches!(f, Finding::Interaction { .. })),
     ("no_effect", "No effect, shown within the margin", |f| matches!(f, Finding::NoEffect { .. })),
     ("not_determined", "Not determined yet", |f| matches!(f, Finding::NotDetermined { .. })),

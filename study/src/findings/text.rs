@@ -396,6 +396,39 @@ impl Finding {
                     let _ = write!(s, " Settings that moved decode: {}.", list.join(", "));
                 }
             }
+            Finding::Files { setting, base, base_trials, rows } => {
+                let each: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        let changes: Vec<String> = r
+                            .changes
+                            .iter()
+                            .map(|(m, x, change)| match m.scale() {
+                                Scale::Ratio => {
+                                    format!("{} {}", m.label(), change_size(*m, *change))
+                                }
+                                _ => format!(
+                                    "{} {} ({})",
+                                    m.label(),
+                                    value_text(*m, *x),
+                                    change_size(*m, *change)
+                                ),
+                            })
+                            .collect();
+                        let trials = trial_list(&r.trials);
+                        format!("`{}` (trials {trials}): {}", r.file, changes.join(", "))
+                    })
+                    .collect();
+                let _ = write!(
+                    s,
+                    "**What each model file costs and saves**, against the baseline's `{base}` (trials {}), \
+                     each at the baseline's other settings (medians of what ran): {}. Not a test: \
+                     a file run once carries the machine's noise, and the effects of `{setting}` \
+                     say what clears it.",
+                    trial_list(base_trials),
+                    each.join("; ")
+                );
+            }
             Finding::Drift { metric, baseline, worst_pct, flagged } => {
                 let runs: Vec<String> = baseline
                     .iter()
