@@ -721,6 +721,48 @@ async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
 }
 
 #[tokio::test]
+async fn a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let trial = json!({
+        "profile": "demo",
+        "model": "smollm2-135m",
+        "settings": { "ctx_size": "1024", "threads": "2" }
+    });
+    let created = http().post(server.url("/api/trials")).json(&trial).send().await.unwrap();
+    let id = created.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    eventually(Duration::from_secs(120), "the trial's end", || {
+        let url = server.url(&format!("/api/trials/{id}"));
+        async move {
+            let t: Value = http().get(url).send().await.ok()?.json().await.ok()?;
+            (t["state"] == "done").then_some(())
+        }
+    })
+    .await;
+
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    open(&client, &server.url(&format!("/trials/{id}")), "main.trial[data-hydrated='true']").await;
+    let head = text_when(&client, "#quality-head", "the quality suite", |t| !t.is_empty()).await;
+    assert!(head.contains("asked through the model's chat template"), "{head}");
+    let rows = client.find_all(Locator::Css("#quality-cases tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 8);
+    let capital = rows[2].text().await.unwrap();
+    assert!(capital.contains("What is the capital of France?"), "{capital}");
+    // The finished trial's log, read from its file once the page is live:
+    // a page whose hydration panicked (a table body the browser added and
+    // the page did not render) never gets this far.
+    let log = text_when(&client, "#log-tail", "the engine's log", |t| {
+        !t.contains("wrote nothing") && t.lines().count() > 3
+    })
+    .await;
+    assert!(log.contains("print_timing"), "the engine's own lines: {log}");
+    screenshot(&client, "trial-real-model").await;
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn two_studies_of_the_same_space_compare_side_by_side() {
     common::require_demo_engine();
     let server = TestServer::start().await;

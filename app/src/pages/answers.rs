@@ -41,7 +41,7 @@ fn quality_rows(measurement: &Value) -> Option<(String, Vec<AnswerRow>)> {
             .unwrap_or_else(|| "asked as raw completions".into()),
     };
     let head = format!(
-        "Suite `{}`: {passed} of {} passed, {how}.",
+        "Suite {}: {passed} of {} passed, {how}.",
         quality["suite"].as_str().unwrap_or_default(),
         rows.len()
     );
@@ -138,10 +138,7 @@ mod tests {
             ]
         }});
         let (head, rows) = quality_rows(&m).unwrap();
-        assert_eq!(
-            head,
-            "Suite `default`: 1 of 2 passed, asked through the model's chat template."
-        );
+        assert_eq!(head, "Suite default: 1 of 2 passed, asked through the model's chat template.");
         assert_eq!(
             (rows[0].question.as_str(), rows[0].verdict),
             ("What is the capital of France?", "passed")

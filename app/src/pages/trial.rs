@@ -103,12 +103,15 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
         <div class="study-grid">
             <section class="panel">
                 <h2>"Settings"</h2>
-                <table class="kv" id="trial-settings">
+                // The body is written out: a browser adds one to a table
+                // without, and hydration would then find a node it did not
+                // render.
+                <table class="kv" id="trial-settings"><tbody>
                     {d.trial.settings.iter().map(|(k, v)| {
                         let differs = d.baseline.is_some() && baseline.get(k) != Some(v);
                         view! { <tr class:differs=differs><th>{k.clone()}</th><td>{v.clone()}</td><td class="muted">{if differs { format!("baseline: {}", baseline.get(k).cloned().unwrap_or_else(|| "engine default".into())) } else { String::new() }}</td></tr> }
                     }).collect_view()}
-                </table>
+                </tbody></table>
                 <p class="muted">{d.trial.note.clone().unwrap_or_default()}</p>
             </section>
             <section class="panel">
