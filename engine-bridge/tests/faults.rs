@@ -202,3 +202,27 @@ async fn a_binary_that_cannot_run() {
     assert_eq!(f.kind, FailureKind::Spawn, "{f:?}");
     assert!(f.message.contains("Permission denied"), "{}", f.message);
 }
+
+#[tokio::test]
+async fn a_thinking_model_cut_off_mid_thought_is_asked_again_with_room_to_think() {
+    use engine_bridge::probes::{QualityProbe, Suite};
+    let engine = launch("thinker", &[], Duration::from_secs(10)).await.unwrap();
+    let suite = Suite::parse(
+        "name = \"one\"\n[[case]]\nid = \"capital\"\nprompt = \"What is the capital of France?\"\n\
+         any = [\"Paris\"]\nmax_tokens = 16\n",
+    )
+    .unwrap();
+    let probe = QualityProbe { suite, thinking_budget: 200, ..QualityProbe::default() };
+    let result = probe.run(&engine).await.unwrap();
+    let case = &result.cases[0];
+    // Sixteen tokens end inside its thinking; asked again with the budget
+    // it answers, and only the answer is judged.
+    assert!(case.passed, "{case:?}");
+    assert_eq!(case.answer.trim(), "Paris.");
+    assert!(case.thinking_tokens.is_some_and(|n| n > 0), "{case:?}");
+    // Without the room, it is cut off: no answer, and it fails.
+    let short = QualityProbe { thinking_budget: 0, ..probe };
+    let result = short.run(&engine).await.unwrap();
+    assert!(!result.cases[0].passed && result.cases[0].answer.is_empty(), "{result:?}");
+    engine.stop(Duration::from_secs(5)).await;
+}

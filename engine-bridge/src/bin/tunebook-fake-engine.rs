@@ -11,7 +11,10 @@
 //! `ok` (healthy, answers completions), `crash-on-load`, `oom`, `reject`,
 //! `port-taken`, `slow-load` (503 for N ms), `never-ready`, `hang-probe`,
 //! `crash-in-probe`, `ignore-sigterm`, `spawn-child` (a grandchild in the
-//! same process group; its pid is printed as `child pid N`).
+//! same process group; its pid is printed as `child pid N`), `thinker` (a
+//! thinking model that says nothing of it in its template: it reasons in
+//! `<think>` for 100 tokens before it answers `Paris`, so a short budget
+//! cuts it off mid-thought).
 //!
 //! It also answers `/v1/chat/completions` at once with eight streamed
 //! tokens: a stub endpoint for the load generator's own ceiling
@@ -160,7 +163,7 @@ async fn main() {
 
 /// `decode`: the tokens a second completions report.
 async fn serve(mut stream: TcpStream, mode: String, ready: bool, decode: f64) {
-    let Some((path, _body)) = read_request(&mut stream).await else {
+    let Some((path, body)) = read_request(&mut stream).await else {
         return;
     };
     let json = |status: &str, body: &str| {
@@ -191,6 +194,7 @@ async fn serve(mut stream: TcpStream, mode: String, ready: bool, decode: f64) {
                 eprintln!("GGML_ASSERT failed: fake crash during decode");
                 std::process::abort();
             }
+            "thinker" => return stream_thoughts(stream, &body).await,
             _ => return stream_completion(stream, decode).await,
         },
         "/v1/chat/completions" => return stream_chat(stream).await,
@@ -251,6 +255,29 @@ async fn stream_completion(mut stream: TcpStream, decode: f64) {
          \"prompt_per_second\":{prefill},\"predicted_n\":{n},\"predicted_ms\":{predicted_ms},\"predicted_per_second\":{decode}}}}}\n\n"
     );
     let _ = stream.write_all(last.as_bytes()).await;
+}
+
+/// A thinking model's reply: 100 tokens of thought, then its answer;
+/// cut off after the request's `n_predict` tokens.
+async fn stream_thoughts(mut stream: TcpStream, body: &[u8]) {
+    let asked: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let n_predict = asked["n_predict"].as_u64().unwrap_or(16) as usize;
+    let mut pieces = vec!["<think>"];
+    pieces.extend(std::iter::repeat_n(" hmm", 98));
+    pieces.extend(["</think>", " Paris", "."]);
+    pieces.truncate(n_predict);
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+    );
+    for piece in &pieces {
+        out.push_str(&format!("data: {{\"content\":{piece:?},\"stop\":false}}\n\n"));
+    }
+    let n = pieces.len();
+    out.push_str(&format!(
+        "data: {{\"content\":\"\",\"stop\":true,\"timings\":{{\"prompt_n\":16,\"prompt_ms\":1.0,\
+         \"prompt_per_second\":16000.0,\"predicted_n\":{n},\"predicted_ms\":{n}.0,\"predicted_per_second\":1000.0}}}}\n\n"
+    ));
+    let _ = stream.write_all(out.as_bytes()).await;
 }
 
 /// A chat answer of eight tokens, sent at once: what costs nothing to
