@@ -141,15 +141,22 @@ impl RunningEngine {
             return Ok(raw_frame("the model file has no chat template: asked as a raw completion"));
         };
         let messages = json!([{ "role": "user", "content": MARK }]);
-        let rendered = llama_server::apply_template(&self.client, &self.base_url, &messages)
+        let rendered = match llama_server::apply_template(&self.client, &self.base_url, &messages)
             .await
-            .map_err(|e| {
-                let why = format!("apply-template: {}", llama_server::chain(&e));
-                Failure::new(FailureKind::ProbeFailed, why)
-            });
-        let rendered = match rendered {
+        {
             Ok(r) => r,
-            Err(f) => return Err(self.explain(f).await),
+            // An older build without the endpoint, or a template it cannot
+            // render: the questions still get asked, and the trial says how.
+            Err(e) if e.is_status() => {
+                let why = llama_server::chain(&e);
+                return Ok(raw_frame(format!(
+                    "the engine did not render the chat template ({why}): asked as a raw completion"
+                )));
+            }
+            Err(e) => {
+                let why = format!("apply-template: {}", llama_server::chain(&e));
+                return Err(self.explain(Failure::new(FailureKind::ProbeFailed, why)).await);
+            }
         };
         let Some((prefix, suffix)) = rendered.split_once(MARK) else {
             return Ok(raw_frame("the chat template dropped the message: asked raw"));

@@ -226,3 +226,29 @@ async fn a_thinking_model_cut_off_mid_thought_is_asked_again_with_room_to_think(
     assert!(!result.cases[0].passed && result.cases[0].answer.is_empty(), "{result:?}");
     engine.stop(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn a_template_the_engine_cannot_render_is_asked_raw_and_says_why() {
+    use engine_bridge::ask::PromptStyle;
+    use engine_bridge::gguf::{MetaValue, ModelSpec, write_model};
+    // A model file with a chat template, on an engine (the fake) that has
+    // no `/apply-template`, as older llama-server builds do.
+    let dir = tempfile::tempdir().unwrap();
+    let mut profile = fake_profile(dir.path(), "ok", &[]);
+    let model = dir.path().join("templated.gguf");
+    let template = "{% for m in messages %}<|user|>{{ m.content }}{% endfor %}<|assistant|>";
+    let spec = ModelSpec {
+        metadata: vec![("tokenizer.chat_template".into(), MetaValue::Str(template.into()))],
+        tensors: vec![],
+    };
+    write_model(&model, &spec, 1).unwrap();
+    profile.models[0].path = model;
+    let port = free_port().unwrap();
+    let spec = plan(&profile, "m", &Settings::new(), port).unwrap();
+    let engine = RunningEngine::launch(spec, port, Duration::from_secs(10)).await.unwrap();
+    let frame = engine.frame().await.unwrap();
+    assert_eq!(frame.style, PromptStyle::Raw);
+    let note = frame.note.unwrap();
+    assert!(note.contains("did not render the chat template") && note.contains("404"), "{note}");
+    engine.stop(Duration::from_secs(5)).await;
+}
