@@ -159,7 +159,13 @@ async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
     for i in pareto::front(&points, &goals) {
         let (t, v) = &done[i];
         let settings: Vec<String> = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let values: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+        // Each in its own unit: memory in MiB or GiB, a divergence to its
+        // first digits (0.0041, not 0.00).
+        let values: Vec<String> = v
+            .iter()
+            .zip(&objectives)
+            .map(|(x, (m, _))| tunebook_study::findings::value_text(*m, *x))
+            .collect();
         println!("  trial {:>5}  {}  {}", t.id, values.join("  "), settings.join(" "));
     }
     Ok(())

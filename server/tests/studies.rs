@@ -75,6 +75,17 @@ async fn wait_state(server: &TestServer, id: i64, done: impl Fn(StudyState) -> b
     .await
 }
 
+#[test]
+fn the_example_study_checks_against_the_demo_profile() {
+    let root = common::repo_root();
+    let text = std::fs::read_to_string(root.join("examples/study.toml")).unwrap();
+    let def = tunebook_study::StudyDef::from_toml(&text).unwrap();
+    let profiles = engine_bridge::Profile::load_dir(&root.join("profiles")).unwrap();
+    let study = tunebook::study_checks::check(&profiles, &def).unwrap();
+    assert_eq!(study.def.model, "smollm2-135m", "the real model, whose divergence means something");
+    assert!(study.probes.kld.is_some());
+}
+
 #[tokio::test]
 async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     common::require_demo_engine();
