@@ -402,6 +402,12 @@ mod tests {
     fn the_default_suite_is_valid_and_bad_suites_say_why() {
         let s = Suite::default_suite();
         assert!(s.cases.len() >= 8);
+        // A keyword that is also a word of the question turned round does
+        // not pass (SmolLM2 asked raw: "the opposite of cold is warm").
+        let opposite = s.cases.iter().find(|c| c.id == "opposite").unwrap();
+        assert!(opposite.passes(r#"The opposite of "hot" is "cold""#));
+        assert!(opposite.passes("Cold."));
+        assert!(!opposite.passes(r#"The opposite of "cold" is "warm""#));
         let err = Suite::parse("name = \"x\"\n[[case]]\nid = \"a\"\nprompt = \"p\"\n").unwrap_err();
         assert!(err.to_string().contains("give `any`, `all` or `regex`"), "{err}");
         let err =
