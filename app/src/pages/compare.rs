@@ -12,7 +12,7 @@ use leptos::prelude::*;
 
 #[cfg(feature = "ssr")]
 use super::{answer, ops, service};
-use super::{error_text, fmt_metric};
+use super::{changes, error_text, fmt_metric};
 use crate::types::{MetricPoint, TrialView};
 
 /// The most trials one comparison shows.
@@ -73,14 +73,14 @@ pub struct SettingRow {
 }
 
 /// One metric across the trials, the best marked, each one's change from
-/// the first trial in percent.
+/// the first trial on the metric's scale (see [`super::changes`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricRow {
     pub metric: &'static str,
     pub label: &'static str,
     pub values: Vec<Option<f64>>,
     pub best: Option<usize>,
-    pub change_pct: Vec<Option<f64>>,
+    pub change: Vec<Option<f64>>,
 }
 
 /// The rows of a comparison: settings (those that differ first), then the
@@ -115,14 +115,9 @@ pub fn comparison(trials: &[TrialView]) -> (Vec<SettingRow>, Vec<MetricRow>) {
                         .map(|(i, _)| i)
                 })
                 .flatten();
-            let change_pct = values
-                .iter()
-                .map(|v| match (values[0], *v) {
-                    (Some(first), Some(v)) if first != 0.0 => Some((v / first - 1.0) * 100.0),
-                    _ => None,
-                })
-                .collect();
-            Some(MetricRow { metric, label, values, best, change_pct })
+            let change =
+                values.iter().map(|v| changes::change(metric, values[0]?, (*v)?)).collect();
+            Some(MetricRow { metric, label, values, best, change })
         })
         .collect();
     (settings, metrics)
@@ -135,7 +130,8 @@ pub struct SharedRow {
     pub settings: BTreeMap<String, String>,
     pub trials: [i64; 2],
     pub values: [f64; 2],
-    pub change_pct: Option<f64>,
+    /// On the metric's scale (see [`super::changes`]).
+    pub change: Option<f64>,
 }
 
 /// Two studies joined on their configurations.
@@ -159,6 +155,7 @@ pub struct StudyComparison {
 #[allow(clippy::type_complexity)]
 #[cfg_attr(feature = "hydrate", allow(dead_code))]
 pub fn join_studies(
+    metric: &str,
     a: &[MetricPoint],
     b: &[MetricPoint],
 ) -> (Vec<SharedRow>, [usize; 2], Vec<(String, Option<String>, Option<String>)>) {
@@ -193,8 +190,8 @@ pub fn join_studies(
         .filter_map(|(settings, (ta, sa, na))| {
             let (tb, sb, nb) = b.get(settings)?;
             let values = [sa / *na as f64, sb / *nb as f64];
-            let change_pct = (values[0] != 0.0).then(|| (values[1] / values[0] - 1.0) * 100.0);
-            Some(SharedRow { settings: settings.clone(), trials: [*ta, *tb], values, change_pct })
+            let change = changes::change(metric, values[0], values[1]);
+            Some(SharedRow { settings: settings.clone(), trials: [*ta, *tb], values, change })
         })
         .collect();
     let only = [a.len() - rows.len(), b.len() - rows.len()];
@@ -220,7 +217,7 @@ pub async fn compare_studies(
     let names = [name(a).await?, name(b).await?];
     let pa = answer(ops::studies::metric_points(&service.db, a, &metric).await)?;
     let pb = answer(ops::studies::metric_points(&service.db, b, &metric).await)?;
-    let (rows, only, held) = join_studies(&pa, &pb);
+    let (rows, only, held) = join_studies(&metric, &pa, &pb);
     Ok(StudyComparison { studies: [a, b], names, metric, rows, only, held })
 }
 
@@ -292,9 +289,9 @@ fn StudyTable(c: StudyComparison) -> impl IntoView {
             |r| if more_is_better { r.values[1] > r.values[0] } else { r.values[1] < r.values[0] },
         )
         .count();
-    let mut changes: Vec<f64> = c.rows.iter().filter_map(|r| r.change_pct).collect();
-    changes.sort_by(f64::total_cmp);
-    let median = changes.get(changes.len() / 2).copied();
+    let moved: Vec<f64> = c.rows.iter().filter_map(|r| r.change).collect();
+    let median = changes::median_text(&c.metric, more_is_better, moved)
+        .map(|m| format!("; at the median the change is {m}"));
     // Show only the settings that vary among the shared configurations.
     let varying: Vec<String> = {
         let names: BTreeSet<&String> = c.rows.iter().flat_map(|r| r.settings.keys()).collect();
@@ -324,7 +321,7 @@ fn StudyTable(c: StudyComparison) -> impl IntoView {
             "{} configurations in common: study {} is better in {better} of them{}; {} ran only in study {}, {} only in study {}.",
             c.rows.len(),
             c.studies[1],
-            median.map(|m| format!(", by {m:+.1} % at the median")).unwrap_or_default(),
+            median.unwrap_or_default(),
             c.only[0],
             c.studies[0],
             c.only[1],
@@ -350,7 +347,7 @@ fn StudyTable(c: StudyComparison) -> impl IntoView {
                             <td class="settings">{if config.is_empty() { "(the only one)".to_string() } else { config.join(" ") }}</td>
                             <td class="num"><a href=format!("/trials/{}", r.trials[0])>{fmt_metric(&metric, Some(r.values[0]))}</a></td>
                             <td class="num" class:best=better><a href=format!("/trials/{}", r.trials[1])>{fmt_metric(&metric, Some(r.values[1]))}</a></td>
-                            <td class="num">{r.change_pct.map(|c| format!("{c:+.1} %")).unwrap_or_default()}</td>
+                            <td class="num">{r.change.map(|x| changes::change_text(&metric, x)).unwrap_or_default()}</td>
                         </tr>
                     }
                 }).collect_view()}
@@ -394,11 +391,11 @@ fn CompareTable(trials: Vec<TrialView>) -> impl IntoView {
             let cells = row
                 .values
                 .iter()
-                .zip(&row.change_pct)
+                .zip(&row.change)
                 .enumerate()
                 .map(|(i, (v, change))| {
                     let change = match change {
-                        Some(c) if i > 0 => format!(" ({c:+.1} %)"),
+                        Some(x) if i > 0 => format!(" ({})", changes::change_text(row.metric, *x)),
                         _ => String::new(),
                     };
                     view! {
@@ -450,7 +447,7 @@ mod tests {
         assert_eq!(settings[0].values, [None, Some("true".to_string())]);
         let decode = metrics.iter().find(|m| m.metric == "decode_tps").unwrap();
         assert_eq!(decode.best, Some(1));
-        assert_eq!(decode.change_pct[1], Some(25.0));
+        assert_eq!(decode.change[1], Some(25.0));
         let rss = metrics.iter().find(|m| m.metric == "peak_rss_bytes").unwrap();
         assert_eq!(rss.best, Some(1), "less memory is better");
         assert!(metrics.iter().all(|m| m.metric != "quality_score"), "nothing measured: no row");
@@ -465,13 +462,16 @@ mod tests {
         };
         let a = [p(1, "2", 10.0), p(2, "4", 20.0), p(3, "2", 12.0), p(4, "8", 5.0)];
         let b = [p(11, "2", 22.0), p(12, "4", 10.0), p(13, "16", 1.0)];
-        let (rows, only, held) = join_studies(&a, &b);
+        let (rows, only, held) = join_studies("decode_tps", &a, &b);
         assert!(held.is_empty());
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].values, [11.0, 22.0], "a's two runs of threads=2 averaged");
         assert_eq!(rows[0].trials, [1, 11]);
-        assert_eq!(rows[0].change_pct, Some(100.0));
-        assert_eq!(rows[1].change_pct, Some(-50.0));
+        assert_eq!(rows[0].change, Some(100.0));
+        assert_eq!(rows[1].change, Some(-50.0));
+        // A share changes by points, whatever its size.
+        let (rows, ..) = join_studies("quality_score", &a[..1], &b[..1]);
+        assert_eq!(rows[0].change, Some((22.0 - 10.0) * 100.0));
         assert_eq!(only, [1, 1]);
         // A setting each study held at its own value is what differs.
         let with = |p: &MetricPoint, k: &str, v: &str| {
@@ -481,7 +481,7 @@ mod tests {
         };
         let a2: Vec<MetricPoint> = a.iter().map(|p| with(p, "build", "b100")).collect();
         let b2: Vec<MetricPoint> = b.iter().map(|p| with(p, "build", "b200")).collect();
-        let (rows, _, held) = join_studies(&a2, &b2);
+        let (rows, _, held) = join_studies("decode_tps", &a2, &b2);
         assert_eq!(
             held,
             [("build".to_string(), Some("b100".to_string()), Some("b200".to_string()))]

@@ -2,6 +2,7 @@
 //! server), error wording and number formatting.
 
 pub mod answers;
+pub mod changes;
 pub mod compare;
 pub mod designer;
 pub mod home;
