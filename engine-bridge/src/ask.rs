@@ -70,8 +70,6 @@ pub struct Answer {
     pub thinking: Option<String>,
     /// Tokens it spent thinking, where it did and they could be counted.
     pub thinking_tokens: Option<u32>,
-    /// Tokens generated in all, thinking included.
-    pub tokens: u32,
     /// Tokens of the prompt as the engine read it.
     pub prompt_tokens: u32,
     pub ms: f64,
@@ -182,14 +180,7 @@ impl RunningEngine {
             return self.ask_chat(message, max_tokens, timeout).await;
         }
         let prompt = format!("{}{message}{}", frame.prefix, frame.suffix);
-        let request = CompletionRequest {
-            prompt: Prompt::Text(&prompt),
-            n_predict: max_tokens,
-            ignore_eos: false,
-        };
-        let done = self.generate(&request, timeout).await?;
-        let t = &done.sample.timings;
-        self.answer_of(&done.text, t.predicted_n, t.prompt_n, done.sample.total_ms).await
+        self.complete(Prompt::Text(&prompt), max_tokens, timeout).await
     }
 
     /// The frame's text as token ids (llama-server), the model's start
@@ -213,14 +204,20 @@ impl RunningEngine {
         let mut prompt = frame.prefix.clone();
         prompt.extend_from_slice(message);
         prompt.extend_from_slice(&frame.suffix);
-        let request = CompletionRequest {
-            prompt: Prompt::Tokens(&prompt),
-            n_predict: max_tokens,
-            ignore_eos: false,
-        };
+        self.complete(Prompt::Tokens(&prompt), max_tokens, timeout).await
+    }
+
+    /// One greedy completion that stops where the model stops, as an answer.
+    async fn complete(
+        &self,
+        prompt: Prompt<'_>,
+        max_tokens: u32,
+        timeout: Duration,
+    ) -> Result<Answer, Failure> {
+        let request = CompletionRequest { prompt, n_predict: max_tokens, ignore_eos: false };
         let done = self.generate(&request, timeout).await?;
-        let t = &done.sample.timings;
-        self.answer_of(&done.text, t.predicted_n, t.prompt_n, done.sample.total_ms).await
+        let prompt_tokens = done.sample.timings.prompt_n;
+        self.answer_of(&done.text, prompt_tokens, done.sample.total_ms).await
     }
 
     /// Frame text as token ids, its special tokens read as such; `start`
@@ -239,19 +236,13 @@ impl RunningEngine {
         }
     }
 
-    async fn answer_of(
-        &self,
-        reply: &str,
-        tokens: u32,
-        prompt_tokens: u32,
-        ms: f64,
-    ) -> Result<Answer, Failure> {
+    async fn answer_of(&self, reply: &str, prompt_tokens: u32, ms: f64) -> Result<Answer, Failure> {
         let (thinking, text) = split_thinking(reply);
         let thinking_tokens = match &thinking {
             Some(t) => self.tokenize(t).await?.map(|t| t.len() as u32),
             None => None,
         };
-        Ok(Answer { text, thinking, thinking_tokens, tokens, prompt_tokens, ms })
+        Ok(Answer { text, thinking, thinking_tokens, prompt_tokens, ms })
     }
 
     /// One non-streamed `/v1/chat/completions` request; a reasoning model's
@@ -321,7 +312,6 @@ impl RunningEngine {
             text: answer,
             thinking,
             thinking_tokens,
-            tokens: count("/usage/completion_tokens").unwrap_or(0),
             prompt_tokens: count("/usage/prompt_tokens").unwrap_or(0),
             ms,
         })
