@@ -64,9 +64,7 @@ pub(super) fn compare(
     };
     let median = |trials: &[&TrialFacts], m: Metric| {
         let mut v: Vec<f64> = trials.iter().filter_map(|t| t.metrics.get(&m).copied()).collect();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        (n > 0).then(|| if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+        (!v.is_empty()).then(|| super::median(&mut v))
     };
     let base_trials = of(base);
     if base_trials.is_empty() || files.len() < 2 {
