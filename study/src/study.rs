@@ -40,7 +40,9 @@ pub struct Budget {
     pub patience: Option<u32>,
     /// In the first objective's unit (`5` for +5 tok/s).
     pub min_gain: f64,
-    /// Re-run the baseline every this many trials, to catch drift.
+    /// Re-run the baseline every this many trials (10 unless set; 0 never):
+    /// its runs measure the machine's noise between trials and its drift,
+    /// which the findings take out (see `findings::noise`).
     pub rerun_baseline_every: Option<u32>,
     /// A re-run baseline further than this (percent, first objective) from
     /// the first flags drift.
@@ -65,7 +67,7 @@ impl Default for Budget {
             max_minutes: None,
             patience: None,
             min_gain: 0.0,
-            rerun_baseline_every: None,
+            rerun_baseline_every: Some(10),
             drift_pct: 5.0,
             skip_dominated: true,
             confirm_pairs: 3,

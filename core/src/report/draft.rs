@@ -75,6 +75,7 @@ pub fn draft(
         let text = findings::section_markdown(found, *pick)?;
         Some(markdown_cell(&format!("section:{key}"), format!("## {title}\n\n{text}")))
     };
+    cells.extend(section("noise"));
     cells.extend(section("best"));
     if let [(x, _), (y, _), ..] = objectives[..] {
         cells.push(cell(

@@ -163,6 +163,13 @@ pub(crate) fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> 
             role: t.role.clone(),
             drift_pct: t.drift_pct,
             missed: None,
+            repeats: t
+                .support
+                .repeats
+                .iter()
+                .filter_map(|(m, v)| Some((Metric::parse(m)?, v.clone())))
+                .collect(),
+            items: t.support.items.iter().filter_map(|(m, n)| Some((Metric::parse(m)?, *n))).collect(),
         })
         .collect();
     findings::mark_missed(def, &mut facts);

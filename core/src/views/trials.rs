@@ -1,7 +1,7 @@
 //! Trials as the pages, the API and exports show them, built from
 //! storage's rows; and an exported trial turned back into a row to import.
 
-use tunebook_views::types::{SampleView, TrialQuery, TrialState, TrialView};
+use tunebook_views::types::{SampleView, TrialQuery, TrialState, TrialSupport, TrialView};
 
 use crate::db::trials::{PageQuery, SampleRow, State, TrialRow};
 
@@ -15,6 +15,7 @@ impl From<TrialRow> for TrialView {
             .as_deref()
             .and_then(|m| serde_json::from_str(m).ok())
             .unwrap_or_default();
+        let support = support_of(row.support.as_deref());
         TrialView {
             id: row.id,
             profile: row.profile,
@@ -57,8 +58,25 @@ impl From<TrialRow> for TrialView {
             machine: row.machine,
             worker: row.worker,
             mismatched,
+            support,
         }
     }
+}
+
+/// Most repeats of one metric, and metrics, a stored support is read with:
+/// a worker's result is untrusted.
+const MAX_SUPPORT: usize = 100;
+
+/// A stored support (JSON), bounded; empty when absent or unreadable.
+fn support_of(text: Option<&str>) -> TrialSupport {
+    let mut s: TrialSupport = text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
+    s.repeats = std::mem::take(&mut s.repeats).into_iter().take(MAX_SUPPORT).collect();
+    for values in s.repeats.values_mut() {
+        values.truncate(MAX_SUPPORT);
+        values.retain(|v| v.is_finite());
+    }
+    s.items = std::mem::take(&mut s.items).into_iter().take(MAX_SUPPORT).collect();
+    s
 }
 
 impl From<SampleRow> for SampleView {
@@ -109,6 +127,10 @@ pub fn row_of(view: &TrialView) -> TrialRow {
     value["mismatched"] = match view.mismatched.is_empty() {
         true => serde_json::Value::Null,
         false => serde_json::to_string(&view.mismatched).expect("a map serializes").into(),
+    };
+    value["support"] = match view.support.is_empty() {
+        true => serde_json::Value::Null,
+        false => serde_json::to_string(&view.support).expect("a map serializes").into(),
     };
     serde_json::from_value(value).expect("a row takes any view")
 }

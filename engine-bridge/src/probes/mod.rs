@@ -98,6 +98,18 @@ impl Measurement {
         (!measured.is_empty()).then(|| passed as f64 / measured.len() as f64)
     }
 
+    /// How many pass/fail items the quality score and the context pass
+    /// rate were counted over: questions asked, recall points measured.
+    pub fn items(&self) -> (Option<u32>, Option<u32>) {
+        let questions = self.quality.as_ref().map(|q| q.cases.len() as u32);
+        let points = self
+            .context
+            .as_ref()
+            .map(|c| c.iter().filter(|p| p.skipped.is_none()).count() as u32)
+            .filter(|n| *n > 0);
+        (questions, points)
+    }
+
     /// The largest probed context size whose recall passed at every depth
     /// measured there; 0 when none did. A size that did not fit is not a
     /// pass, so a 4K configuration scores 4K where a 64K one scores 64K.

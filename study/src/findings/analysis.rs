@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_bridge::Settings;
 
 use super::design::{Design, Factor, Term, value_of};
+use super::noise::Noise;
 use super::ols::{Fit, Gram, f_test, f_test_against, t_p};
 use super::{ALPHA, TrialFacts};
 use crate::metric::{Goal, Metric, Scale};
@@ -60,6 +61,8 @@ pub struct Analysis {
     pub sigma2: Option<f64>,
     /// The mean the responses were centered on.
     pub center: f64,
+    /// What the study measured of the metric's noise.
+    pub noise: Noise,
     /// Per factor: its Type-II test.
     pub mains: Vec<Tested>,
     /// The interactions in the model and their tests.
@@ -80,6 +83,8 @@ pub struct Measured {
     pub row: Vec<f64>,
     /// Set aside as an anomaly: not part of the fit.
     pub excluded: bool,
+    /// How far the baseline had drifted when it ran (taken out of `y`).
+    pub drift: f64,
 }
 
 /// The cross-products of the trials not set aside.
@@ -130,7 +135,9 @@ fn anomaly_gap(metric: Metric) -> f64 {
 
 impl Analysis {
     /// The model of `metric` over the done trials, with `varied` settings
-    /// coded against `baseline`; `None` when nothing was measured or
+    /// coded against `baseline`, each value taken relative to the
+    /// baseline's drift at its time and no noise believed below what the
+    /// study measured (see [`Noise`]); `None` when nothing was measured or
     /// nothing varied.
     pub fn fit(
         done: &[&TrialFacts],
@@ -140,11 +147,13 @@ impl Analysis {
         goal: Goal,
     ) -> Option<Analysis> {
         let log = log_scale(metric);
+        let noise = Noise::of(metric, done, baseline);
         let measured: Vec<(&TrialFacts, f64)> = done
             .iter()
             .filter_map(|t| {
                 let v = *t.metrics.get(&metric)?;
                 let y = if log { v.ln() } else { v };
+                let y = y - noise.drift_at(t.id);
                 y.is_finite().then_some((*t, y))
             })
             .collect();
@@ -173,9 +182,10 @@ impl Analysis {
                 y: y - center,
                 row: design.row(&t.settings),
                 excluded: false,
+                drift: noise.drift_at(t.id),
             })
             .collect();
-        let floor = noise_floor(metric);
+        let floor = noise_floor(metric).max(noise.floor());
         let mains: Vec<Term> = (0..design.factors.len()).map(Term::Main).collect();
         let mut analysis = Analysis {
             metric,
@@ -186,6 +196,7 @@ impl Analysis {
             design,
             sigma2: None,
             center,
+            noise,
             mains: vec![],
             pairs: vec![],
             ambiguous: vec![],
@@ -322,7 +333,7 @@ impl Analysis {
         if df < 3 {
             return None;
         }
-        let floor = noise_floor(self.metric);
+        let floor = self.floor();
         let (deleted, studentized, df) = if t.excluded {
             // Not in the fit: a prediction interval.
             let s2 = (self.fit.rss / df as f64).max(floor);
@@ -369,10 +380,25 @@ impl Analysis {
         if t.excluded { t.y - e } else { t.y - e / (1.0 - self.fit.leverage(&t.row)) }
     }
 
-    /// The estimate and standard error of a contrast row; `None` when the
-    /// design does not determine it or there is no noise to judge by.
+    /// The least noise variance believed of one trial: rounding, or what
+    /// the study measured (see [`Noise::floor`]).
+    pub fn floor(&self) -> f64 {
+        noise_floor(self.metric).max(self.noise.floor())
+    }
+
+    /// The estimate and standard error of a contrast row between two
+    /// configurations; `None` when the design does not determine it or
+    /// there is no noise to judge by.
     pub fn contrast(&self, c: &[f64]) -> Option<(f64, f64)> {
-        self.fit.contrast(c, self.sigma2?)
+        self.contrast_among(c, 2)
+    }
+
+    /// The same for a contrast among `configurations` configurations (an
+    /// interaction compares four): a share of few items adds its chance
+    /// for each, however many trials ran them.
+    pub fn contrast_among(&self, c: &[f64], configurations: usize) -> Option<(f64, f64)> {
+        let (est, se) = self.fit.contrast(c, self.sigma2?)?;
+        Some((est, (se * se + self.noise.between(configurations)).sqrt()))
     }
 
     /// Whether `factor` acts together with another on this metric.

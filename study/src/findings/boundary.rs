@@ -127,6 +127,7 @@ mod tests {
             role: Some(role.into()),
             drift_pct: None,
             missed: None,
+            ..Default::default()
         }
     }
 

@@ -24,7 +24,9 @@ impl Finding {
             Finding::Files { base_trials, rows, .. } => {
                 base_trials.iter().chain(rows.iter().flat_map(|r| &r.trials)).copied().collect()
             }
-            Finding::NotDetermined { .. } | Finding::Interaction { .. } => vec![],
+            Finding::NotDetermined { .. } | Finding::Interaction { .. } | Finding::Noise { .. } => {
+                vec![]
+            }
             Finding::Drift { baseline, flagged, .. } => {
                 let mut ids: BTreeSet<i64> = baseline.iter().map(|(id, _)| *id).collect();
                 ids.extend(flagged);
@@ -63,6 +65,7 @@ impl Finding {
             Finding::Failures { cause, .. } => format!("failures:{cause}"),
             Finding::Ceiling { .. } => "ceiling".into(),
             Finding::Drift { .. } => "drift".into(),
+            Finding::Noise { metric, .. } => format!("noise:{}", metric.name()),
             Finding::Files { setting, .. } => format!("files:{setting}"),
         }
     }

@@ -24,10 +24,12 @@ pub mod confirmed;
 mod design;
 mod files;
 mod free_wins;
+mod noise;
 mod numbers;
 mod ols;
 mod rules;
 mod sections;
+mod spread;
 mod summary;
 mod text;
 mod verdicts;
@@ -103,6 +105,12 @@ pub struct TrialFacts {
     /// The bound it broke, when it ran but broke one (see
     /// [`mark_missed`]): such a trial is never named as a pick.
     pub missed: Option<String>,
+    /// Each speed's value per measured request: the trial's value is their
+    /// median, and their spread its noise (see [`noise`]).
+    pub repeats: BTreeMap<Metric, Vec<f64>>,
+    /// How many pass/fail items a share was counted over: questions of
+    /// the quality suite, points of the recall probe.
+    pub items: BTreeMap<Metric, u32>,
 }
 
 /// An estimate against the baseline and its interval, in the metric's
@@ -160,6 +168,10 @@ pub enum Undetermined {
     MoreTrials { about: Option<usize> },
     /// Too few trials to judge at all.
     TooFew,
+    /// A share over too few items (questions, recall points) to tell: by
+    /// chance alone two configurations differ by up to `chance` (a share,
+    /// 95 %), whatever the number of trials; more items would decide it.
+    FewItems { items: u32, chance: f64 },
 }
 
 /// One combination of two settings that act together.
@@ -254,6 +266,10 @@ pub enum Finding {
         /// their values too.
         #[serde(default)]
         given: Vec<String>,
+        /// Values of other settings at which it was never changed: the
+        /// claim does not reach there (`ctx_size` = 65536).
+        #[serde(default)]
+        unshown: Vec<(String, String)>,
     },
     /// A study that compares model files: each file against the
     /// baseline's, at the baseline's other settings (medians, see [`files`]).
@@ -288,6 +304,23 @@ pub enum Finding {
     /// How close the fastest decode came to what memory bandwidth allows;
     /// `movers`: the settings that changed decode beyond noise.
     Ceiling { trial: i64, decode: f64, ceiling: f64, pct: f64, movers: Vec<String> },
+    /// How noisy the study's measurements of a metric were, in its terms
+    /// (percent, points or nats, one standard deviation unless said): a
+    /// trial's own requests (spread, trials that had them); the baseline's
+    /// runs (how many, spread run to run); its drift over the study, taken
+    /// out before effects were judged; the items a share rests on and the
+    /// chance difference between two configurations (95 %); what one
+    /// trial carries in all, the margin, and whether that is beyond it.
+    Noise {
+        metric: Metric,
+        repeats: Option<(f64, usize)>,
+        reruns: Option<(usize, f64)>,
+        drift: Option<f64>,
+        items: Option<(u32, f64)>,
+        trial: f64,
+        margin: f64,
+        too_noisy: bool,
+    },
     /// The baseline run again during the study: how far its first objective
     /// moved, and the trials flagged for it.
     Drift { metric: Metric, baseline: Vec<(i64, f64)>, worst_pct: f64, flagged: Vec<i64> },
@@ -369,7 +402,12 @@ pub fn findings_with(
         .into_iter()
         .filter(|(m, _)| analysis::modelled(*m))
         .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, m, g))
+        .filter(|a| a.noise.claimable(a.metric))
         .collect();
+    // How noisy each objective was heads what was found of it.
+    let noisy = analyses.iter().filter(|a| objectives.iter().any(|(m, _)| *m == a.metric));
+    let spreads: Vec<Finding> = noisy.filter_map(|a| spread::spread(a, margins)).collect();
+    out.splice(0..0, spreads);
     let adjusted = verdicts::adjust(&analyses);
     let mut interactions = Vec::new();
     for (k, a) in analyses.iter().enumerate() {

@@ -10,7 +10,8 @@ pub type Pick = fn(&Finding) -> bool;
 
 /// The sections of a write-up, in order: a key that names it (reports
 /// find their cells by it), a title and which findings it holds.
-pub const SECTIONS: [(&str, &str, Pick); 10] = [
+pub const SECTIONS: [(&str, &str, Pick); 11] = [
+    ("noise", "How noisy the measurements were", |f| matches!(f, Finding::Noise { .. })),
     ("best", "Best configurations", |f| {
         matches!(
             f,
@@ -53,6 +54,10 @@ pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
                         "many more trials would be needed".into()
                     }
                     Undetermined::TooFew => "too few trials".into(),
+                    Undetermined::FewItems { items, chance } => format!(
+                        "{items} items cannot tell a change under {:.0} points",
+                        chance * 100.0
+                    ),
                 };
                 let item = format!("`{setting}` ({why})");
                 match open.iter_mut().find(|(m, _)| m == metric) {

@@ -191,7 +191,7 @@ impl Finding {
                 s.push_str(&acts);
                 let _ = write!(s, " Trials: {}.", trial_list(&self.trials()));
             }
-            Finding::NoEffect { setting, metric, margin, levels, given, .. } => {
+            Finding::NoEffect { setting, metric, margin, levels, given, unshown, .. } => {
                 let within = match metric.scale() {
                     Scale::Ratio => format!("±{margin:.0} %"),
                     Scale::Rate => format!("±{:.1} points", margin * 100.0),
@@ -216,6 +216,12 @@ impl Finding {
                     metric.label(),
                     trial_list(&self.trials()),
                 );
+                if !unshown.is_empty() {
+                    let at: Vec<String> =
+                        unshown.iter().map(|(k, v)| format!("`{k}` = {}", value_name(v))).collect();
+                    let _ =
+                        write!(s, " Not shown at {}: no trial changed it there.", at.join(", "));
+                }
             }
             Finding::NotDetermined { setting, metric, reason } => match reason {
                 Undetermined::Aliased { with } if !with.is_empty() => {
@@ -249,6 +255,14 @@ impl Finding {
                         s,
                         "**`{setting}` on {}: not determined** — too few trials to judge.",
                         metric.label()
+                    );
+                }
+                Undetermined::FewItems { items, chance } => {
+                    let _ = write!(
+                        s,
+                        "**`{setting}` on {}: not determined** — it is counted over {items} items, and by chance alone two configurations differ by up to {:.0} points on so few: neither an effect nor its absence can be shown, however many trials run. A larger suite would decide it.",
+                        metric.label(),
+                        chance * 100.0
                     );
                 }
             },
@@ -429,6 +443,7 @@ impl Finding {
                     each.join("; ")
                 );
             }
+            Finding::Noise { .. } => s.push_str(&super::spread::markdown(self)),
             Finding::Drift { metric, baseline, worst_pct, flagged } => {
                 let runs: Vec<String> = baseline
                     .iter()

@@ -157,7 +157,9 @@ fn levels(a: &Analysis, i: usize) -> Vec<(String, f64, Vec<i64>)> {
     let setting = &a.design.factors[i].setting;
     let mut by: std::collections::BTreeMap<String, Vec<(i64, f64)>> = Default::default();
     for t in &a.trials {
-        by.entry(value_of(&t.settings, setting)).or_default().push((t.id, a.natural(t.y)));
+        by.entry(value_of(&t.settings, setting))
+            .or_default()
+            .push((t.id, a.natural(t.y + t.drift)));
     }
     by.into_iter()
         .map(|(v, list)| {
@@ -220,9 +222,14 @@ pub fn setting_findings(
     // whole interval there: a smaller one is, for a reader, no effect (and
     // is judged as such below), or not determined.
     let t = t_quantile(INTERVAL, a.fit.df());
+    // A value of a few that one trial alone ran cannot carry a claim: one
+    // slow request would pass for its effect.
+    let supported =
+        |v: &str| factor.is_curve() || raw.iter().any(|(w, _, ids)| w == v && ids.len() >= 2);
     let clear = |points: &[(String, Option<(f64, f64)>)]| {
         points
             .iter()
+            .filter(|(v, _)| supported(v))
             .filter_map(|(_, e)| *e)
             .map(|(est, se)| est.abs() - t * se)
             .fold(f64::MIN, f64::max)
@@ -249,6 +256,9 @@ pub fn setting_findings(
         }
     }
     let beyond = clear(&points) > m;
+    // A share of few items: its test over trials counts a greedy answer
+    // asked again as evidence; the contrasts, with the items' chance, do not.
+    let p = if a.noise.items.is_some() { p.max(items_p(a, &points)) } else { p };
     if p <= ALPHA && beyond {
         let base_level = level(&base, Some(Interval { est: unit(a), lo: unit(a), hi: unit(a) }));
         let mut ranked: Vec<(Level, f64)> = vec![(base_level, 0.0)];
@@ -296,12 +306,59 @@ pub fn setting_findings(
                 levels,
                 p_value: p,
                 given,
+                unshown: unshown(a, i),
             })
         }
         Some(false) | None if !given.is_empty() => None,
+        Some(false) if few_items(a, m).is_some() => undetermined(few_items(a, m)?),
         Some(false) => undetermined(Undetermined::MoreTrials { about: more_trials(a, &points, m) }),
         None => undetermined(Undetermined::TooFew),
     }
+}
+
+/// The values of the other factors at which factor `i` was never moved
+/// off its base: a "no effect" shown elsewhere does not reach them (an
+/// effect confined to long contexts that the search barely visited).
+/// Numbers along a range are judged by their quarters' ends.
+fn unshown(a: &Analysis, i: usize) -> Vec<(String, String)> {
+    let own = &a.design.factors[i];
+    let base = own.base();
+    let moved: Vec<&super::analysis::Measured> =
+        a.trials.iter().filter(|t| value_of(&t.settings, &own.setting) != base).collect();
+    let mut out = Vec::new();
+    for (j, other) in a.design.factors.iter().enumerate() {
+        if j == i || other.is_curve() {
+            continue;
+        }
+        for w in other.points() {
+            if !moved.iter().any(|t| value_of(&t.settings, &other.setting) == w) {
+                out.push((other.setting.clone(), w));
+            }
+        }
+    }
+    out
+}
+
+/// The p-value of the clearest contrast with the items' chance in its
+/// error, Bonferroni over the contrasts.
+fn items_p(a: &Analysis, points: &Points) -> f64 {
+    let ps: Vec<f64> = points
+        .iter()
+        .filter_map(|(_, e)| *e)
+        .map(|(est, se)| t_p(est / se.max(f64::MIN_POSITIVE), a.fit.df()))
+        .collect();
+    (ps.iter().copied().fold(1.0, f64::min) * ps.len().max(1) as f64).min(1.0)
+}
+
+/// Why a share cannot be decided, where its items' chance alone spans
+/// the margin `m`: no number of trials would show equivalence.
+fn few_items(a: &Analysis, m: f64) -> Option<Undetermined> {
+    let (items, _) = a.noise.items?;
+    let chance = a.noise.between(2).sqrt();
+    (t_quantile(EQUIVALENCE, a.fit.df()) * chance >= m).then(|| Undetermined::FewItems {
+        items,
+        chance: t_quantile(INTERVAL, a.fit.df()) * chance,
+    })
 }
 
 /// How much better a contrast `d` (on the model's scale) is, in percent
@@ -377,8 +434,19 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) 
                 ];
                 let beyond: Vec<f64> =
                     (0..rows[0].len()).map(|k| rows[0][k] - rows[1][k] - rows[2][k]).collect();
-                if let Some((d, d_se)) = a.contrast(&beyond) {
-                    matters |= d.abs() - t * d_se > m;
+                // Carried by two trials at least: one alone in its cell
+                // would pass for the pair.
+                let ran = a
+                    .trials
+                    .iter()
+                    .filter(|t| {
+                        value_of(&t.settings, &fx.setting) == vx
+                            && value_of(&t.settings, &fy.setting) == vy
+                    })
+                    .count();
+                let curves = fx.is_curve() || fy.is_curve();
+                if let Some((d, d_se)) = a.contrast_among(&beyond, 4) {
+                    matters |= d.abs() - t * d_se > m && (ran >= 2 || curves);
                 }
             }
             cells.push(super::Cell {
@@ -409,7 +477,7 @@ pub fn anomalies(a: &Analysis) -> Vec<Finding> {
         .filter(|&k| a.outlying(k).is_some())
         .map(|k| {
             let t = &a.trials[k];
-            let predicted = a.natural(a.predicted_without(k));
+            let predicted = a.natural(a.predicted_without(k) + t.drift);
             let expected = match a.metric.scale() {
                 Scale::Rate => predicted.clamp(0.0, 1.0),
                 Scale::Difference => predicted.max(0.0),
@@ -418,7 +486,7 @@ pub fn anomalies(a: &Analysis) -> Vec<Finding> {
             Finding::Anomaly {
                 trial: t.id,
                 metric: a.metric,
-                value: a.natural(t.y),
+                value: a.natural(t.y + t.drift),
                 expected,
                 settings: t.settings.clone(),
             }

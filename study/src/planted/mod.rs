@@ -4,6 +4,7 @@
 //! ([`score`]). Tests and `scripts/bench-findings.sh` use them; nothing
 //! here touches an engine.
 
+mod region;
 mod score;
 mod search;
 mod search_worlds;
@@ -32,14 +33,37 @@ pub enum Truth {
 }
 
 /// The measurement noise: relative standard deviations for speeds and
-/// memory, an absolute one for rates.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// memory, an absolute one for rates; and what real machines add.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Noise {
     pub speed: f64,
     pub memory: f64,
     pub quality: f64,
     /// Of a KL divergence, in nats.
     pub divergence: f64,
+    /// The chance that one request of a trial is slowed 1.5 to 4 times (a
+    /// heavy tail: another process woke up).
+    pub tail: f64,
+    /// How much every speed moves a trial, relative (the machine's load
+    /// changing under the study: −0.004 is 0.4 % slower each trial).
+    pub drift: f64,
+    /// The quality score is counted over this many questions, each
+    /// passed or failed the same way every time a configuration runs
+    /// (greedy decoding): chance picks which, not the repeats.
+    pub items: Option<u32>,
+}
+
+/// Requests a trial's speeds are the median of, as the speed probe's
+/// default repeats.
+pub const REQUESTS: usize = 3;
+
+/// One trial's measurement: its metrics, each speed's requests, and the
+/// items a share was counted over.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    pub metrics: BTreeMap<Metric, f64>,
+    pub repeats: BTreeMap<Metric, Vec<f64>>,
+    pub items: BTreeMap<Metric, u32>,
 }
 
 /// Something a reader should learn from a world.
@@ -69,6 +93,10 @@ pub struct World {
     pub truth: fn(&Settings) -> Truth,
     pub noise: Noise,
     pub facts: Vec<Fact>,
+    /// Metrics the world's measurement cannot support any claim on (a
+    /// quality score over a few questions): an effect, "no effect" or a
+    /// free win judged on one is wrong whatever the truth.
+    pub silent: Vec<Metric>,
 }
 
 impl World {
@@ -109,39 +137,111 @@ impl World {
         }
     }
 
+    /// The `index`-th trial of a study measuring `settings` as a real
+    /// machine does: each speed the median of [`REQUESTS`] requests, some
+    /// of them slowed (the tail), all of them moved by the drift so far;
+    /// the quality score over the world's few questions, where it has them.
+    pub fn measure_at(
+        &self,
+        settings: &Settings,
+        index: usize,
+        rng: &mut impl Rng,
+    ) -> Result<Sample, String> {
+        let mut sample = Sample { metrics: self.measure(settings, rng)?, ..Default::default() };
+        let Truth::Runs(truth) = (self.truth)(settings) else { unreachable!("it ran") };
+        let drift = (self.noise.drift * index as f64).exp();
+        for (m, v) in truth {
+            let speed = matches!(m, Metric::DecodeTps | Metric::PrefillTps | Metric::TtftMs);
+            if speed {
+                // A slow machine makes times longer and rates lower.
+                let moved = if m == Metric::TtftMs { v / drift } else { v * drift };
+                let requests: Vec<f64> = (0..REQUESTS)
+                    .map(|_| {
+                        let z = crate::strategy::normal(rng);
+                        let slow = if rng.random::<f64>() < self.noise.tail {
+                            rng.random_range(1.5..4.0)
+                        } else {
+                            1.0
+                        };
+                        let r = moved * (z * self.noise.speed).exp();
+                        if m == Metric::TtftMs { r * slow } else { r / slow }
+                    })
+                    .collect();
+                let mut sorted = requests.clone();
+                sorted.sort_by(f64::total_cmp);
+                sample.metrics.insert(m, sorted[REQUESTS / 2]);
+                sample.repeats.insert(m, requests);
+            }
+            if let (Metric::QualityScore, Some(n)) = (m, self.noise.items) {
+                sample.metrics.insert(m, questions_passed(settings, v, n) as f64 / n as f64);
+                sample.items.insert(m, n);
+            }
+        }
+        Ok(sample)
+    }
+
     /// Runs `study` as the runner does: the baseline first, then the
-    /// strategy's proposals until the budget or the strategy runs out.
+    /// strategy's proposals until the budget or the strategy runs out,
+    /// the baseline again as often as the study asks.
     pub async fn run(&self, study: &Study, seed: u64) -> Vec<TrialFacts> {
         let strategy = crate::strategy::for_study(study, None);
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
         let budget = study.def.budget.max_trials as usize;
+        let every = study.def.budget.rerun_baseline_every.filter(|e| *e > 0);
         let mut history = Vec::new();
         let mut trials: Vec<TrialFacts> = Vec::new();
         let mut baseline_metrics = None;
-        let mut next = Some(study.baseline.clone());
-        while let Some(config) = next.take() {
+        let mut since = 0;
+        let mut next = Some((study.baseline.clone(), "baseline"));
+        while let Some((config, role)) = next.take() {
             let mut settings = study.baseline.clone();
             settings.extend(config.clone());
-            let measured = self.measure(&settings, &mut rng);
-            let metrics = measured.as_ref().ok();
+            let measured = self.measure_at(&settings, trials.len(), &mut rng);
+            let sample = measured.as_ref().ok();
             if trials.is_empty() {
-                baseline_metrics = metrics.cloned();
+                baseline_metrics = sample.map(|s| s.metrics.clone());
             }
-            history.push(study.observe(config, metrics, baseline_metrics.as_ref()));
+            if role != "rerun" {
+                let metrics = sample.map(|s| &s.metrics);
+                history.push(study.observe(config, metrics, baseline_metrics.as_ref()));
+            }
+            since = if role == "search" { since + 1 } else { 0 };
             trials.push(TrialFacts {
                 id: trials.len() as i64 + 1,
                 settings,
                 done: measured.is_ok(),
                 failure: measured.as_ref().err().map(|c| (c.clone(), format!("planted {c}"))),
-                metrics: metrics.cloned().unwrap_or_default(),
-                role: Some(if trials.is_empty() { "baseline" } else { "search" }.to_string()),
+                metrics: sample.map(|s| s.metrics.clone()).unwrap_or_default(),
+                repeats: sample.map(|s| s.repeats.clone()).unwrap_or_default(),
+                items: sample.map(|s| s.items.clone()).unwrap_or_default(),
+                role: Some(role.to_string()),
                 ..Default::default()
             });
-            if trials.len() < budget {
-                next = strategy.propose(study, &history).await.map(|p| p.config);
+            if trials.len() >= budget {
+                break;
+            }
+            if every.is_some_and(|e| since >= e as usize) {
+                next = Some((study.baseline.clone(), "rerun"));
+            } else {
+                next = strategy.propose(study, &history).await.map(|p| (p.config, "search"));
             }
         }
         crate::findings::mark_missed(&study.def, &mut trials);
         trials
     }
+}
+
+/// How many of `n` questions a configuration passes whose true share is
+/// `p`: each question passes where a draw fixed by the question and the
+/// configuration falls under `p`, so a configuration asked again answers
+/// alike, and two configurations differ by which questions chance flips.
+fn questions_passed(settings: &Settings, p: f64, n: u32) -> u32 {
+    use std::hash::{Hash, Hasher};
+    (0..n)
+        .filter(|q| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (settings, q).hash(&mut h);
+            (h.finish() >> 11) as f64 / (1u64 << 53) as f64 <= p
+        })
+        .count() as u32
 }

@@ -61,8 +61,22 @@ pub fn score(
     let base = &study.baseline;
     let at = |changes: &[(&str, &str)], m: Metric| truth_at(world, base, changes, m);
     let mut wrong = Vec::new();
+    let silent = |m: &Metric| world.silent.contains(m);
     for f in found {
         match f {
+            Finding::Effect { setting, metric, .. }
+            | Finding::NoEffect { setting, metric, .. }
+            | Finding::Interaction { settings: (setting, _), metric, .. }
+                if silent(metric) =>
+            {
+                wrong.push(format!(
+                    "claim on {} that its few items cannot support: `{setting}`",
+                    metric.name()
+                ));
+            }
+            Finding::FreeWin { quality, .. } if quality.iter().any(|(m, _)| silent(m)) => {
+                wrong.push("free win judged on a share its few items cannot support".into());
+            }
             Finding::Effect { setting, metric, goal, levels, at: held, .. } => {
                 let (b, w) = (&levels[0].value, &levels[levels.len() - 1].value);
                 // Compared where the finding says: at the baseline, or with
@@ -85,16 +99,24 @@ pub fn score(
                     ));
                 }
             }
-            Finding::NoEffect { setting, metric, levels, given, .. } => {
-                // At the baseline, and with each setting it acts with at
-                // each of that one's values.
-                let spans: Vec<(&str, Vec<String>)> = given
+            Finding::NoEffect { setting, metric, levels, unshown, .. } => {
+                // At the baseline, and with every other setting at each of
+                // its values, but where the claim says it was not shown.
+                let spans: Vec<(&str, Vec<String>)> = study
+                    .space
+                    .params
                     .iter()
-                    .filter_map(|g| Some((g.as_str(), study.space.param(g)?.domain.span())))
+                    .filter(|p| p.name != *setting)
+                    .map(|p| (p.name.as_str(), p.domain.span()))
                     .collect();
                 let mut held: Vec<Vec<(&str, &str)>> = vec![vec![]];
                 for (partner, values) in &spans {
-                    held.extend(values.iter().map(|w| vec![(*partner, w.as_str())]));
+                    held.extend(
+                        values
+                            .iter()
+                            .filter(|w| !unshown.iter().any(|(k, v)| k == partner && v == *w))
+                            .map(|w| vec![(*partner, w.as_str())]),
+                    );
                 }
                 let worst = held
                     .iter()
@@ -192,6 +214,29 @@ pub fn score(
                         "failure rule whose region mostly runs: {cause} ({failing} of {} fail)",
                         inside.len()
                     ));
+                }
+                // Each condition needed: without it, the region must mostly run.
+                for (k, c) in rule.conditions.iter().enumerate() {
+                    let rest = rule.conditions.iter().enumerate().filter(|(j, _)| *j != k);
+                    let rest: Vec<&crate::findings::Condition> = rest.map(|(_, c)| c).collect();
+                    let wider: Vec<Settings> = study
+                        .space
+                        .grid()
+                        .take(100_000)
+                        .map(|g| {
+                            let mut s = base.clone();
+                            s.extend(g);
+                            s
+                        })
+                        .filter(|s| rest.iter().all(|c| holds(c, s)))
+                        .collect();
+                    let fail = wider.iter().filter(|s| fails_so(world, s, cause)).count();
+                    if wider.len() > inside.len() && fail as f64 >= 0.9 * wider.len() as f64 {
+                        wrong.push(format!(
+                            "failure rule with a condition the failures merely shared: {cause}: `{}`",
+                            c.setting
+                        ));
+                    }
                 }
             }
             _ => {}

@@ -153,12 +153,20 @@ fn structureless(s: &Settings) -> Truth {
 
 /// The worlds a search is judged on.
 pub fn search_worlds() -> Vec<World> {
-    let noise = Noise { speed: 0.02, memory: 0.005, quality: 0.005, divergence: 2e-4 };
+    let noise =
+        Noise { speed: 0.02, memory: 0.005, quality: 0.005, divergence: 2e-4, ..Noise::default() };
     let llama8 = worlds().into_iter().find(|w| w.name == "llama8").expect("llama8");
     let llama8_space = llama8.study.clone();
     vec![
-        World { name: "midrange", study: MIDRANGE.into(), truth: midrange, noise, facts: vec![] },
-        World { name: "ten", study: TEN.into(), truth: ten, noise, facts: vec![] },
+        World {
+            name: "midrange",
+            study: MIDRANGE.into(),
+            truth: midrange,
+            noise,
+            facts: vec![],
+            silent: vec![],
+        },
+        World { name: "ten", study: TEN.into(), truth: ten, noise, facts: vec![], silent: vec![] },
         llama8,
         World {
             name: "noise",
@@ -166,6 +174,7 @@ pub fn search_worlds() -> Vec<World> {
             truth: structureless,
             noise,
             facts: vec![],
+            silent: vec![],
         },
     ]
 }

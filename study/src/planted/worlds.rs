@@ -106,6 +106,17 @@ fn llama8_facts() -> Vec<Fact> {
     ]
 }
 
+/// llama8 on a real machine: a request in ten slowed up to 4×, every
+/// speed 0.4 % lower each trial (the load rising under the study), and
+/// the quality score counted over eight questions: what llama8 teaches of
+/// speed and memory still shows, nothing of quality can.
+fn machine_facts() -> Vec<Fact> {
+    llama8_facts()
+        .into_iter()
+        .filter(|f| !matches!(f, Fact::Lossless { .. } | Fact::Lossy { .. }))
+        .collect()
+}
+
 /// The same study where nothing matters: every claim of an effect, an
 /// interaction, a free win or an anomaly is wrong.
 fn noise(_: &Settings) -> Truth {
@@ -252,7 +263,8 @@ fn kvcache_facts() -> Vec<Fact> {
 
 /// Every world, by name.
 pub fn all() -> Vec<World> {
-    let noise_level = Noise { speed: 0.02, memory: 0.005, quality: 0.005, divergence: 2e-4 };
+    let noise_level =
+        Noise { speed: 0.02, memory: 0.005, quality: 0.005, divergence: 2e-4, ..Noise::default() };
     vec![
         World {
             name: "llama8",
@@ -260,6 +272,7 @@ pub fn all() -> Vec<World> {
             truth: llama8,
             noise: noise_level,
             facts: llama8_facts(),
+            silent: vec![],
         },
         World {
             name: "noise",
@@ -267,6 +280,7 @@ pub fn all() -> Vec<World> {
             truth: noise,
             noise: noise_level,
             facts: noise_facts(),
+            silent: vec![],
         },
         World {
             name: "ranges",
@@ -274,6 +288,7 @@ pub fn all() -> Vec<World> {
             truth: ranges,
             noise: noise_level,
             facts: ranges_facts(),
+            silent: vec![],
         },
         World {
             name: "kvcache",
@@ -281,6 +296,31 @@ pub fn all() -> Vec<World> {
             truth: kvcache,
             noise: noise_level,
             facts: kvcache_facts(),
+            silent: vec![],
+        },
+        World {
+            name: "machine",
+            study: LLAMA8.replace("llama8", "machine"),
+            truth: llama8,
+            noise: Noise { speed: 0.03, tail: 0.1, drift: -0.004, items: Some(8), ..noise_level },
+            facts: machine_facts(),
+            silent: vec![Metric::QualityScore],
+        },
+        World {
+            name: "noisy",
+            study: LLAMA8.replace("llama8", "noisy"),
+            truth: noise,
+            noise: Noise { speed: 0.3, memory: 0.3, tail: 0.1, items: Some(8), ..noise_level },
+            facts: vec![],
+            silent: vec![Metric::QualityScore],
+        },
+        World {
+            name: "region",
+            study: super::region::STUDY.into(),
+            truth: super::region::truth,
+            noise: Noise { speed: 0.03, tail: 0.05, ..noise_level },
+            facts: super::region::facts(),
+            silent: vec![],
         },
     ]
 }

@@ -184,6 +184,7 @@ impl TrialView {
             machine: None,
             worker: None,
             mismatched: BTreeMap::new(),
+            support: TrialSupport::default(),
         }
     }
 }
@@ -272,6 +273,27 @@ pub struct TrialView {
     /// such a trial is left out of the findings.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mismatched: BTreeMap<String, String>,
+    /// What its numbers rest on: each speed per measured request, and how
+    /// many items each share was counted over.
+    #[serde(default, skip_serializing_if = "TrialSupport::is_empty")]
+    pub support: TrialSupport,
+}
+
+/// What a trial's numbers rest on, by metric name: each speed's value per
+/// measured request (the trial's value is their median), and the number
+/// of pass/fail items (questions, recall points) behind each share.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrialSupport {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub repeats: BTreeMap<String, Vec<f64>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub items: BTreeMap<String, u32>,
+}
+
+impl TrialSupport {
+    pub fn is_empty(&self) -> bool {
+        self.repeats.is_empty() && self.items.is_empty()
+    }
 }
 
 /// One recorded request of a trial.

@@ -89,6 +89,8 @@ pub const COLUMNS: &[Column] = &[
     c("machine", Text, IN_ROW | IN_IMPORT),
     // JSON: each setting the engine did not run as asked, and what it ran.
     c("mismatched", Text, IN_ROW | IN_RESULT | IN_IMPORT),
+    // JSON: each speed per measured request, the items behind each share.
+    c("support", Text, IN_ROW | IN_RESULT | IN_IMPORT),
 ];
 
 /// The columns a kind of row carries, in [`COLUMNS`]' order.

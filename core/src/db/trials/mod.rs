@@ -99,6 +99,8 @@ pub struct TrialRow {
     pub machine: Option<String>,
     pub worker: Option<String>,
     pub mismatched: Option<String>,
+    /// JSON: each speed per request and the items behind each share.
+    pub support: Option<String>,
 }
 
 impl TrialRow {

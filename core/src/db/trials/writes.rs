@@ -173,7 +173,7 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
          mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
          quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
          pct_of_ceiling = $19, perplexity = $20, context_tokens = $21, kld_mean = $22, \
-         kld_p99 = $23, same_top_rate = $24, goodput_rps = $25 WHERE id = $26",
+         kld_p99 = $23, same_top_rate = $24, goodput_rps = $25, support = $26 WHERE id = $27",
     )
     .bind(State::Done.as_str())
     .bind(now_ms())
@@ -200,10 +200,38 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     .bind(o.measurement.kld.as_ref().map(|k| k.p99))
     .bind(o.measurement.kld.as_ref().map(|k| k.same_top_pct / 100.0))
     .bind(o.measurement.goodput_rps())
+    .bind(support(&o.measurement))
     .bind(id)
     .execute(&mut *tx)
     .await?;
     tx.commit().await
+}
+
+/// What a measurement's numbers rest on, as stored (JSON; see
+/// [`tunebook_views::types::TrialSupport`]): each speed per measured request,
+/// and the items behind each share.
+fn support(m: &engine_bridge::Measurement) -> Option<String> {
+    use tunebook_study::Metric;
+    let mut support = tunebook_views::types::TrialSupport::default();
+    if let Some(speed) = &m.speed {
+        let samples = &speed.samples;
+        let each = |f: fn(&engine_bridge::llama_server::CompletionSample) -> f64| samples.iter().map(f).collect();
+        support.repeats = [
+            (Metric::DecodeTps, each(|s| s.timings.predicted_per_second)),
+            (Metric::PrefillTps, each(|s| s.timings.prompt_per_second)),
+            (Metric::TtftMs, each(|s| s.ttft_ms)),
+        ]
+        .into_iter()
+        .map(|(metric, values)| (metric.name().to_string(), values))
+        .collect();
+    }
+    let (questions, points) = m.items();
+    for (metric, n) in [(Metric::QualityScore, questions), (Metric::ContextPassRate, points)] {
+        if let Some(n) = n {
+            support.items.insert(metric.name().to_string(), n);
+        }
+    }
+    (!support.is_empty()).then(|| serde_json::to_string(&support).expect("support serializes"))
 }
 
 /// The full measurement of a finished trial, as stored (JSON).
