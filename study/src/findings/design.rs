@@ -4,10 +4,12 @@
 //! zeros. A setting with a few values gets a column per other value; a
 //! number with many (what random and model-based searches sample) gets a
 //! line with bends at the quartiles of its values (a linear spline in its
-//! value, or its logarithm when it spans a factor of 8 or more), which
-//! follows an optimum in the middle of the range or a plateau without
-//! inventing wiggles. Two factors act together through the products of
-//! their columns (a number's straight part only).
+//! value, or its logarithm when it spans a factor of 8 or more) and a
+//! square term, which follows an optimum in the middle of the range or a
+//! plateau without inventing wiggles, and bends between its knots as a
+//! smooth peak does (a misfit there would pass for an interaction). Two
+//! factors act together through the products of their columns (a
+//! number's straight part only).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -99,7 +101,7 @@ impl Factor {
     pub fn width(&self) -> usize {
         match &self.coding {
             Coding::Levels { values, .. } => values.len() - 1,
-            Coding::Curve { knots, .. } => 1 + knots.len(),
+            Coding::Curve { knots, .. } => 2 + knots.len(),
         }
     }
 
@@ -125,6 +127,9 @@ impl Factor {
                 let b = t(*base);
                 let mut columns = vec![(x - b) / scale];
                 columns.extend(knots.iter().map(|k| ((x - k).max(0.0) - (b - k).max(0.0)) / scale));
+                // A bend everywhere: a smooth peak between knots is no
+                // misfit for another setting to pass for an interaction.
+                columns.push(((x - b) / scale).powi(2));
                 columns
             }
         }
@@ -301,8 +306,8 @@ mod tests {
         let threads: Vec<String> = (1..=16).map(|t| t.to_string()).collect();
         let threads = Factor::new("threads", &threads, Some("4")).unwrap();
         assert!(threads.is_curve());
-        assert_eq!(threads.width(), 6, "a line and five bends");
-        assert_eq!(threads.encode("4"), [0.0; 6]);
+        assert_eq!(threads.width(), 7, "a line, five bends and a curvature");
+        assert_eq!(threads.encode("4"), [0.0; 7]);
         assert_eq!(threads.points().len(), 9);
         let Coding::Curve { log, .. } = threads.coding else { unreachable!() };
         assert!(log, "1 to 16 spans a factor of 16");

@@ -404,8 +404,11 @@ pub fn findings_with(
         .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, m, g))
         .filter(|a| a.noise.claimable(a.metric))
         .collect();
-    // How noisy each objective was heads what was found of it.
-    let noisy = analyses.iter().filter(|a| objectives.iter().any(|(m, _)| *m == a.metric));
+    // How noisy each objective, and each share of few items, was heads
+    // what was found of it.
+    let noisy = analyses
+        .iter()
+        .filter(|a| objectives.iter().any(|(m, _)| *m == a.metric) || a.noise.items.is_some());
     let spreads: Vec<Finding> = noisy.filter_map(|a| spread::spread(a, margins)).collect();
     out.splice(0..0, spreads);
     let adjusted = verdicts::adjust(&analyses);

@@ -40,7 +40,8 @@ pub struct Noise {
     /// The baseline's runs: (trial id, value on the model's scale), in order.
     pub baseline: Vec<(i64, f64)>,
     /// The variance of one run of the baseline beyond drift, where it ran
-    /// at least twice (half the mean squared successive difference).
+    /// at least twice: from the median of the differences of successive
+    /// runs, so that neither a slow drift nor one bad run counts.
     pub reruns: Option<f64>,
     /// The baseline's drift a trial, where its runs show one beyond their
     /// noise (a line through them, its slope at 1 %): each value is then
@@ -50,6 +51,9 @@ pub struct Noise {
     /// and the per-configuration variance they allow.
     pub items: Option<(u32, f64)>,
 }
+
+/// The median of |z| for a standard normal z.
+const MEDIAN_ABS_NORMAL: f64 = 0.674_489_750_196_081_7;
 
 /// At most this many repeats of one trial are read.
 const MAX_REPEATS: usize = 100;
@@ -104,8 +108,10 @@ impl Noise {
             .collect();
         runs.sort_by_key(|r| r.0);
         let reruns = (runs.len() >= 2).then(|| {
-            let steps: f64 = runs.windows(2).map(|w| (w[1].1 - w[0].1).powi(2)).sum();
-            steps / (2.0 * (runs.len() - 1) as f64)
+            // Robust: one run whose requests were mostly slowed moves two
+            // differences, not the median of them.
+            let mut steps: Vec<f64> = runs.windows(2).map(|w| (w[1].1 - w[0].1).abs()).collect();
+            (super::median(&mut steps) / MEDIAN_ABS_NORMAL).powi(2) / 2.0
         });
         let repeat = repeats.map_or(0.0, |r| r.0);
         let drift = if drifts(metric) { trend(&runs, repeat) } else { None };
@@ -127,6 +133,7 @@ impl Noise {
 
     /// The baseline's move over the study, on the model's scale, where it drifted.
     pub fn drifted_by(&self) -> Option<f64> {
+        self.drift?;
         Some(self.drift_at(self.baseline.last()?.0))
     }
 
@@ -163,26 +170,37 @@ impl Noise {
     }
 }
 
-/// The slope of the least-squares line through the baseline's `runs`
-/// (trial id → value), where it is beyond their noise (the line's
-/// residuals, and at least a run's `repeat` variance) at 1 %: three runs
-/// at least.
+/// The slope of the line through the baseline's `runs` (trial id →
+/// value), where it is beyond their noise at 1 %: the median of the
+/// slopes between pairs of runs (Theil–Sen), judged against the runs'
+/// robust spread about it and at least a run's `repeat` variance, so
+/// that one run whose requests were mostly slowed neither makes a drift
+/// nor hides one. Four runs at least: the spread of fewer says nothing.
 fn trend(runs: &[(i64, f64)], repeat: f64) -> Option<f64> {
     let k = runs.len();
-    if k < 3 {
+    if k < 4 {
         return None;
     }
+    let mut slopes: Vec<f64> = Vec::new();
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            if b.0 != a.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0) as f64);
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    let slope = super::median(&mut slopes);
+    let mut offsets: Vec<f64> = runs.iter().map(|r| r.1 - slope * r.0 as f64).collect();
+    let middle = super::median(&mut offsets);
+    let mut spread: Vec<f64> = offsets.iter().map(|o| (o - middle).abs()).collect();
+    let sd = (super::median(&mut spread) / MEDIAN_ABS_NORMAL).max(repeat.sqrt()).max(1e-6);
     let n = k as f64;
     let mx = runs.iter().map(|r| r.0 as f64).sum::<f64>() / n;
-    let my = runs.iter().map(|r| r.1).sum::<f64>() / n;
     let sxx: f64 = runs.iter().map(|r| (r.0 as f64 - mx).powi(2)).sum();
-    if sxx <= 0.0 {
-        return None;
-    }
-    let slope = runs.iter().map(|r| (r.0 as f64 - mx) * (r.1 - my)).sum::<f64>() / sxx;
-    let rss: f64 = runs.iter().map(|r| (r.1 - my - slope * (r.0 as f64 - mx)).powi(2)).sum();
-    let s2 = (rss / (n - 2.0)).max(repeat).max(1e-12);
-    let t = slope / (s2 / sxx).sqrt();
+    let t = slope * sxx.sqrt() / sd;
     (t.abs() > super::ols::t_quantile(1.0 - super::ALPHA, k - 2)).then_some(slope)
 }
 

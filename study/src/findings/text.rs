@@ -452,7 +452,7 @@ impl Finding {
                 if flagged.is_empty() {
                     let _ = write!(
                         s,
-                        "**No drift**: the baseline ran {} times, its {} at most {:.1} % from the first run: {}.",
+                        "**The baseline through the study**: it ran {} times, its {} at most {:.1} % from the first run, and no trial was flagged for drift: {}.",
                         baseline.len(),
                         metric.label(),
                         worst_pct.abs(),

@@ -248,7 +248,23 @@ pub fn setting_findings(
                 let base = partner.base();
                 partner.points().into_iter().filter(move |w| *w != base).map(move |w| (j, w))
             })
-            .map(|(j, w)| (contrasts(a, i, &[(j, &w)]), j, w))
+            .map(|(j, w)| {
+                // Only the values run there by two trials at least.
+                let partner = &a.design.factors[j];
+                let mut there = contrasts(a, i, &[(j, &w)]);
+                there.retain(|(v, _)| {
+                    partner.is_curve()
+                        || a.trials
+                            .iter()
+                            .filter(|t| {
+                                value_of(&t.settings, &factor.setting) == *v
+                                    && value_of(&t.settings, &partner.setting) == w
+                            })
+                            .count()
+                            >= 2
+                });
+                (there, j, w)
+            })
             .max_by(|x, y| clear(&x.0).total_cmp(&clear(&y.0)));
         if let Some((there, j, w)) = elsewhere.filter(|(there, ..)| clear(there) > m) {
             points = there;
@@ -290,7 +306,15 @@ pub fn setting_findings(
     // baseline: "no effect" is claimed of it only where its contrasts at
     // every combination of their values lie inside the margin too.
     let everywhere = if given.is_empty() { points.clone() } else { across_partners(a, i)? };
+    // Never moved with another setting at its baseline value: "no effect"
+    // at the baseline would be the model's guess, not a measurement.
+    let away: Vec<String> = unshown(a, i)
+        .into_iter()
+        .filter(|(k, v)| a.design.factors.iter().any(|f| &f.setting == k && f.base() == *v))
+        .map(|(k, _)| k)
+        .collect();
     match equivalent(a, &everywhere, m) {
+        Some(true) if !away.is_empty() => undetermined(Undetermined::Aliased { with: away }),
         Some(true) => {
             let t90 = EQUIVALENCE;
             let mut levels = vec![level(&base, None)];
