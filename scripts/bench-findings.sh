@@ -3,7 +3,10 @@
 # world and strategy, the strategy's real proposals are run in-process on
 # an engine that is a formula with noise, and the findings drawn from them
 # are checked against the truth: planted facts found, and claims the
-# truth contradicts. No engine needed; under a minute in a release build.
+# truth contradicts, before and after the measurement model (each trial's
+# value alone, against its requests, the baseline's re-runs and the items
+# a share is counted over), side by side in one run. No engine needed;
+# about a minute a seed in a release build.
 # Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--verbose]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

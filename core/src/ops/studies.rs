@@ -79,7 +79,14 @@ pub async fn study_progress(db: &Db, id: i64) -> Result<StudyProgress> {
 pub async fn findings(db: &Db, id: i64) -> Result<(Vec<Finding>, FindingsView)> {
     let (found, markdown) = crate::write_up::write_up(db, id).await?.ok_or(Error::NotFound)?;
     let html = crate::markdown::to_safe_html(&markdown);
-    let view = FindingsView { markdown, html, count: found.len() };
+    let too_noisy = found
+        .iter()
+        .filter_map(|f| match f {
+            Finding::Noise { metric, too_noisy: true, .. } => Some(metric.label().to_string()),
+            _ => None,
+        })
+        .collect();
+    let view = FindingsView { markdown, html, count: found.len(), too_noisy };
     Ok((found, view))
 }
 

@@ -169,7 +169,12 @@ pub(crate) fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> 
                 .iter()
                 .filter_map(|(m, v)| Some((Metric::parse(m)?, v.clone())))
                 .collect(),
-            items: t.support.items.iter().filter_map(|(m, n)| Some((Metric::parse(m)?, *n))).collect(),
+            items: t
+                .support
+                .items
+                .iter()
+                .filter_map(|(m, n)| Some((Metric::parse(m)?, *n)))
+                .collect(),
         })
         .collect();
     findings::mark_missed(def, &mut facts);

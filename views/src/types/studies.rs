@@ -120,6 +120,10 @@ pub struct FindingsView {
     pub markdown: String,
     pub html: String,
     pub count: usize,
+    /// The metrics whose noise, one trial's, is beyond the margin: the page
+    /// warns that the machine was too noisy to tell on them.
+    #[serde(default)]
+    pub too_noisy: Vec<String>,
 }
 
 /// One done trial of a study on one metric: what two studies are joined on.

@@ -352,7 +352,17 @@ fn Findings(id: i64, finished: Signal<u64>) -> impl IntoView {
             None => view! { <p class="muted">"Working out what the trials show…"</p> }.into_any(),
             Some(f) if f.count == 0 => view! { <p class="muted" id="no-findings">"Nothing to say yet: no trial has finished."</p> }.into_any(),
             // Sanitized on the server (pulldown-cmark, then ammonia).
-            Some(f) => view! { <div class="findings" id="findings" inner_html=f.html.clone()></div> }.into_any(),
+            Some(f) => {
+                let warning = (!f.too_noisy.is_empty()).then(|| {
+                    let on = f.too_noisy.join(", ");
+                    view! {
+                        <p class="warning" id="too-noisy">
+                            {format!("The machine was too noisy to tell differences within the margin on {on}: only effects several times that are claimed, and no \"no effect\". Close what else runs, or raise the repeats.")}
+                        </p>
+                    }
+                });
+                view! { {warning} <div class="findings" id="findings" inner_html=f.html.clone()></div> }.into_any()
+            }
         })}
     }
 }

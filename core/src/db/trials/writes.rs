@@ -215,7 +215,9 @@ fn support(m: &engine_bridge::Measurement) -> Option<String> {
     let mut support = tunebook_views::types::TrialSupport::default();
     if let Some(speed) = &m.speed {
         let samples = &speed.samples;
-        let each = |f: fn(&engine_bridge::llama_server::CompletionSample) -> f64| samples.iter().map(f).collect();
+        let each = |f: fn(&engine_bridge::llama_server::CompletionSample) -> f64| {
+            samples.iter().map(f).collect()
+        };
         support.repeats = [
             (Metric::DecodeTps, each(|s| s.timings.predicted_per_second)),
             (Metric::PrefillTps, each(|s| s.timings.prompt_per_second)),
