@@ -140,6 +140,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_stored_support_is_read_bounded_and_goes_back_as_it_came() {
+        let many: Vec<f64> = (0..250).map(f64::from).collect();
+        let text = serde_json::json!({
+            "repeats": { "decode_tps": many },
+            "items": { "quality_score": 8 },
+        })
+        .to_string();
+        let support = support_of(Some(&text));
+        assert_eq!(
+            support.repeats["decode_tps"].len(),
+            MAX_SUPPORT,
+            "a worker's result is bounded"
+        );
+        assert_eq!(support.items["quality_score"], 8);
+        assert!(support_of(Some("not json")).is_empty());
+        assert!(support_of(None).is_empty());
+        // Exported and imported, it comes back the same.
+        let view = TrialView { support: support.clone(), ..TrialView::from(TrialRow::default()) };
+        assert_eq!(support_of(row_of(&view).support.as_deref()), support);
+    }
+
+    #[test]
     fn a_view_and_a_row_name_their_fields_alike() {
         let row = TrialRow {
             id: 7,

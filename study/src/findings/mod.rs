@@ -29,8 +29,10 @@ mod numbers;
 mod ols;
 mod rules;
 mod sections;
+mod selection;
 mod spread;
 mod summary;
+mod support;
 mod text;
 mod verdicts;
 

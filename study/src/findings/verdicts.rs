@@ -13,6 +13,7 @@
 use super::analysis::{Analysis, Tested};
 use super::design::value_of;
 use super::ols::{holm, t_p, t_quantile};
+use super::support::{few_items, items_p, unshown};
 use super::{ALPHA, EQUIVALENCE, Finding, INTERVAL, Interval, Level, Margins, Undetermined};
 use crate::metric::{Goal, Scale};
 
@@ -338,51 +339,6 @@ pub fn setting_findings(
         Some(false) => undetermined(Undetermined::MoreTrials { about: more_trials(a, &points, m) }),
         None => undetermined(Undetermined::TooFew),
     }
-}
-
-/// The values of the other factors at which factor `i` was never moved
-/// off its base: a "no effect" shown elsewhere does not reach them (an
-/// effect confined to long contexts that the search barely visited).
-/// Numbers along a range are judged by their quarters' ends.
-fn unshown(a: &Analysis, i: usize) -> Vec<(String, String)> {
-    let own = &a.design.factors[i];
-    let base = own.base();
-    let moved: Vec<&super::analysis::Measured> =
-        a.trials.iter().filter(|t| value_of(&t.settings, &own.setting) != base).collect();
-    let mut out = Vec::new();
-    for (j, other) in a.design.factors.iter().enumerate() {
-        if j == i || other.is_curve() {
-            continue;
-        }
-        for w in other.points() {
-            if !moved.iter().any(|t| value_of(&t.settings, &other.setting) == w) {
-                out.push((other.setting.clone(), w));
-            }
-        }
-    }
-    out
-}
-
-/// The p-value of the clearest contrast with the items' chance in its
-/// error, Bonferroni over the contrasts.
-fn items_p(a: &Analysis, points: &Points) -> f64 {
-    let ps: Vec<f64> = points
-        .iter()
-        .filter_map(|(_, e)| *e)
-        .map(|(est, se)| t_p(est / se.max(f64::MIN_POSITIVE), a.fit.df()))
-        .collect();
-    (ps.iter().copied().fold(1.0, f64::min) * ps.len().max(1) as f64).min(1.0)
-}
-
-/// Why a share cannot be decided, where its items' chance alone spans
-/// the margin `m`: no number of trials would show equivalence.
-fn few_items(a: &Analysis, m: f64) -> Option<Undetermined> {
-    let (items, _) = a.noise.items?;
-    let chance = a.noise.between(2).sqrt();
-    (t_quantile(EQUIVALENCE, a.fit.df()) * chance >= m).then(|| Undetermined::FewItems {
-        items,
-        chance: t_quantile(INTERVAL, a.fit.df()) * chance,
-    })
 }
 
 /// How much better a contrast `d` (on the model's scale) is, in percent

@@ -6,7 +6,7 @@
 
 use engine_bridge::Settings;
 
-use super::worlds::{GIB, cache_bytes, get, number};
+use super::formula::{GIB, cache_bytes, get, number};
 use super::{Fact, Truth};
 use crate::study::Metric;
 

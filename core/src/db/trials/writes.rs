@@ -207,33 +207,33 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
     tx.commit().await
 }
 
-/// What a measurement's numbers rest on, as stored (JSON; see
-/// [`tunebook_views::types::TrialSupport`]): each speed per measured request,
-/// and the items behind each share.
+/// What a measurement's numbers rest on, as stored (JSON, read back as
+/// the pages' `TrialSupport`): each speed per measured request, and the
+/// items behind each share.
 fn support(m: &engine_bridge::Measurement) -> Option<String> {
+    use engine_bridge::llama_server::CompletionSample;
     use tunebook_study::Metric;
-    let mut support = tunebook_views::types::TrialSupport::default();
+    let mut repeats = serde_json::Map::new();
     if let Some(speed) = &m.speed {
-        let samples = &speed.samples;
-        let each = |f: fn(&engine_bridge::llama_server::CompletionSample) -> f64| {
-            samples.iter().map(f).collect()
-        };
-        support.repeats = [
-            (Metric::DecodeTps, each(|s| s.timings.predicted_per_second)),
-            (Metric::PrefillTps, each(|s| s.timings.prompt_per_second)),
-            (Metric::TtftMs, each(|s| s.ttft_ms)),
-        ]
-        .into_iter()
-        .map(|(metric, values)| (metric.name().to_string(), values))
-        .collect();
+        let each =
+            |f: fn(&CompletionSample) -> f64| -> Vec<f64> { speed.samples.iter().map(f).collect() };
+        repeats.insert(
+            Metric::DecodeTps.name().into(),
+            each(|s| s.timings.predicted_per_second).into(),
+        );
+        repeats
+            .insert(Metric::PrefillTps.name().into(), each(|s| s.timings.prompt_per_second).into());
+        repeats.insert(Metric::TtftMs.name().into(), each(|s| s.ttft_ms).into());
     }
+    let mut items = serde_json::Map::new();
     let (questions, points) = m.items();
     for (metric, n) in [(Metric::QualityScore, questions), (Metric::ContextPassRate, points)] {
         if let Some(n) = n {
-            support.items.insert(metric.name().to_string(), n);
+            items.insert(metric.name().into(), n.into());
         }
     }
-    (!support.is_empty()).then(|| serde_json::to_string(&support).expect("support serializes"))
+    (!repeats.is_empty() || !items.is_empty())
+        .then(|| serde_json::json!({ "repeats": repeats, "items": items }).to_string())
 }
 
 /// The full measurement of a finished trial, as stored (JSON).
