@@ -102,10 +102,20 @@ pub fn modelled(metric: Metric) -> bool {
     !matches!(metric, Metric::ContextTokens | Metric::GoodputRps)
 }
 
-/// Whether `metric` is modeled on a log scale: ratios, not rates or
-/// divergences.
+/// Whether `metric` is modeled on a log scale: speeds, times and
+/// perplexity, not rates, divergences or memory.
 pub fn log_scale(metric: Metric) -> bool {
-    metric.scale() == Scale::Ratio
+    metric.scale() == Scale::Ratio && !in_bytes(metric)
+}
+
+/// Whether `metric` is memory, modelled in bytes and told as ratios: a
+/// configuration's memory is a sum of parts (weights, caches, buffers),
+/// each at most a product of two settings (context × bytes per cache
+/// element), which pairs of settings fit exactly and logarithms do not:
+/// on a log scale what the model leaves over passes for effects of
+/// settings that cannot move memory.
+pub fn in_bytes(metric: Metric) -> bool {
+    metric.name().ends_with("_bytes")
 }
 
 /// The least noise believed on a metric's scale: 0.01 % on a log scale,
@@ -114,6 +124,7 @@ pub fn log_scale(metric: Metric) -> bool {
 /// concern.
 fn noise_floor(metric: Metric) -> f64 {
     match metric.scale() {
+        Scale::Ratio if in_bytes(metric) => 1.0,
         Scale::Ratio => 1e-4f64.powi(2),
         Scale::Rate => 1e-6,
         Scale::Difference => 1e-10,
@@ -121,9 +132,11 @@ fn noise_floor(metric: Metric) -> f64 {
 }
 
 /// The least a trial must be off its prediction to be an anomaly: a
-/// factor of [`ANOMALY_RATIO`], ten points of a rate, 0.01 nats.
-fn anomaly_gap(metric: Metric) -> f64 {
+/// factor of [`ANOMALY_RATIO`] (of the baseline's `base` for memory), ten
+/// points of a rate, 0.01 nats.
+fn anomaly_gap(metric: Metric, base: f64) -> f64 {
     match metric.scale() {
+        Scale::Ratio if in_bytes(metric) => (ANOMALY_RATIO - 1.0) * base.abs(),
         Scale::Ratio => ANOMALY_RATIO.ln(),
         Scale::Rate => 0.1,
         Scale::Difference => 0.01,
@@ -144,7 +157,7 @@ impl Analysis {
         goal: Goal,
     ) -> Option<Analysis> {
         let log = log_scale(metric);
-        let noise = Noise::of(metric, done, baseline);
+        let noise = Noise::of(metric, done, baseline, log);
         let measured: Vec<(&TrialFacts, f64)> = done
             .iter()
             .filter_map(|t| {
@@ -342,9 +355,29 @@ impl Analysis {
             let s2 = ((self.fit.rss - e * e / (1.0 - h)) / (df - 1) as f64).max(floor);
             (e / (1.0 - h), e / (s2 * (1.0 - h)).sqrt(), df - 1)
         };
-        let min_gap = anomaly_gap(self.metric);
-        let p = t_p(studentized, df) * self.trials.len() as f64;
+        let min_gap = anomaly_gap(self.metric, self.base());
+        let mut p = t_p(studentized, df) * self.trials.len() as f64;
+        if in_bytes(self.metric) {
+            // Memory's noise is relative: judged in bytes, a value high by
+            // chance would pass for an anomaly. Judged again as a ratio.
+            let ratio = (self.natural(t.y) / self.natural(t.y - deleted)).ln();
+            let spread = self.log_spread();
+            p = p.max(t_p(ratio / spread.max(f64::MIN_POSITIVE), df) * self.trials.len() as f64);
+        }
         (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA && !self.alone_in_a_pair(k)).then_some(p)
+    }
+
+    /// The robust spread of the kept trials' values about the fit, as log
+    /// ratios (the median absolute one, as a normal's standard deviation).
+    fn log_spread(&self) -> f64 {
+        let mut logs: Vec<f64> = self
+            .trials
+            .iter()
+            .filter(|t| !t.excluded)
+            .map(|t| (self.natural(t.y) / self.natural(self.fit.predict(&t.row))).ln().abs())
+            .filter(|x| x.is_finite())
+            .collect();
+        super::median(&mut logs) / 0.674_489_750_196_081_7
     }
 
     /// Whether trial `k` is the only one of its combination of two
@@ -417,6 +450,36 @@ impl Analysis {
     /// A value on the model's scale as the metric's own.
     pub fn natural(&self, y: f64) -> f64 {
         if self.log { (y + self.center).exp() } else { y + self.center }
+    }
+
+    /// The model's value at the baseline, in the metric's own terms.
+    pub fn base(&self) -> f64 {
+        self.natural(self.fit.predict(&self.design.row(&self.design.base_settings())))
+    }
+
+    /// Whether contrasts are told as ratios to the baseline (speeds,
+    /// memory, perplexity) rather than as differences.
+    pub fn told_as_ratio(&self) -> bool {
+        self.metric.scale() == Scale::Ratio
+    }
+
+    /// A contrast on the model's scale in the metric's own terms: a ratio
+    /// to the baseline's value, or a difference.
+    pub fn told(&self, d: f64) -> f64 {
+        match (self.log, self.told_as_ratio()) {
+            (true, _) => d.exp(),
+            (false, true) => {
+                let base = self.base();
+                if base.abs() > 0.0 { (base + d) / base } else { f64::NAN }
+            }
+            (false, false) => d,
+        }
+    }
+
+    /// A contrast on the model's scale as a log ratio, where it is told as
+    /// a ratio (what margins and spreads in percent are on); else as is.
+    pub fn as_log(&self, d: f64) -> f64 {
+        if self.told_as_ratio() && !self.log { self.told(d).max(f64::MIN_POSITIVE).ln() } else { d }
     }
 }
 

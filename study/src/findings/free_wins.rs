@@ -126,7 +126,7 @@ fn free_win(
             biggest = biggest.max(pct);
             let base_row = a.design.row(&a.design.base_settings());
             let without = a.natural(a.fit.predict(&base_row));
-            let with = if a.log { without * iv.est } else { without + iv.est };
+            let with = if a.told_as_ratio() { without * iv.est } else { without + iv.est };
             gains.push(Gain { metric: a.metric, with, without, pct, interval: iv });
         } else if oriented - t90 * se <= -m {
             // A cost not shown absent: not free.

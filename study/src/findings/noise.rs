@@ -68,9 +68,9 @@ fn drifts(metric: Metric) -> bool {
     matches!(metric, Metric::DecodeTps | Metric::PrefillTps | Metric::TtftMs | Metric::GoodputRps)
 }
 
-/// `v` on the scale `metric` is modelled on.
-fn scaled(metric: Metric, v: f64) -> Option<f64> {
-    let y = if metric.scale() == Scale::Ratio { v.ln() } else { v };
+/// `v` on the scale `metric` is modelled on (`log` or as it is).
+fn scaled(metric: Metric, v: f64, log: bool) -> Option<f64> {
+    let y = if log && metric.scale() == Scale::Ratio { v.ln() } else { v };
     y.is_finite().then_some(y)
 }
 
@@ -85,7 +85,13 @@ fn variance(xs: &[f64]) -> Option<f64> {
 impl Noise {
     /// The noise of `metric` in `trials` (those done), `baseline` being the
     /// study's baseline settings.
-    pub fn of(metric: Metric, trials: &[&TrialFacts], baseline: &engine_bridge::Settings) -> Noise {
+    pub fn of(
+        metric: Metric,
+        trials: &[&TrialFacts],
+        baseline: &engine_bridge::Settings,
+        log: bool,
+    ) -> Noise {
+        let scaled = |m: Metric, v: f64| scaled(m, v, log);
         let mut per_trial: Vec<f64> = trials
             .iter()
             .filter_map(|t| {
@@ -243,7 +249,7 @@ mod tests {
             (1..=9).map(|i| trial(i, &[("t", "4")], 40.0, &[40.0, 40.4, 39.6])).collect();
         trials.push(trial(10, &[("t", "4")], 40.0, &[40.0, 40.2, 12.0]));
         let refs: Vec<&TrialFacts> = trials.iter().collect();
-        let noise = Noise::of(Metric::DecodeTps, &refs, &Default::default());
+        let noise = Noise::of(Metric::DecodeTps, &refs, &Default::default(), true);
         let (var, n) = noise.repeats.unwrap();
         assert_eq!(n, 10);
         // About a 1 % spread a request, a median of three.
@@ -264,7 +270,7 @@ mod tests {
         trials.push(trial(5, &[("t", "8")], 50.0, &[50.0, 50.1, 49.9]));
         let refs: Vec<&TrialFacts> = trials.iter().collect();
         let baseline = trials[0].settings.clone();
-        let noise = Noise::of(Metric::DecodeTps, &refs, &baseline);
+        let noise = Noise::of(Metric::DecodeTps, &refs, &baseline, true);
         assert!((noise.drift_at(16) + 0.15).abs() < 1e-6, "{noise:?}");
         assert_eq!(noise.drift_at(1), 0.0);
         assert!((noise.drift_at(40) + 0.30).abs() < 1e-6);
@@ -274,7 +280,7 @@ mod tests {
             .map(|&(i, v)| trial(i, &base, v, &[v]))
             .collect();
         let refs: Vec<&TrialFacts> = close.iter().collect();
-        assert_eq!(Noise::of(Metric::DecodeTps, &refs, &baseline).drift, None);
+        assert_eq!(Noise::of(Metric::DecodeTps, &refs, &baseline, true).drift, None);
     }
 
     #[test]
@@ -283,7 +289,7 @@ mod tests {
         let trials: Vec<TrialFacts> =
             [1, 11, 21].iter().map(|&i| trial(i, &base, 40.0, &[40.0, 40.3, 39.7])).collect();
         let refs: Vec<&TrialFacts> = trials.iter().collect();
-        let noise = Noise::of(Metric::DecodeTps, &refs, &trials[0].settings.clone());
+        let noise = Noise::of(Metric::DecodeTps, &refs, &trials[0].settings.clone(), true);
         assert_eq!(noise.drift, None);
         assert_eq!(noise.drift_at(15), 0.0);
         assert_eq!(noise.reruns, Some(0.0));
@@ -301,7 +307,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&TrialFacts> = trials.iter().collect();
-        let noise = Noise::of(Metric::QualityScore, &refs, &Default::default());
+        let noise = Noise::of(Metric::QualityScore, &refs, &Default::default(), false);
         let (n, var) = noise.items.unwrap();
         assert_eq!(n, 8);
         // Two configurations differ by chance by about ±0.24: one question

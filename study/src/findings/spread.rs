@@ -11,8 +11,8 @@ use super::numbers::num;
 use crate::margins::Margins;
 use crate::metric::{Metric, Scale};
 
-/// A spread on the model's scale in the metric's terms: percent of a
-/// ratio, points of a share, nats of a divergence.
+/// A spread (as a log ratio for speeds and memory) in the metric's terms:
+/// percent of a ratio, points of a share, nats of a divergence.
 fn told(metric: Metric, x: f64) -> f64 {
     match metric.scale() {
         Scale::Ratio => (x.exp() - 1.0) * 100.0,
@@ -33,13 +33,13 @@ pub(super) fn spread(a: &Analysis, margins: &Margins) -> Option<Finding> {
     let one = (a.sigma2.unwrap_or(0.0).max(a.floor()) + n.between(1)).sqrt();
     Some(Finding::Noise {
         metric: a.metric,
-        repeats: n.repeats.map(|(v, trials)| (told(a.metric, v.sqrt()), trials)),
-        reruns: n.reruns.map(|v| (n.baseline.len(), told(a.metric, v.sqrt()))),
-        drift: n.drifted_by().map(|d| told(a.metric, d)),
+        repeats: n.repeats.map(|(v, trials)| (told(a.metric, a.as_log(v.sqrt())), trials)),
+        reruns: n.reruns.map(|v| (n.baseline.len(), told(a.metric, a.as_log(v.sqrt())))),
+        drift: n.drifted_by().map(|d| told(a.metric, a.as_log(d))),
         items: n.items.map(|(k, _)| (k, told(a.metric, 1.96 * n.between(2).sqrt()))),
-        trial: told(a.metric, one),
+        trial: told(a.metric, a.as_log(one)),
         margin: told(a.metric, m),
-        too_noisy: one > m,
+        too_noisy: a.as_log(one) > m,
     })
 }
 

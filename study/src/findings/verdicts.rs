@@ -53,13 +53,14 @@ pub fn adjust(analyses: &[Analysis]) -> Adjusted {
 /// terms (a ratio, or a difference).
 pub(super) fn interval(a: &Analysis, est: f64, se: f64, level: f64) -> Interval {
     let t = t_quantile(level, a.fit.df());
-    let f = |x: f64| if a.log { x.exp() } else { x };
-    Interval { est: f(est), lo: f(est - t * se), hi: f(est + t * se) }
+    Interval { est: a.told(est), lo: a.told(est - t * se), hi: a.told(est + t * se) }
 }
 
 /// The equivalence margin of `a`'s metric on its model's scale.
 pub(super) fn margin(a: &Analysis, margins: &Margins) -> f64 {
-    margins.on_model_scale(a.metric)
+    let m = margins.on_model_scale(a.metric);
+    // Memory is modelled in bytes: its margin is a share of the baseline's.
+    if a.told_as_ratio() && !a.log { a.base().abs() * m.exp_m1() } else { m }
 }
 
 /// Values of a factor, each with its contrast against the base (estimate
@@ -294,7 +295,7 @@ pub fn setting_findings(
             metric,
             goal: a.goal,
             base,
-            log: a.log,
+            log: a.told_as_ratio(),
             levels: ranked.into_iter().map(|(l, _)| l).collect(),
             size_pct,
             p_value: p,
@@ -326,8 +327,12 @@ pub fn setting_findings(
             Some(Finding::NoEffect {
                 setting,
                 metric,
-                log: a.log,
-                margin: if a.log { (m.exp() - 1.0) * 100.0 } else { m },
+                log: a.told_as_ratio(),
+                margin: if a.told_as_ratio() {
+                    margins.on_model_scale(metric).exp_m1() * 100.0
+                } else {
+                    m
+                },
                 levels,
                 p_value: p,
                 given,
@@ -346,8 +351,8 @@ pub fn setting_findings(
 /// divergence): 25 for memory cut by a quarter, 50 for a speed up by half.
 pub(super) fn better_pct(a: &Analysis, d: f64) -> f64 {
     match (a.metric.scale(), a.goal) {
-        (Scale::Ratio, Goal::Max) => (d.exp() - 1.0) * 100.0,
-        (Scale::Ratio, Goal::Min) => (1.0 - d.exp()) * 100.0,
+        (Scale::Ratio, Goal::Max) => (a.told(d) - 1.0) * 100.0,
+        (Scale::Ratio, Goal::Min) => (1.0 - a.told(d)) * 100.0,
         (Scale::Rate, _) => a.goal.oriented(d) * 100.0,
         (Scale::Difference, _) => a.goal.oriented(d),
     }
@@ -355,7 +360,7 @@ pub(super) fn better_pct(a: &Analysis, d: f64) -> f64 {
 
 /// "No change": 1 as a ratio, 0 as a difference.
 fn unit(a: &Analysis) -> f64 {
-    if a.log { 1.0 } else { 0.0 }
+    if a.told_as_ratio() { 1.0 } else { 0.0 }
 }
 
 /// Whether `best`, a value of numeric factor `i`, beats both the smallest
@@ -405,7 +410,7 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) 
             let (Some((est, se)), Some((ex, _)), Some((ey, _))) = (both, alone_x, alone_y) else {
                 continue;
             };
-            let additive = if a.log { (ex + ey).exp() } else { ex + ey };
+            let additive = a.told(ex + ey);
             if vx != fx.base() && vy != fy.base() {
                 let rows = [
                     a.design.contrast(&[(x, &vx), (y, &vy)]),
@@ -444,7 +449,7 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) 
         bases: (fx.base(), fy.base()),
         metric: a.metric,
         goal: a.goal,
-        log: a.log,
+        log: a.told_as_ratio(),
         cells,
         p_value: p,
     })
