@@ -28,6 +28,7 @@ mod noise;
 mod numbers;
 mod ols;
 mod rules;
+mod scales;
 mod sections;
 mod selection;
 mod spread;
@@ -402,7 +403,7 @@ pub fn findings_with(
     out.extend(files::compare(&done, &baseline, engine_bridge::catalog::MODEL_SETTING));
     let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
         .into_iter()
-        .filter(|(m, _)| analysis::modelled(*m))
+        .filter(|(m, _)| scales::modelled(*m))
         .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, m, g))
         .filter(|a| a.noise.claimable(a.metric))
         .collect();
