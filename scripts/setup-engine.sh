@@ -7,7 +7,11 @@ set -euo pipefail
 LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${TUNEBOOK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tunebook}"
-prefix="$cache/engine-llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION"
+# Built for this machine's CPU but without AMX: a virtual machine may
+# report AMX tiles and refuse them (llama-server then dies of SIGILL on
+# the first quantized matrix product); the AVX-512 and AVX2 paths remain.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+prefix="$cache/engine-llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION-noamx"
 stamp="$prefix/.complete"
 
 if [[ ! -f "$stamp" ]]; then
@@ -17,6 +21,7 @@ if [[ ! -f "$stamp" ]]; then
   python3 -m venv "$prefix/venv"
   "$prefix/venv/bin/pip" install --quiet --upgrade pip
   CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+  CFLAGS="$NO_AMX" CXXFLAGS="$NO_AMX" \
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
     "$prefix/venv/bin/pip" install --no-cache-dir \
       --config-settings=build-dir="$prefix/build" \

@@ -303,7 +303,16 @@ pub enum Finding {
     Anomaly { trial: i64, metric: Metric, value: f64, expected: f64, settings: Settings },
     /// Trials that failed the same way, and the rule that separates them
     /// from the trials that ran, where one does.
-    Failures { cause: String, trials: Vec<i64>, message: String, rule: Option<Rule> },
+    /// `undecided`: where no rule is named, the equally good rules over
+    /// other settings that the trials cannot choose between.
+    Failures {
+        cause: String,
+        trials: Vec<i64>,
+        message: String,
+        rule: Option<Rule>,
+        #[serde(default)]
+        undecided: Vec<Rule>,
+    },
     /// How close the fastest decode came to what memory bandwidth allows;
     /// `movers`: the settings that changed decode beyond noise.
     Ceiling { trial: i64, decode: f64, ceiling: f64, pct: f64, movers: Vec<String> },

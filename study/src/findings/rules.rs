@@ -70,8 +70,15 @@ impl Bits {
 }
 
 /// The rule for the `failed` trials against those that `ran`, where one
-/// holds at least [`MIN_SUPPORT`] failures.
-pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> Option<Rule> {
+/// holds at least [`MIN_SUPPORT`] failures and the trials tell it from
+/// every other: `Err` with the rules (at most [`MAX_UNDECIDED`]) that
+/// separate as many failures as well with as few conditions but name
+/// other settings, where the trials cannot choose between them.
+pub fn rule(
+    failed: &[&TrialFacts],
+    ran: &[&TrialFacts],
+    varied: &[String],
+) -> Option<Result<Rule, Vec<Rule>>> {
     if ran.is_empty() || failed.len() < MIN_SUPPORT {
         return None;
     }
@@ -88,7 +95,9 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
             sets[k].count_in(&is_failed) >= MIN_SUPPORT && sets[k].count_in(&is_ran) < ran.len()
         })
         .collect();
-    let mut best: Option<(usize, Vec<usize>)> = None;
+    // The best rules found, all as good: the most failures, then the
+    // fewest conditions.
+    let mut best: Vec<(usize, Vec<usize>)> = Vec::new();
     let mut consider = |picked: Vec<usize>, inside: &Bits| {
         if inside.count_in(&is_ran) > 0 {
             return;
@@ -97,12 +106,12 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
         if covered < MIN_SUPPORT {
             return;
         }
-        let better = match &best {
-            None => true,
-            Some((c, p)) => covered > *c || (covered == *c && picked.len() < p.len()),
-        };
-        if better {
-            best = Some((covered, picked));
+        match best.first() {
+            Some((c, p)) if covered < *c || (covered == *c && picked.len() > p.len()) => {}
+            Some((c, p)) if covered == *c && picked.len() == p.len() => {
+                best.push((covered, picked))
+            }
+            _ => best = vec![(covered, picked)],
         }
     };
     for (x, &a) in useful.iter().enumerate() {
@@ -121,9 +130,48 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
             }
         }
     }
-    let (covered, picked) = best?;
-    let mut conditions: Vec<Condition> =
-        picked.into_iter().map(|k| candidates[k].clone()).collect();
+    let built: Vec<Rule> = best
+        .into_iter()
+        .map(|(covered, picked)| {
+            let conditions: Vec<Condition> =
+                picked.into_iter().map(|k| candidates[k].clone()).collect();
+            finish(conditions, covered, failed, ran.len(), varied)
+        })
+        .collect();
+    // Rules over the same settings differ only in where between two tried
+    // values a threshold lies: the first stands for them. Rules over other
+    // settings are another explanation.
+    let mut distinct: Vec<Rule> = Vec::new();
+    for r in built {
+        let names =
+            |r: &Rule| r.conditions.iter().map(|c| c.setting.clone()).collect::<BTreeSet<_>>();
+        if !distinct.iter().any(|d| names(d) == names(&r)) {
+            distinct.push(r);
+        }
+    }
+    match distinct.len() {
+        0 => None,
+        1 => distinct.pop().map(Ok),
+        _ => {
+            distinct.truncate(MAX_UNDECIDED);
+            Some(Err(distinct))
+        }
+    }
+}
+
+/// At most this many equally good rules are named when the trials cannot
+/// choose between them.
+const MAX_UNDECIDED: usize = 4;
+
+/// A rule of `conditions` holding `covered` of the `failed`, with the
+/// values every failure inside shared that no trial inside changed.
+fn finish(
+    mut conditions: Vec<Condition>,
+    covered: usize,
+    failed: &[&TrialFacts],
+    ran: usize,
+    varied: &[String],
+) -> Rule {
     conditions.sort();
     let inside: Vec<&TrialFacts> = failed
         .iter()
@@ -143,7 +191,7 @@ pub fn rule(failed: &[&TrialFacts], ran: &[&TrialFacts], varied: &[String]) -> O
             })
         })
         .collect();
-    Some(Rule { conditions, also, failed: covered, of: failed.len(), ran: ran.len() })
+    Rule { conditions, also, failed: covered, of: failed.len(), ran }
 }
 
 /// Thresholds a numeric setting gets besides the failures' own ends: the
@@ -267,7 +315,7 @@ mod tests {
             ["flash_attn", "cache_type_k", "ctx_size", "threads"].map(String::from).to_vec();
         let f: Vec<&TrialFacts> = failed.iter().collect();
         let r: Vec<&TrialFacts> = ran.iter().collect();
-        let rule = rule(&f, &r, &varied).unwrap();
+        let rule = rule(&f, &r, &varied).unwrap().unwrap();
         let c = |s: &str, op, v: &str| Condition { setting: s.into(), op, value: v.into() };
         assert_eq!(
             rule.conditions,
@@ -284,7 +332,7 @@ mod tests {
             r.iter().copied().filter(|t| t.settings["threads"] == "2").collect();
         let failed_two: Vec<&TrialFacts> =
             f.iter().copied().filter(|t| t.settings["threads"] == "2").collect();
-        let narrow = super::rule(&failed_two, &two, &varied).unwrap();
+        let narrow = super::rule(&failed_two, &two, &varied).unwrap().unwrap();
         assert_eq!(narrow.also, [c("threads", Op::Is, "2")]);
     }
 
@@ -295,6 +343,29 @@ mod tests {
         let f: Vec<&TrialFacts> = failed.iter().collect();
         let r: Vec<&TrialFacts> = ran.iter().collect();
         assert_eq!(rule(&f, &r, &["threads".into()]), None);
+    }
+
+    #[test]
+    fn failures_two_settings_explain_equally_are_left_undecided() {
+        // Both failures had a long context with a large batch and a large
+        // micro-batch; the runs tell neither apart from the other.
+        let trials = [
+            trial(1, &[("ctx_size", "65536"), ("batch_size", "1024"), ("ubatch_size", "1024")]),
+            trial(2, &[("ctx_size", "65536"), ("batch_size", "1024"), ("ubatch_size", "512")]),
+            trial(3, &[("ctx_size", "65536"), ("batch_size", "2048"), ("ubatch_size", "128")]),
+            trial(4, &[("ctx_size", "4096"), ("batch_size", "1024"), ("ubatch_size", "1024")]),
+            trial(5, &[("ctx_size", "4096"), ("batch_size", "2048"), ("ubatch_size", "512")]),
+        ];
+        let (f, r): (Vec<&TrialFacts>, Vec<&TrialFacts>) = trials.iter().partition(|t| t.id <= 2);
+        let varied: Vec<String> =
+            ["ctx_size", "batch_size", "ubatch_size"].map(String::from).to_vec();
+        let Some(Err(undecided)) = rule(&f, &r, &varied) else { panic!("one rule named") };
+        let settings: Vec<Vec<&str>> = undecided
+            .iter()
+            .map(|r| r.conditions.iter().map(|c| c.setting.as_str()).collect())
+            .collect();
+        assert!(settings.contains(&vec!["batch_size", "ctx_size"]), "{settings:?}");
+        assert!(settings.contains(&vec!["ctx_size", "ubatch_size"]), "{settings:?}");
     }
 
     #[test]
@@ -311,7 +382,7 @@ mod tests {
         let f: Vec<&TrialFacts> = trials.iter().filter(too_big).collect();
         let r: Vec<&TrialFacts> = trials.iter().filter(|t| !too_big(t)).collect();
         let varied: Vec<String> = ["ctx_size", "flash_attn"].map(String::from).to_vec();
-        let rule = rule(&f, &r, &varied).unwrap();
+        let rule = rule(&f, &r, &varied).unwrap().unwrap();
         let first = f.iter().map(|t| t.settings["ctx_size"].parse::<u32>().unwrap()).min().unwrap();
         let c = Condition { setting: "ctx_size".into(), op: Op::AtLeast, value: first.to_string() };
         assert_eq!(rule.conditions, [c]);

@@ -64,11 +64,19 @@ pub(super) fn failures(trials: &[TrialFacts], varied: &[String]) -> Vec<Finding>
     }
     let ran: Vec<&TrialFacts> = trials.iter().filter(|t| t.done).collect();
     by.into_iter()
-        .map(|(cause, failed)| Finding::Failures {
-            cause: cause.to_string(),
-            trials: failed.iter().map(|t| t.id).collect(),
-            message: failed[0].failure.as_ref().map(|f| f.1.clone()).unwrap_or_default(),
-            rule: rules::rule(&failed, &ran, varied),
+        .map(|(cause, failed)| {
+            let (rule, undecided) = match rules::rule(&failed, &ran, varied) {
+                Some(Ok(rule)) => (Some(rule), vec![]),
+                Some(Err(rules)) => (None, rules),
+                None => (None, vec![]),
+            };
+            Finding::Failures {
+                cause: cause.to_string(),
+                trials: failed.iter().map(|t| t.id).collect(),
+                message: failed[0].failure.as_ref().map(|f| f.1.clone()).unwrap_or_default(),
+                rule,
+                undecided,
+            }
         })
         .collect()
 }

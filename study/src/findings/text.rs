@@ -345,7 +345,7 @@ impl Finding {
                     config_text(settings),
                 );
             }
-            Finding::Failures { cause, trials, message, rule } => {
+            Finding::Failures { cause, trials, message, rule, undecided } => {
                 let cause_text = cause.replace('_', " ");
                 match rule {
                     Some(r) => {
@@ -369,6 +369,24 @@ impl Finding {
                                 also.join(" and ")
                             );
                         }
+                    }
+                    None if !undecided.is_empty() => {
+                        let each: Vec<String> = undecided
+                            .iter()
+                            .map(|r| {
+                                r.conditions
+                                    .iter()
+                                    .map(condition_text)
+                                    .collect::<Vec<_>>()
+                                    .join(" and ")
+                            })
+                            .collect();
+                        let _ = write!(
+                            s,
+                            "**{cause_text}: where is not determined** — {} trials failed so, and the trials that ran tell them apart equally well by {}: trials that hold one of these and not the others would decide which.",
+                            trials.len(),
+                            each.join(", or by ")
+                        );
                     }
                     None => {
                         let _ = write!(s, "**{cause_text}**: {} trials failed so.", trials.len());
