@@ -779,7 +779,8 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
         "baseline": { "threads": 1, "ctx_size": 1024 },
         "objectives": [{ "metric": "decode_tps" }],
         "strategy": { "kind": "grid" },
-        "budget": { "max_trials": 22, "confirm_pairs": 3 },
+        // No re-runs of the baseline between: the grid's order is the point.
+        "budget": { "max_trials": 22, "confirm_pairs": 3, "rerun_baseline_every": 0 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
     let (study, trials) = run_to_the_end(&server, &def).await;
