@@ -168,6 +168,9 @@ async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
             .collect();
         println!("  trial {:>5}  {}  {}", t.id, values.join("  "), settings.join(" "));
     }
+    // What the trials show, as the study's page writes it.
+    let (_, findings) = crate::write_up::findings_markdown(&row.definition, &list);
+    println!("\n{findings}");
     Ok(())
 }
 

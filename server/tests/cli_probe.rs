@@ -122,6 +122,8 @@ fn a_study_runs_headless_from_a_file() {
     // The engine's default, then both values; the fastest on the front.
     assert!(stdout.contains(r#"trials: {"done": 3}"#), "{stdout}");
     assert!(stdout.contains("Pareto front (decode_tps):\n  trial"), "{stdout}");
+    // And what the trials show, as the study's page writes it.
+    assert!(stdout.contains("## Best configurations"), "{stdout}");
 
     let out = tunebook(&["run", "--resume", "1"], data.path());
     assert!(!out.status.success());

@@ -61,7 +61,8 @@ pub(super) fn markdown(f: &Finding) -> String {
             unit(*spread)
         ));
     }
-    if let Some((runs, spread)) = reruns {
+    // A share of few items repeats its greedy answers: its items speak for it.
+    if let Some((runs, spread)) = reruns.filter(|_| items.is_none()) {
         parts.push(format!(
             "the baseline, run {runs} times, moved ±{} from run to run",
             unit(*spread)
