@@ -239,11 +239,13 @@ async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
     common::require_demo_engine();
     let root = common::repo_root();
     let profile = engine_bridge::Profile::load(&root.join("profiles/demo.toml")).unwrap();
-    // The tiny model reads a token a byte: room for the findings (their
-    // noise first) and the prose.
-    let settings: engine_bridge::Settings = [("ctx_size".to_string(), "16384".to_string())].into();
+    // The real instruct model, with room for the findings and the prose in
+    // the one slot that answers.
+    let settings: engine_bridge::Settings = [("ctx_size", "8192"), ("parallel", "1")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
     let port = engine_bridge::free_port().unwrap();
-    let spec = engine_bridge::plan(&profile, "tiny-llama", &settings, port).unwrap();
+    let spec = engine_bridge::plan(&profile, "smollm2-135m", &settings, port).unwrap();
     let engine =
         engine_bridge::RunningEngine::launch(spec, port, std::time::Duration::from_secs(60))
             .await

@@ -65,7 +65,7 @@ pub(super) fn markdown(f: &Finding) -> String {
     if let Some((runs, spread)) = reruns.filter(|_| items.is_none()) {
         parts.push(format!(
             "the baseline, run {runs} times, moved ±{} from run to run",
-            unit(*spread)
+            unit(spread)
         ));
     }
     if let Some(d) = drift {

@@ -176,14 +176,16 @@ pub async fn chat(
     if let Some(key) = endpoint.api_key()? {
         request = request.bearer_auth(key);
     }
-    let reply: Value = request
-        .send()
-        .await
-        .and_then(|r| r.error_for_status())
-        .map_err(|e| format!("the request failed: {e}"))?
-        .json()
-        .await
-        .map_err(|e| format!("the reply is not JSON: {e}"))?;
+    let response = request.send().await.map_err(|e| format!("the request failed: {e}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        // The endpoint's own words say why (a prompt over its context…),
+        // cut short: it is not ours to trust at length.
+        let said = response.text().await.unwrap_or_default();
+        let said: String = said.chars().take(300).collect();
+        return Err(format!("the request failed: {status}: {said}"));
+    }
+    let reply: Value = response.json().await.map_err(|e| format!("the reply is not JSON: {e}"))?;
     let text = reply
         .pointer("/choices/0/message/content")
         .and_then(Value::as_str)
