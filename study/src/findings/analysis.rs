@@ -308,7 +308,8 @@ impl Analysis {
             // chance would pass for an anomaly. Judged again as a ratio.
             let ratio = (self.natural(t.y) / self.natural(t.y - deleted)).ln();
             let spread = self.log_spread();
-            p = p.max(t_p(ratio / spread.max(f64::MIN_POSITIVE), df) * self.trials.len() as f64);
+            let z = if ratio.is_finite() { ratio / spread.max(f64::MIN_POSITIVE) } else { 0.0 };
+            p = p.max(t_p(z, df) * self.trials.len() as f64);
         }
         (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA && !self.alone_in_a_pair(k)).then_some(p)
     }

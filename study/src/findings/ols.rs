@@ -150,8 +150,15 @@ pub fn t_quantile(level: f64, df: usize) -> f64 {
         .unwrap_or(f64::INFINITY)
 }
 
-/// The two-sided p-value of a t statistic.
+/// The two-sided p-value of a t statistic; 1 (no evidence) for one that
+/// is not a number, and 0 for an infinite one.
 pub fn t_p(t: f64, df: usize) -> f64 {
+    if t.is_nan() {
+        return 1.0;
+    }
+    if t.is_infinite() {
+        return 0.0;
+    }
     StudentsT::new(0.0, 1.0, df.max(1) as f64).map_or(1.0, |d| (2.0 * d.sf(t.abs())).min(1.0))
 }
 
@@ -173,6 +180,13 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_statistic_that_is_not_a_number_is_no_evidence() {
+        assert_eq!(t_p(f64::NAN, 5), 1.0);
+        assert_eq!(t_p(f64::INFINITY, 5), 0.0);
+        assert!((t_p(0.0, 5) - 1.0).abs() < 1e-12);
+    }
 
     fn rows(n: usize, p: usize, f: impl Fn(usize, usize) -> f64) -> Vec<Vec<f64>> {
         (0..n).map(|i| (0..p).map(|j| f(i, j)).collect()).collect()
