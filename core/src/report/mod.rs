@@ -95,6 +95,13 @@ pub async fn restore(service: &Reports, id: i64, base: i64, version: i64) -> Res
     .map_err(stale)
 }
 
+/// `text` with a code block it left open closed: a model's prose cut off
+/// inside one would swallow the rest of its cell, the facts included.
+fn closed_fences(text: &str) -> String {
+    let fences = text.lines().filter(|l| l.trim_start().starts_with("```")).count();
+    if fences % 2 == 1 { format!("{text}\n```") } else { text.to_string() }
+}
+
 /// How many tokens the prose may take.
 const PROSE_TOKENS: u32 = 700;
 
@@ -127,7 +134,7 @@ pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
         body: CellBody::Markdown {
             text: format!(
                 "## In plain words\n\n{}\n\n*Written by the language model `{model}` from the findings below, which stay in this report: where the two differ, the findings are right.*\n\n<details><summary>The facts it was given</summary>\n\n{facts}\n</details>\n",
-                text.trim()
+                closed_fences(text.trim())
             ),
         },
         origin: None,
@@ -248,4 +255,18 @@ pub async fn export_markdown(service: &Reports, report: ReportRow<Notebook>) -> 
         out.push_str("\n\n");
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_block_the_prose_left_open_is_closed() {
+        assert_eq!(
+            closed_fences("Run:\n```sh\nllama-server -fa on"),
+            "Run:\n```sh\nllama-server -fa on\n```"
+        );
+        assert_eq!(closed_fences("Run:\n```\nx\n```\nDone."), "Run:\n```\nx\n```\nDone.");
+    }
 }
