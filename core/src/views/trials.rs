@@ -170,6 +170,7 @@ mod tests {
             decode_tps: Some(12.5),
             machine: Some("m".into()),
             mismatched: Some(r#"{"ubatch_size":"64"}"#.into()),
+            support: Some(r#"{"items":{"quality_score":8}}"#.into()),
             ..Default::default()
         };
         let view = TrialView::from(row.clone());
