@@ -197,17 +197,7 @@ pub fn score(
                 }
             }
             Finding::Failures { cause, rule: Some(rule), .. } => {
-                let inside: Vec<Settings> = study
-                    .space
-                    .grid()
-                    .take(100_000)
-                    .map(|c| {
-                        let mut s = base.clone();
-                        s.extend(c);
-                        s
-                    })
-                    .filter(|s| rule.conditions.iter().chain(&rule.also).all(|c| holds(c, s)))
-                    .collect();
+                let inside = region(study, rule.conditions.iter().chain(&rule.also));
                 let failing = inside.iter().filter(|s| fails_so(world, s, cause)).count();
                 if !inside.is_empty() && (failing as f64) < 0.9 * inside.len() as f64 {
                     wrong.push(format!(
@@ -218,18 +208,7 @@ pub fn score(
                 // Each condition needed: without it, the region must mostly run.
                 for (k, c) in rule.conditions.iter().enumerate() {
                     let rest = rule.conditions.iter().enumerate().filter(|(j, _)| *j != k);
-                    let rest: Vec<&crate::findings::Condition> = rest.map(|(_, c)| c).collect();
-                    let wider: Vec<Settings> = study
-                        .space
-                        .grid()
-                        .take(100_000)
-                        .map(|g| {
-                            let mut s = base.clone();
-                            s.extend(g);
-                            s
-                        })
-                        .filter(|s| rest.iter().all(|c| holds(c, s)))
-                        .collect();
+                    let wider = region(study, rest.map(|(_, c)| c));
                     let fail = wider.iter().filter(|s| fails_so(world, s, cause)).count();
                     if wider.len() > inside.len() && fail as f64 >= 0.9 * wider.len() as f64 {
                         wrong.push(format!(
@@ -248,6 +227,25 @@ pub fn score(
         .map(|fact| (fact.clone(), recovered(fact, world, study, found, &wrong)))
         .collect();
     Score { facts, wrong }
+}
+
+/// The configurations of `study`'s grid (over its baseline) that meet
+/// every one of `conditions`.
+fn region<'a>(
+    study: &Study,
+    conditions: impl Iterator<Item = &'a crate::findings::Condition> + Clone,
+) -> Vec<Settings> {
+    study
+        .space
+        .grid()
+        .take(100_000)
+        .map(|c| {
+            let mut s = study.baseline.clone();
+            s.extend(c);
+            s
+        })
+        .filter(|s| conditions.clone().all(|c| holds(c, s)))
+        .collect()
 }
 
 /// Whether the truth says `settings` fail for `cause`.
