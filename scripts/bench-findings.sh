@@ -2,12 +2,12 @@
 # Scores the findings on the planted worlds (study/src/planted): for each
 # world and strategy, the strategy's real proposals are run in-process on
 # an engine that is a formula with noise, and the findings drawn from them
-# are checked against the truth: planted facts found, and claims the
-# truth contradicts, before and after the measurement model (each trial's
-# value alone, against its requests, the baseline's re-runs and the items
-# a share is counted over), side by side in one run. No engine needed;
-# about a minute a seed in a release build.
-# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--verbose]
+# are checked against the truth: planted facts found, claims the truth
+# contradicts, and findings on the objectives left not determined. Before:
+# the whole budget searches; after: the findings' share of it settles what
+# the search left open (study/src/settle.rs); side by side in one run. No
+# engine needed; about a minute a seed in a release build.
+# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--world=NAME] [--verbose]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -34,6 +34,16 @@ if [[ ! -f "$stamp" ]]; then
   touch "$stamp"
 fi
 
+# The library that makes llama.cpp's tools write their last lines before
+# they exit (see engine-bridge/native/log_flush.c), rebuilt when its source
+# changes.
+flush_src="$root/engine-bridge/native/log_flush.c"
+flush_lib="$prefix/build/bin/libtunebook-log-flush.so"
+if [[ ! -f "$flush_lib" || "$flush_src" -nt "$flush_lib" ]]; then
+  cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$flush_lib.tmp" "$flush_src" -ldl
+  mv "$flush_lib.tmp" "$flush_lib"
+fi
+
 mkdir -p "$root/.tools"
 ln -sfn "$prefix/build/bin" "$root/.tools/engine-bin"
 ln -sfn "$prefix/venv" "$root/.tools/engine-venv"

@@ -61,6 +61,9 @@ pub struct Form {
     pub rerun_every: String,
     /// Pairs of re-runs (pick, baseline) before the best is named.
     pub confirm_pairs: String,
+    /// Trials for settling what the findings leave open (blank: the
+    /// study's default share).
+    pub settle_trials: String,
     /// Equivalence margins: speeds and memory in percent, rates in
     /// points; blank for the defaults.
     pub margin_speed: String,
@@ -122,6 +125,7 @@ impl Default for Form {
             min_gain: String::new(),
             rerun_every: String::new(),
             confirm_pairs: "3".into(),
+            settle_trials: String::new(),
             margin_speed: String::new(),
             margin_memory: String::new(),
             margin_quality: String::new(),
@@ -385,6 +389,7 @@ impl Form {
             ("min_gain", &self.min_gain),
             ("rerun_baseline_every", &self.rerun_every),
             ("confirm_pairs", &self.confirm_pairs),
+            ("settle_trials", &self.settle_trials),
         ] {
             if let Err(e) = optional_number(&mut budget, key, text) {
                 errors.push(e);
@@ -534,6 +539,9 @@ mod tests {
         assert_eq!(v["budget"]["max_trials"], 30);
         assert!(v["budget"].get("patience").is_none(), "blank numbers are left out");
         assert_eq!(v["budget"]["confirm_pairs"], 3);
+        assert!(v["budget"].get("settle_trials").is_none(), "the study's default share");
+        let share = Form { settle_trials: "6".into(), ..form.clone() }.to_json().unwrap();
+        assert_eq!(share["budget"]["settle_trials"], 6);
         assert_eq!(v["margins"], json!({}), "the defaults");
         assert_eq!(v["probes"]["quality"], json!({}));
         assert!(v["probes"].get("kld").is_none(), "not asked for");

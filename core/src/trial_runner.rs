@@ -103,8 +103,13 @@ impl Runner {
             }
         }
         for id in trials::ids_in_state(&ctx.db, State::Queued).await? {
-            // A study's queued trial is its study runner's to run again.
-            match trials::get(&ctx.db, id).await?.and_then(|t| t.study_id) {
+            // A study's queued trial is its study runner's to run again;
+            // one queued to settle a finding still waits for it there.
+            let trial = trials::get(&ctx.db, id).await?;
+            let settling = trial.as_ref().and_then(|t| t.role.as_deref())
+                == Some(tunebook_study::settle::ROLE);
+            match trial.and_then(|t| t.study_id) {
+                Some(_) if settling => {}
                 Some(_) => {
                     let failure = Failure::new(
                         FailureKind::Interrupted,

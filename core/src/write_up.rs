@@ -178,15 +178,15 @@ async fn serving_load(db: &crate::db::Db, list: &[TrialView]) -> Result<String, 
 /// Study `id`'s findings and the write-up of them in markdown: the
 /// findings (per class of machine, where it ran on several), then how to
 /// run each best configuration outside Tunebook (command line and systemd
-/// unit). `None` when there is no such study.
+/// unit). `list`: the study's trials, as its caller read them.
 pub async fn write_up(
     db: &crate::db::Db,
-    id: i64,
-) -> Result<Option<(Vec<Finding>, String)>, sqlx::Error> {
-    let Some(row) = studies::get(db, id).await? else { return Ok(None) };
-    let list: Vec<TrialView> = crate::views::all(trials::of_study(db, id).await?);
-    let (found, mut text) = findings_markdown(&row.definition, &list);
-    text.push_str(&serving_load(db, &list).await?);
+    row: &studies::StudyRow,
+    list: &[TrialView],
+) -> Result<(Vec<Finding>, String), sqlx::Error> {
+    let id = row.id;
+    let (found, mut text) = findings_markdown(&row.definition, list);
+    text.push_str(&serving_load(db, list).await?);
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();
     for f in &found {
@@ -225,7 +225,7 @@ On port {}; the unit's start timeout is three times the measured load time.
             crate::recipe::PORT
         ));
     }
-    Ok(Some((found, text)))
+    Ok((found, text))
 }
 
 #[cfg(test)]

@@ -382,6 +382,13 @@ async fn perplexity_at_the_trial_settings() {
     let model = &common::model_path(&profile, "tiny-llama");
     let probe =
         engine_bridge::probes::PerplexityProbe { ctx: 128, chunks: 2, ..Default::default() };
+    // The setup builds the library that keeps the tool's last lines.
+    let flush = engine_bridge::probes::PerplexityProbe::log_flush_for(&profile);
+    assert!(
+        flush.is_some(),
+        "no {} beside the engine",
+        engine_bridge::probes::perplexity::LOG_FLUSH_LIBRARY
+    );
     let mut ppl = Vec::new();
     for cache in ["f16", "q4_0"] {
         let s = settings(&[

@@ -144,6 +144,7 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
         .route("/api/studies/{id}/pareto", get(routes::studies::pareto))
         .route("/api/studies/{id}/pareto/figure", get(routes::studies::pareto_figure))
         .route("/api/studies/{id}/findings", get(routes::studies::findings))
+        .route("/api/studies/{id}/settle", post(routes::studies::settle))
         .route(
             "/api/studies/{id}/reports",
             get(routes::reports::list).post(routes::reports::create),

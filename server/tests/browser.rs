@@ -2,9 +2,11 @@
 //! chromedriver): a trial run from the home page on the real engine, its
 //! row arriving without a reload and a rejected setting in the engine's
 //! words; a study designed in the form, watched live and its Pareto plot
-//! clicked through; a study of 10,000 trials opened, sorted and paged.
+//! clicked through; a study of 10,000 trials opened, sorted and paged; an
+//! open finding settled from the study page.
 
 mod common;
+mod settle_page;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -74,7 +74,9 @@ fn tunebook(args: &[&str], data: &std::path::Path) -> std::process::Output {
     tunebook_command(args, data).output().unwrap()
 }
 
-/// A grid study of the demo model over `ubatch_size`, written to `dir`.
+/// A grid study of the demo model over `ubatch_size`, written to `dir`;
+/// the grid alone, without the findings' share (what a run counts stays
+/// what the grid holds).
 fn write_study(
     dir: &std::path::Path,
     name: &str,
@@ -89,6 +91,7 @@ name = "{name}"
 profile = "demo"
 model = "tiny-llama"
 strategy = {{ kind = "grid" }}
+budget = {{ settle_trials = 0 }}
 [space]
 ubatch_size = {ubatch_sizes}
 [fixed]

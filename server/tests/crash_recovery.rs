@@ -120,27 +120,36 @@ async fn a_killed_server_leaves_no_engine_and_no_lost_trial() {
     assert!(status.success(), "{status:?}");
 }
 
-#[tokio::test]
-async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_trial() {
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    // Each engine takes a moment to load: time enough to kill Tunebook mid-trial.
+/// A data folder, a profile `slow` whose fake engine takes a moment to
+/// load (time enough to kill Tunebook mid-trial), a free port and its URL.
+struct Slow {
+    data: tempfile::TempDir,
+    profiles: tempfile::TempDir,
+    port: u16,
+    base: String,
+}
+
+fn slow() -> Slow {
+    let (data, profiles) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     common::write_fake_profile(
         profiles.path(),
         "slow",
         &["--fake", "slow-load", "--fake-ms", "400"],
     );
     let port = engine_bridge::free_port().unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    Slow { data, profiles, port, base: format!("http://127.0.0.1:{port}") }
+}
+
+/// Whether the server at `base` answers.
+async fn answers(base: &str) -> Option<reqwest::Response> {
+    http().get(format!("{base}/api/studies")).send().await.ok().filter(|r| r.status().is_success())
+}
+
+#[tokio::test]
+async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_trial() {
+    let Slow { data, profiles, port, base } = slow();
     let limit = Duration::from_secs(60);
-    let ready = || async {
-        http()
-            .get(format!("{base}/api/studies"))
-            .send()
-            .await
-            .ok()
-            .filter(|r| r.status().is_success())
-    };
+    let ready = || answers(&base);
 
     let mut first = serve(data.path(), profiles.path(), port);
     eventually(limit, "the server", ready).await;
@@ -152,6 +161,7 @@ async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_tria
         "baseline": { "threads": 1 },
         "objectives": [{ "metric": "decode_tps" }],
         "strategy": { "kind": "grid" },
+        "budget": { "settle_trials": 0 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
     let study: serde_json::Value = http()
@@ -218,4 +228,100 @@ async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_tria
     assert!(status.success(), "{status:?}");
     let left = std::fs::read_dir(&engines).map(|d| d.flatten().count()).unwrap_or(0);
     assert_eq!(left, 0, "no engine record left: no engine outlives Tunebook");
+}
+
+/// "Settle this" is on disk before it answers: `kill -9` while its first
+/// run loads, start again, and every run it queued runs (the cut-off one
+/// again), none lost, none run twice.
+#[tokio::test]
+async fn settling_runs_survive_kill_9() {
+    let Slow { data, profiles, port, base } = slow();
+    let limit = Duration::from_secs(60);
+    let ready = || answers(&base);
+    let state_is = |want: &'static str, id: i64| {
+        let url = format!("{base}/api/studies/{id}");
+        eventually(limit, want, move || {
+            let url = url.clone();
+            async move {
+                let row: serde_json::Value =
+                    http().get(url).send().await.ok()?.json().await.ok()?;
+                (row["state"] == want).then_some(())
+            }
+        })
+    };
+    let mut first = serve(data.path(), profiles.path(), port);
+    eventually(limit, "the server", ready).await;
+    // Three trials, three values of one setting: too few to tell anything.
+    let def = serde_json::json!({
+        "name": "threads",
+        "profile": "slow",
+        "model": "m",
+        "space": { "threads": [1, 2, 3] },
+        "baseline": { "threads": 1 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        // Asked for by hand only.
+        "budget": { "settle_trials": 0 },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let study: serde_json::Value = http()
+        .post(format!("{base}/api/studies"))
+        .json(&def)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = study["id"].as_i64().unwrap();
+    state_is("done", id).await;
+    let asked = serde_json::json!({ "setting": "threads", "metric": "decode_tps" });
+    let answer =
+        http().post(format!("{base}/api/studies/{id}/settle")).json(&asked).send().await.unwrap();
+    assert_eq!(answer.status(), 202);
+    let queued: Vec<i64> = answer.json::<serde_json::Value>().await.unwrap()["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(queued.len(), 6, "two rounds of the baseline and threads = 2 and 3");
+    let trial = |n: i64| {
+        let base = base.clone();
+        async move { get_trial(&base, n).await }
+    };
+    eventually(limit, "the first settling run to be loading", || async {
+        (trial(queued[0]).await?.state == TrialState::Loading).then_some(())
+    })
+    .await;
+    let pid = engine_pid(&data.path().join("engines"), limit).await;
+    let _guard = KillOnDrop(pid);
+    first.kill().await.unwrap();
+    first.wait().await.unwrap();
+
+    let mut second = serve(data.path(), profiles.path(), port);
+    eventually(limit, "the server again", ready).await;
+    state_is("done", id).await;
+    let list: Vec<TrialView> = http()
+        .get(format!("{base}/api/studies/{id}/trials"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cut = list.iter().find(|t| t.id == queued[0]).unwrap();
+    assert_eq!(cut.failure_kind.as_deref(), Some("interrupted"), "{cut:?}");
+    for id in &queued[1..] {
+        let t = list.iter().find(|t| t.id == *id).unwrap();
+        assert_eq!(t.state, TrialState::Done, "queued before the kill, run after it: {t:?}");
+    }
+    let again: Vec<&TrialView> = list.iter().filter(|t| t.id > queued[5]).collect();
+    assert_eq!(again.len(), 1, "the cut-off run once again, nothing else: {list:?}");
+    assert_eq!(again[0].settings, cut.settings);
+    assert_eq!(again[0].role.as_deref(), Some("settle"));
+    assert!(again[0].note.as_deref().unwrap().contains("interrupted"), "{:?}", again[0].note);
+    signal(second.id().unwrap(), Signal::SIGTERM);
+    let status = tokio::time::timeout(limit, second.wait()).await.expect("a clean stop").unwrap();
+    assert!(status.success(), "{status:?}");
 }

@@ -361,6 +361,8 @@ async fn the_server_runs_on_postgres() {
         "fixed": { "ctx_size": 1024, "threads": 2 },
         "objectives": [{ "metric": "decode_tps" }],
         "strategy": { "kind": "grid" },
+        // The grid alone: the trials are counted.
+        "budget": { "settle_trials": 0 },
         "probes": { "speed": { "prompt_tokens": 16, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
     let created =

@@ -63,6 +63,8 @@ fn study(name: &str) -> Value {
         "baseline": { "ubatch_size": 256 },
         "objectives": [{ "metric": "decode_tps" }],
         "strategy": { "kind": "grid" },
+        // The grid alone: the trials are counted.
+        "budget": { "settle_trials": 0 },
         "probes": { "speed": { "prompt_tokens": 16, "n_predict": 8, "repeats": 1, "warmup": 0 } }
     })
 }

@@ -4,6 +4,7 @@
 
 mod common;
 mod model_files;
+mod settling;
 
 use std::time::Duration;
 
@@ -566,6 +567,7 @@ async fn pause_resume_and_stop() {
         "baseline": { "threads": 1 },
         "objectives": [{ "metric": "decode_tps" }],
         "strategy": { "kind": "grid" },
+        "budget": { "settle_trials": 0 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
     let study: StudyRow = post(&server, "/api/studies", &def).await.json().await.unwrap();

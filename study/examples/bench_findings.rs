@@ -1,10 +1,13 @@
 //! Prints, per planted world and strategy, how many planted facts the
-//! findings recovered and how many claims the truth contradicts, over
-//! several seeds (`scripts/bench-findings.sh`). `--verbose` lists each
-//! missed fact and wrong claim.
+//! findings recovered, how many claims the truth contradicts and how many
+//! findings on the objectives were left not determined, over several seeds
+//! (`scripts/bench-findings.sh`): before, every trial of the budget goes to
+//! the search; after, the findings' share of it goes to what the search
+//! left open (`tunebook_study::settle`). `--verbose` lists each missed
+//! fact and wrong claim.
 
 use tunebook_study::findings::{self, Margins};
-use tunebook_study::planted;
+use tunebook_study::{planted, settle};
 
 const STRATEGIES: [&str; 6] = ["grid", "random", "two_phase", "motpe", "bayes", "llm"];
 
@@ -14,38 +17,37 @@ async fn main() {
     let verbose = args.iter().any(|a| a == "--verbose");
     let seeds: u64 =
         args.iter().find_map(|a| a.strip_prefix("--seeds=")?.parse().ok()).unwrap_or(5);
+    let only: Option<String> = args.iter().find_map(|a| Some(a.strip_prefix("--world=")?.into()));
     let budget: usize =
         args.iter().find_map(|a| a.strip_prefix("--budget=")?.parse().ok()).unwrap_or(80);
     println!(
         "{budget} trials a study, {seeds} seeds; facts found / planted, wrong claims (total over seeds)"
     );
     println!(
-        "before: each trial's value alone, as the findings saw it until they modelled each metric's \
-         measurement (no baseline re-runs, no requests, no item counts); after: all of it\n"
+        "before: the whole budget searches; after: a fifth of it settles what the findings left \
+         open (runs of the baseline interleaved with the baseline changed in one setting)\n"
     );
     println!(
-        "{:<10} {:<10} {:>14} {:>7} {:>14} {:>7}",
-        "world", "strategy", "found before", "wrong", "found after", "wrong"
+        "{:<10} {:<10} {:>14} {:>7} {:>6} {:>14} {:>7} {:>6}",
+        "world", "strategy", "found before", "wrong", "open", "found after", "wrong", "open"
     );
     let margins = Margins::default();
     let (mut total_before, mut total_after) = (0, 0);
+    let (mut open_before, mut open_after) = (0, 0);
     for world in planted::worlds() {
+        if only.as_ref().is_some_and(|w| w != world.name) {
+            continue;
+        }
         for strategy in STRATEGIES {
             let mut cells = Vec::new();
             for before in [true, false] {
-                let (mut found, mut planted_n, mut wrong) = (0, 0, 0);
+                let (mut found, mut planted_n, mut wrong, mut open) = (0, 0, 0, 0);
                 for seed in 0..seeds {
                     let mut study = world.study(strategy, seed + 1, budget);
                     if before {
-                        study.def.budget.rerun_baseline_every = None;
+                        study.def.budget.settle_trials = Some(0);
                     }
-                    let mut trials = world.run(&study, seed + 1).await;
-                    if before {
-                        for t in &mut trials {
-                            t.repeats.clear();
-                            t.items.clear();
-                        }
-                    }
+                    let trials = world.run(&study, seed + 1).await;
                     let varied: Vec<String> = study.def.space.keys().cloned().collect();
                     let objectives = study.measures();
                     let claims = findings::findings_with(&trials, &varied, &objectives, &margins);
@@ -56,6 +58,11 @@ async fn main() {
                     {
                         println!("{}", findings::markdown(&claims));
                     }
+                    let objectives: Vec<_> = study.metric_objectives();
+                    open += settle::open(&claims, &study)
+                        .iter()
+                        .filter(|(_, m, _)| objectives.iter().any(|(o, _)| o == m))
+                        .count();
                     found += score.found();
                     planted_n += score.facts.len();
                     wrong += score.wrong.len();
@@ -79,13 +86,16 @@ async fn main() {
                 }
                 if before {
                     total_before += wrong;
+                    open_before += open;
                 } else {
                     total_after += wrong;
+                    open_after += open;
                 }
-                cells.push(format!("{:>8}/{:<5} {:>7}", found, planted_n, wrong));
+                cells.push(format!("{:>8}/{:<5} {:>7} {:>6}", found, planted_n, wrong, open));
             }
             println!("{:<10} {:<10} {} {}", world.name, strategy, cells[0], cells[1]);
         }
     }
     println!("\nwrong claims in all: {total_before} before, {total_after} after");
+    println!("open on the objectives in all: {open_before} before, {open_after} after");
 }

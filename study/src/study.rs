@@ -58,6 +58,12 @@ pub struct Budget {
     /// times interleaved with the baseline (A-B-A-B…), out of the budget;
     /// 0 names it without (see [`crate::confirm`]). At least 3.
     pub confirm_pairs: u32,
+    /// Trials the findings may spend, once the search is over, on what
+    /// they could not yet tell: runs of the baseline interleaved with the
+    /// baseline changed in the one setting a finding left open (see
+    /// [`crate::settle`]). A fifth of `max_trials` unless set, where that
+    /// is 30 or more; 0 never; at most half the budget.
+    pub settle_trials: Option<u32>,
 }
 
 impl Default for Budget {
@@ -71,6 +77,7 @@ impl Default for Budget {
             drift_pct: 5.0,
             skip_dominated: true,
             confirm_pairs: 3,
+            settle_trials: None,
         }
     }
 }

@@ -34,6 +34,12 @@ pub fn check(def: &StudyDef) -> Vec<String> {
             b.confirm_pairs
         ));
     }
+    if let Some(n) = b.settle_trials.filter(|n| *n > b.max_trials / 2) {
+        errors.push(format!(
+            "budget.settle_trials: {n}, over half the budget ({})",
+            b.max_trials / 2
+        ));
+    }
     for (what, value, limit) in [
         ("budget.max_minutes", b.max_minutes, 525_600.0),
         ("budget.drift_pct", Some(b.drift_pct), 10_000.0),

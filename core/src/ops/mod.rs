@@ -14,6 +14,7 @@
 pub mod catalog;
 pub mod pareto;
 pub mod reports;
+pub mod settle;
 pub mod studies;
 pub mod trials;
 pub mod workers;

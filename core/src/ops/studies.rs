@@ -75,9 +75,15 @@ pub async fn study_progress(db: &Db, id: i64) -> Result<StudyProgress> {
     progress(db, &row, &by_state).await
 }
 
-/// What the study's trials show, as markdown and as safe HTML.
-pub async fn findings(db: &Db, id: i64) -> Result<(Vec<Finding>, FindingsView)> {
-    let (found, markdown) = crate::write_up::write_up(db, id).await?.ok_or(Error::NotFound)?;
+/// What the study's trials show, as markdown and as safe HTML, with what
+/// they leave open and what would settle it.
+pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, FindingsView)> {
+    let db = &service.db;
+    let row = row(db, id).await?;
+    let list: Vec<tunebook_views::types::TrialView> = views::all(trials::of_study(db, id).await?);
+    let (found, markdown) = crate::write_up::write_up(db, &row, &list).await?;
+    let facts = views::studies::facts_of(&row.definition, &list);
+    let open = super::settle::open_questions(service, &row.definition, &found, &facts, &list);
     let html = crate::markdown::to_safe_html(&markdown);
     let too_noisy = found
         .iter()
@@ -86,7 +92,7 @@ pub async fn findings(db: &Db, id: i64) -> Result<(Vec<Finding>, FindingsView)> 
             _ => None,
         })
         .collect();
-    let view = FindingsView { markdown, html, count: found.len(), too_noisy };
+    let view = FindingsView { markdown, html, count: found.len(), too_noisy, open };
     Ok((found, view))
 }
 

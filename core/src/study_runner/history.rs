@@ -1,7 +1,7 @@
 //! What a study's trials say so far, as its runner reads them turn by
 //! turn, and why its search should end.
 
-use tunebook_study::{Observation, Study, confirm};
+use tunebook_study::{Observation, Study, confirm, settle};
 use tunebook_views::types::{TrialState, TrialView};
 
 use crate::db::trials;
@@ -81,10 +81,21 @@ impl History {
 
 /// Why the search should end now, if it should, and whether the pick may
 /// still be confirmed (not when time is up). The trials reserved for
-/// confirmation (see [`tunebook_study::confirm`]) are not the search's.
-pub(super) fn stop_reason(study: &Study, h: &History, created_ms: i64) -> Option<(String, bool)> {
+/// confirmation (see [`tunebook_study::confirm`]) are not the search's,
+/// nor, while `settling` is to come, the findings' share (see
+/// [`tunebook_study::settle`]).
+pub(super) fn stop_reason(
+    study: &Study,
+    h: &History,
+    created_ms: i64,
+    settling: bool,
+) -> Option<(String, bool)> {
     let budget = &study.def.budget;
-    let reserve = if h.machine.is_some() { 0 } else { confirm::reserve(study) };
+    let share = if settling { settle::reserve(study) } else { 0 };
+    let reserve = match h.machine {
+        Some(_) => 0,
+        None => confirm::reserve(study) + share,
+    };
     if h.spent() + reserve >= budget.max_trials as usize {
         return Some((format!("budget spent: {} trials", budget.max_trials), true));
     }

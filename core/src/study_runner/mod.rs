@@ -7,9 +7,12 @@
 //! lost.
 
 mod history;
+mod next;
 mod on_workers;
+mod settling;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use engine_bridge::{FailureKind, Settings};
@@ -17,7 +20,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tunebook_study::{Study, StudyDef, confirm, strategy};
+use tunebook_study::{Study, StudyDef, confirm, settle, strategy};
 use tunebook_views::types::StudyUpdate;
 
 use crate::db::studies::{self, StudyState};
@@ -25,7 +28,7 @@ use crate::db::trials::{self, NewTrial, StudyPart};
 use crate::events::Payload;
 use crate::study_checks::{FitCheck, check, check_endpoints};
 use crate::trial_runner::{self as runner, RunnerContext};
-use crate::views::studies::{facts_of, interrupted, metrics};
+use crate::views::studies::{facts_of, interrupted};
 use history::{History, stop_reason};
 pub(crate) use on_workers::WORKER_UP_MS;
 
@@ -36,6 +39,9 @@ struct Control {
     stop: CancellationToken,
     /// Wakes a paused study.
     wake: Arc<Notify>,
+    /// Set when trials were queued for the study while its loop may have
+    /// been ending: the loop looks again before it lets go of the study.
+    again: Arc<AtomicBool>,
 }
 
 /// Running studies, one task each; trials still run one at a time (the
@@ -165,14 +171,22 @@ impl Studies {
     fn spawn(self: &Arc<Self>, id: i64) -> JoinHandle<()> {
         let control = Control::default();
         self.running.lock().expect("lock").insert(id, control.clone());
+        self.start(id, control)
+    }
+
+    /// Starts the loop of study `id`, whose `control` is already in
+    /// `running`.
+    fn start(self: &Arc<Self>, id: i64, control: Control) -> JoinHandle<()> {
         let this = self.clone();
         self.tasks.spawn(async move {
             let shutdown = this.ctx.shutdown.clone();
             tokio::select! {
                 // Dropping the loop drops the trial in flight and its engine.
                 _ = shutdown.cancelled() => {}
-                result = this.run(id, &control) => {
-                    if let Err(e) = result {
+                result = this.run_while_asked(id, &control) => match result {
+                    // It let go of the study itself.
+                    Ok(()) => return,
+                    Err(e) => {
                         tracing::error!(study = id, error = %e, "study could not be recorded");
                         // Say so where the user looks, if the database lets us.
                         let reason = format!("the study could not be recorded: {e}");
@@ -181,8 +195,44 @@ impl Studies {
                 }
             }
             runner::release(&this.ctx, id).await;
-            this.running.lock().expect("lock").remove(&id);
+            let mut running = this.running.lock().expect("lock");
+            if running.get(&id).is_some_and(|c| Arc::ptr_eq(&c.again, &control.again)) {
+                running.remove(&id);
+            }
         })
+    }
+
+    /// The study's loop, again as long as trials were queued for it while
+    /// it ended; lets go of the study (its engine, then its place among
+    /// the running, under the lock that queuing takes) when none were.
+    async fn run_while_asked(&self, id: i64, control: &Control) -> Result<(), sqlx::Error> {
+        loop {
+            self.run(id, control).await?;
+            runner::release(&self.ctx, id).await;
+            let mut running = self.running.lock().expect("lock");
+            if !control.again.swap(false, Ordering::SeqCst) {
+                running.remove(&id);
+                return Ok(());
+            }
+        }
+    }
+
+    /// After trials were queued for study `id`: wakes its loop, or starts
+    /// one (unless it is paused: it runs them once resumed).
+    fn wake_or_spawn(self: &Arc<Self>, id: i64, paused: bool) {
+        let mut running = self.running.lock().expect("lock");
+        if let Some(c) = running.get(&id) {
+            c.again.store(true, Ordering::SeqCst);
+            c.wake.notify_one();
+            return;
+        }
+        if paused {
+            return;
+        }
+        let control = Control::default();
+        running.insert(id, control.clone());
+        drop(running);
+        drop(self.start(id, control));
     }
 
     async fn run(&self, id: i64, control: &Control) -> Result<(), sqlx::Error> {
@@ -206,6 +256,8 @@ impl Studies {
         }
         let fit = FitCheck::new(&profile, &study).await;
         let mut history = History::default();
+        // Whether the findings' share has found nothing more to settle.
+        let mut share_spent = false;
         loop {
             let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
             match row.state {
@@ -219,7 +271,21 @@ impl Studies {
                 _ => {}
             }
             history.refresh(ctx, &study, id).await?;
-            let stop = stop_reason(&study, &history, row.created_ms);
+            // Trials queued to settle a finding run first, whatever the
+            // budget says: they were asked for (one a restart cut off, again).
+            match self.settle_again(&study, id, &history, &fit, control).await? {
+                Some(false) => return Ok(()),
+                Some(true) => continue,
+                None => {}
+            }
+            if let Some(t) = settling::queued(&history) {
+                let (trial_id, config) = (t.id, t.settings.clone());
+                if !self.run_stored(&study, &history, &fit, control, trial_id, &config).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            let stop = stop_reason(&study, &history, row.created_ms, !share_spent);
             if let Some((reason, false)) = &stop {
                 return conclude(ctx, id, StudyState::Done, reason).await;
             }
@@ -239,7 +305,19 @@ impl Studies {
                 Some(_) => None,
                 None => self.next(&study, &history, &[], strategy.as_ref()).await,
             };
-            // The search is over: the pick is confirmed before it is named.
+            // The search is over: the findings' share goes to what they
+            // left open, then the pick is confirmed before it is named.
+            if searched.is_none() && !share_spent {
+                if self.settle_share(&study, id, &history).await? {
+                    continue;
+                }
+                // Nothing (more) worth settling: what is left of the share
+                // goes back to a search its budget stopped.
+                share_spent = true;
+                if stop.is_some() && settle::reserve(&study) > 0 {
+                    continue;
+                }
+            }
             let step = searched.or_else(|| {
                 let facts = facts_of(&study.def, &history.trials);
                 confirm::next(&study, &facts, history.spent())
@@ -262,24 +340,8 @@ impl Studies {
                 machine: None,
             };
             let trial_id = trials::insert(&ctx.db, &new).await?;
-            if let Some(reason) = fit.will_not_fit(&config) {
-                trials::finish_pruned(&ctx.db, trial_id, &reason).await?;
-                runner::publish(ctx, trial_id).await?;
-                continue;
-            }
-            runner::publish(ctx, trial_id).await?;
-            let facts = facts_of(&study.def, &history.trials);
-            let gate = crate::dominance::gate(&study, &facts, &config);
-            let gate_ref: Option<engine_bridge::probes::Gate<'_>> =
-                gate.as_ref().map(|g| g as engine_bridge::probes::Gate<'_>);
-            tokio::select! {
-                _ = control.stop.cancelled() => {
-                    let failure = engine_bridge::Failure::new(FailureKind::Interrupted, "the study was stopped while this trial ran");
-                    trials::finish_failed(&ctx.db, trial_id, &failure).await?;
-                    runner::publish(ctx, trial_id).await?;
-                    return Ok(());
-                }
-                result = runner::run_trial(ctx, trial_id, &study.probes, gate_ref) => result?,
+            if !self.run_stored(&study, &history, &fit, control, trial_id, &config).await? {
+                return Ok(());
             }
             if role == "rerun" {
                 self.check_drift(&study, id, &history, trial_id).await?;
@@ -287,105 +349,38 @@ impl Studies {
         }
     }
 
-    /// The next trial: an interrupted one again, the baseline, a due
-    /// re-run of the baseline, or the strategy's proposal, which is none
-    /// of the configurations `running` (or run but not yet observed).
-    async fn next(
+    /// Runs stored, queued trial `trial_id` of the study (unless the
+    /// planner says `config` cannot fit); `false` when the study was
+    /// stopped while it ran.
+    async fn run_stored(
         &self,
         study: &Study,
-        h: &History,
-        running: &[Settings],
-        strategy: &dyn strategy::Strategy,
-    ) -> Option<(Settings, &'static str, String)> {
-        let on_workers = h.machine.is_some();
-        if let Some(last) = h.trials.last().filter(|t| interrupted(t) && !on_workers) {
-            let role = match last.role.as_deref() {
-                Some("baseline") => "baseline",
-                Some("rerun") => "rerun",
-                Some(confirm::ROLE_PICK) => confirm::ROLE_PICK,
-                Some(confirm::ROLE_BALANCED) => confirm::ROLE_BALANCED,
-                Some(confirm::ROLE_BASE) => confirm::ROLE_BASE,
-                _ => "search",
-            };
-            return Some((
-                last.settings.clone(),
-                role,
-                format!("re-run of trial {}, which was interrupted", last.id),
-            ));
+        history: &History,
+        fit: &FitCheck,
+        control: &Control,
+        trial_id: i64,
+        config: &Settings,
+    ) -> Result<bool, sqlx::Error> {
+        let ctx = &self.ctx;
+        if let Some(reason) = fit.will_not_fit(config) {
+            trials::finish_pruned(&ctx.db, trial_id, &reason).await?;
+            runner::publish(ctx, trial_id).await?;
+            return Ok(true);
         }
-        if h.baseline.is_none() {
-            return Some((study.baseline.clone(), "baseline", "the baseline".into()));
-        }
-        let rerun_every = study.def.budget.rerun_baseline_every.filter(|e| *e > 0 && !on_workers);
-        if let Some(every) = rerun_every {
-            let since = h
-                .trials
-                .iter()
-                .rev()
-                .take_while(|t| !matches!(t.role.as_deref(), Some("baseline" | "rerun")))
-                .count();
-            if since >= every as usize {
-                return Some((
-                    study.baseline.clone(),
-                    "rerun",
-                    format!("the baseline again after {since} trials, to catch drift"),
-                ));
+        runner::publish(ctx, trial_id).await?;
+        let facts = facts_of(&study.def, &history.trials);
+        let gate = crate::dominance::gate(study, &facts, config);
+        let gate_ref: Option<engine_bridge::probes::Gate<'_>> =
+            gate.as_ref().map(|g| g as engine_bridge::probes::Gate<'_>);
+        tokio::select! {
+            _ = control.stop.cancelled() => {
+                let failure = engine_bridge::Failure::new(FailureKind::Interrupted, "the study was stopped while this trial ran");
+                trials::finish_failed(&ctx.db, trial_id, &failure).await?;
+                runner::publish(ctx, trial_id).await?;
+                Ok(false)
             }
+            result = runner::run_trial(ctx, trial_id, &study.probes, gate_ref) => result.map(|()| true),
         }
-        let p = if running.is_empty() {
-            strategy.propose(study, &h.observations).await?
-        } else {
-            // Configurations running count as tried, not yet measured.
-            let mut seen = h.observations.clone();
-            seen.extend(running.iter().map(|config| tunebook_study::Observation {
-                config: config.clone(),
-                values: None,
-                feasible: false,
-            }));
-            strategy.propose(study, &seen).await?
-        };
-        Some((p.config, "search", p.note))
-    }
-
-    /// Compares a re-run baseline with the first on the first objective and
-    /// flags drift on the trials since the previous baseline run.
-    async fn check_drift(
-        &self,
-        study: &Study,
-        id: i64,
-        h: &History,
-        rerun_id: i64,
-    ) -> Result<(), sqlx::Error> {
-        // Drift is in what is measured: the first objective that is a metric.
-        let (Some((first, _)), Some(base)) =
-            (study.metric_objectives().first().copied(), &h.baseline)
-        else {
-            return Ok(());
-        };
-        let Some(rerun) = trials::get(&self.ctx.db, rerun_id).await? else { return Ok(()) };
-        let rerun = tunebook_views::types::TrialView::from(rerun);
-        let (Some(before), Some(now)) =
-            (metrics(base).get(&first).copied(), metrics(&rerun).get(&first).copied())
-        else {
-            return Ok(());
-        };
-        let pct = (now - before) / before.abs().max(f64::MIN_POSITIVE) * 100.0;
-        if pct.abs() <= study.def.budget.drift_pct {
-            return Ok(());
-        }
-        let from = h
-            .trials
-            .iter()
-            .rev()
-            .find(|t| matches!(t.role.as_deref(), Some("baseline" | "rerun")))
-            .map_or(rerun_id, |t| t.id + 1);
-        trials::set_drift(&self.ctx.db, id, from, rerun_id, pct).await?;
-        let message = format!(
-            "drift: the baseline's {} moved {pct:+.1} % ({before:.2} → {now:.2}); trials {from}–{rerun_id} are flagged",
-            first.name()
-        );
-        tracing::warn!(study = id, "{message}");
-        record(&self.ctx, id, "drift", &message).await
     }
 }
 

@@ -90,20 +90,21 @@ impl Studies {
                     continue;
                 }
                 // Workers' picks are not confirmed (see `stop_reason`).
-                let mut end = stop_reason(study, h, row.created_ms).map(|(r, _)| r).or_else(|| {
-                    let failed = h
-                        .trials
-                        .iter()
-                        .find(|t| t.role.as_deref() == Some("baseline") && t.state.is_final());
-                    match (&h.baseline, failed) {
-                        (None, Some(t)) => Some(format!(
-                            "the baseline (trial {}) did not run: {}",
-                            t.id,
-                            t.error.clone().unwrap_or_else(|| t.state.as_str().into())
-                        )),
-                        _ => None,
-                    }
-                });
+                let mut end =
+                    stop_reason(study, h, row.created_ms, false).map(|(r, _)| r).or_else(|| {
+                        let failed = h
+                            .trials
+                            .iter()
+                            .find(|t| t.role.as_deref() == Some("baseline") && t.state.is_final());
+                        match (&h.baseline, failed) {
+                            (None, Some(t)) => Some(format!(
+                                "the baseline (trial {}) did not run: {}",
+                                t.id,
+                                t.error.clone().unwrap_or_else(|| t.state.as_str().into())
+                            )),
+                            _ => None,
+                        }
+                    });
                 let workers = classes.get(class).map_or(&[][..], Vec::as_slice);
                 while end.is_none() && running.len() < workers.len() {
                     // Everything is compared with the class's baseline: it runs first, alone.

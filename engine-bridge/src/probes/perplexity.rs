@@ -26,6 +26,16 @@ pub const REFERENCE_TEXT: &str = include_str!("../../suites/reference.txt");
 /// lost estimate costs only the rerun, and only when it happens.
 const LOST_OUTPUT_RETRIES: u32 = 12;
 
+/// Past [`LOST_OUTPUT_RETRIES`], runs go on being retried while all of
+/// them together took less than this. The tool loses its last lines when
+/// it exits before its logger thread is scheduled: a small model, freed in
+/// an instant, lost them in 23 of 30 runs beside six busy processes, while
+/// each run took a tenth of a second.
+const LOST_OUTPUT_TIME: Duration = Duration::from_secs(30);
+
+/// The file name of the library in [`PerplexityProbe::log_flush_for`].
+pub const LOG_FLUSH_LIBRARY: &str = "libtunebook-log-flush.so";
+
 /// Settings that mean the same to `llama-perplexity` as to the server.
 const SHARED_SETTINGS: &[&str] = &[
     "threads",
@@ -87,11 +97,36 @@ pub fn parse_estimate(output: &str) -> Option<(f64, Option<f64>)> {
     Some((caps[1].parse().ok()?, caps.get(2).and_then(|m| m.as_str().parse().ok())))
 }
 
+/// The estimate after the last of `chunks` chunks, from the per-chunk lines
+/// `--ppl-output-type 1` prints (`offset  ppl  mean-nll  its-standard-error`)
+/// while it works. The last of them is the final estimate: the same running
+/// mean, and `ppl × standard error` is the final line's `+/-`. It is the
+/// fallback for when the final line is lost at exit (llama.cpp's logger
+/// thread is left unjoined when the tool returns, so on a busy machine its
+/// last lines may never be written).
+pub fn parse_last_chunk(output: &str, chunks: u32) -> Option<(f64, Option<f64>)> {
+    let re = Regex::new(r"(?m)^\s*\d+\s+([0-9.]+)\s+[0-9.]+\s+([0-9.]+)\s*$").expect("regex");
+    let lines: Vec<_> = re.captures_iter(output).collect();
+    let last = lines.last().filter(|_| lines.len() == chunks as usize)?;
+    let ppl: f64 = last[1].parse().ok()?;
+    let se: f64 = last[2].parse().ok()?;
+    Some((ppl, Some(se * ppl).filter(|pm| *pm > 0.0)))
+}
+
 impl PerplexityProbe {
     /// `llama-perplexity` beside the profile's `llama-server`, if there is one.
     pub fn binary_for(profile: &Profile) -> Option<PathBuf> {
         let candidate = profile.binary.with_file_name("llama-perplexity");
         (profile.kind == EngineKind::LlamaServer && candidate.is_file()).then_some(candidate)
+    }
+
+    /// The library that makes llama.cpp's tools write their last lines
+    /// before they exit (`engine-bridge/native/log_flush.c`, built by the
+    /// engine's setup beside `llama-server`), if it is there. Without it a
+    /// lost estimate is run again.
+    pub fn log_flush_for(profile: &Profile) -> Option<PathBuf> {
+        let candidate = profile.binary.with_file_name(LOG_FLUSH_LIBRARY);
+        candidate.is_file().then_some(candidate)
     }
 
     /// Scores the text with the configuration's shared settings.
@@ -105,7 +140,10 @@ impl PerplexityProbe {
     ) -> Result<PerplexityResult, Failure> {
         let started = Instant::now();
         let run = Run { profile, model, settings, scratch, registry };
-        let (ppl, plus_minus) = self.run_tool(&run, &[], parse_estimate).await?;
+        let per_chunk = ["--ppl-output-type".to_string(), "1".into()];
+        let chunks = self.chunks;
+        let read = |out: &str| parse_estimate(out).or_else(|| parse_last_chunk(out, chunks));
+        let (ppl, plus_minus) = self.run_tool(&run, &per_chunk, read).await?;
         Ok(PerplexityResult {
             ppl,
             plus_minus,
@@ -163,9 +201,17 @@ impl PerplexityProbe {
         let mut spec = LaunchSpec::new(binary, args);
         spec.env = rendered.env;
         spec.env.extend(run.profile.env.clone());
+        if let Some(flush) = Self::log_flush_for(run.profile) {
+            let flush = flush.display().to_string();
+            let preload = match spec.env.get("LD_PRELOAD") {
+                Some(theirs) if !theirs.is_empty() => format!("{flush}:{theirs}"),
+                _ => flush,
+            };
+            spec.env.insert("LD_PRELOAD".into(), preload);
+        }
         let mut spec = crate::flags::adapt(spec).await?;
         spec.registry_dir = run.registry.map(Path::to_path_buf);
-        let mut attempt = 0;
+        let (mut attempt, started) = (0, Instant::now());
         loop {
             attempt += 1;
             let (status, text) = self.run_once(&spec).await?;
@@ -175,7 +221,8 @@ impl PerplexityProbe {
             // This llama.cpp logs from a background thread and, on a busy
             // machine, sometimes exits (successfully) before its last lines
             // are written: the result is lost, not wrong. Run it again.
-            if status.success() && attempt < LOST_OUTPUT_RETRIES {
+            let again = attempt < LOST_OUTPUT_RETRIES || started.elapsed() < LOST_OUTPUT_TIME;
+            if status.success() && again {
                 continue;
             }
             let tail: Vec<String> = text.lines().rev().take(60).map(str::to_string).collect();
@@ -227,6 +274,19 @@ mod tests {
         assert_eq!(parse_estimate(out), Some((259.4312, Some(4.12345))));
         assert_eq!(parse_estimate("Final estimate: PPL = 7.5\n"), Some((7.5, None)));
         assert_eq!(parse_estimate("nothing"), None);
+    }
+
+    #[test]
+    fn reads_the_last_chunk_when_the_final_line_is_lost() {
+        let out = "perplexity: calculating perplexity over 2 chunks, n_ctx=128\n\
+                        0  262.1234  5.568816  0.081234\n\
+                      128  259.4312  5.558496  0.015890\n";
+        let (ppl, pm) = parse_last_chunk(out, 2).unwrap();
+        assert_eq!(ppl, 259.4312);
+        assert!((pm.unwrap() - 0.015890 * 259.4312).abs() < 1e-9);
+        // A run cut short is no estimate of the whole text.
+        assert_eq!(parse_last_chunk(out, 3), None);
+        assert_eq!(parse_last_chunk("nothing", 2), None);
     }
 
     #[test]

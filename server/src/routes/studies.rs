@@ -9,7 +9,9 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use tunebook_study::findings::Finding;
 use tunebook_study::{Measure, StudyDef};
-use tunebook_views::types::{CheckView, ParetoFigure, ParetoView, TrialView};
+use tunebook_views::types::{
+    CheckView, OpenQuestion, ParetoFigure, ParetoView, Settling, TrialView,
+};
 
 use crate::AppState;
 use crate::db::studies::{self, Event, StudyRow};
@@ -67,6 +69,30 @@ pub async fn trials(
     Ok(Json(crate::views::all::<_, TrialView>(trials::of_study(&state.service.db, id).await?)))
 }
 
+/// What "settle this" names: a setting and a metric the findings hold not
+/// determined.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettleRequest {
+    setting: String,
+    metric: String,
+}
+
+/// "Settle this": queues the runs that would settle a finding left open
+/// (the baseline interleaved with the baseline changed in that setting
+/// alone), and sets the study running again if it had ended. 400 naming
+/// why where the findings hold nothing open there or runs cannot settle it.
+pub async fn settle(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Json(body): Json<serde_json::Value>,
+) -> Result<(StatusCode, Json<Settling>)> {
+    let asked: SettleRequest = serde_json::from_value(body)
+        .map_err(|e| Error::BadRequest(format!("the request cannot be read: {e}")))?;
+    let queued = ops::settle::settle(&state.service, id, &asked.setting, &asked.metric).await?;
+    Ok((StatusCode::ACCEPTED, Json(queued)))
+}
+
 /// `pause`, `resume` or `stop`.
 pub async fn control(
     State(state): State<AppState>,
@@ -122,11 +148,13 @@ pub struct Written {
     findings: Vec<Finding>,
     markdown: String,
     html: String,
+    /// What the findings leave open, and the runs that would settle each.
+    open: Vec<OpenQuestion>,
 }
 
 /// What the study's trials show: each finding with the trials it cites,
-/// and all of them as one markdown document.
+/// all of them as one markdown document, and what they leave open.
 pub async fn findings(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<Written>> {
-    let (findings, view) = ops::studies::findings(&state.service.db, id).await?;
-    Ok(Json(Written { findings, markdown: view.markdown, html: view.html }))
+    let (findings, view) = ops::studies::findings(&state.service, id).await?;
+    Ok(Json(Written { findings, markdown: view.markdown, html: view.html, open: view.open }))
 }

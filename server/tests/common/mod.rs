@@ -161,3 +161,22 @@ pub async fn wait_final(server: &TestServer, id: i64) -> TrialView {
     })
     .await
 }
+
+/// A study cut short: `threads` and `ubatch_size` on the tiny model, a grid
+/// stopped after three trials (the baseline, then `threads` = 1 twice, once
+/// with the smaller micro-batch). Too few trials to tell either setting's
+/// effect; on memory, which no busy machine slows, whatever the load.
+pub fn cut_short_study() -> serde_json::Value {
+    serde_json::json!({
+        "name": "cut short",
+        "profile": "demo",
+        "model": "tiny-llama",
+        "space": { "threads": [1, 2], "ubatch_size": [128, 512] },
+        "fixed": { "ctx_size": 1024 },
+        "baseline": { "threads": 2, "ubatch_size": 512 },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 3 },
+        "probes": { "speed": { "prompt_tokens": 32, "n_predict": 8, "repeats": 3, "warmup": 0 } }
+    })
+}

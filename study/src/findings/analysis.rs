@@ -106,6 +106,7 @@ impl Analysis {
         let noise = Noise::of(metric, done, baseline, log);
         let measured: Vec<(&TrialFacts, f64)> = done
             .iter()
+            .filter(|t| !noise.slowed.contains(&t.id))
             .filter_map(|t| {
                 let v = *t.metrics.get(&metric)?;
                 let y = if log { v.ln() } else { v };

@@ -105,11 +105,14 @@ impl Factor {
         }
     }
 
-    /// Columns it takes in an interaction.
+    /// Columns it takes in an interaction: a number's line and its bend,
+    /// so that another setting may steepen it and curve it too (prefill
+    /// that grows with threads the more steeply, and the more bent, the
+    /// larger the micro-batch).
     pub fn linear_width(&self) -> usize {
         match &self.coding {
             Coding::Levels { .. } => self.width(),
-            Coding::Curve { .. } => 1,
+            Coding::Curve { .. } => 2,
         }
     }
 
@@ -137,9 +140,11 @@ impl Factor {
 
     /// Its interaction columns for `value`.
     pub fn encode_linear(&self, value: &str) -> Vec<f64> {
-        let mut columns = self.encode(value);
-        columns.truncate(self.linear_width());
-        columns
+        let columns = self.encode(value);
+        match &self.coding {
+            Coding::Levels { .. } => columns,
+            Coding::Curve { .. } => vec![columns[0], columns[columns.len() - 1]],
+        }
     }
 
     /// The base value, as a setting's text.

@@ -332,6 +332,10 @@ pub enum Finding {
         trial: f64,
         margin: f64,
         too_noisy: bool,
+        /// Trials left out of the metric's model: most of their requests
+        /// were slowed (see `noise::slowed`).
+        #[serde(default)]
+        slowed: Vec<i64>,
     },
     /// The baseline run again during the study: how far its first objective
     /// moved, and the trials flagged for it.

@@ -19,6 +19,12 @@
 //!   adds nothing, and two configurations differ by chance by a binomial
 //!   `p(1−p)/n` each. That variance is added to every comparison of
 //!   configurations and never shrinks with more trials.
+//! - **A trial most of whose requests were slowed.** Another process
+//!   only ever slows a request down. Where a trial's median request is
+//!   far slower than its fastest (beyond what the study's trials spread
+//!   within themselves, and by a fifth at least), most of its requests
+//!   were slowed and its median with them: the trial measured the machine,
+//!   not its settings, and is left out of that speed's model ([`slowed`]).
 //! - **A system-wide metric** (the fall in the machine's available
 //!   memory) moves with everything else the machine runs: no effect is
 //!   claimed from it unless the baseline's runs show its noise.
@@ -50,6 +56,8 @@ pub struct Noise {
     /// Pass/fail items a share was counted over (median over the trials),
     /// and the per-configuration variance they allow.
     pub items: Option<(u32, f64)>,
+    /// Trials left out of the model: most of their requests were slowed.
+    pub slowed: Vec<i64>,
 }
 
 /// The median of |z| for a standard normal z.
@@ -107,9 +115,11 @@ impl Noise {
             .collect();
         let repeats =
             (!per_trial.is_empty()).then(|| (super::median(&mut per_trial), per_trial.len()));
+        let slowed = slowed(metric, trials);
         let mut runs: Vec<(i64, f64)> = trials
             .iter()
             .filter(|t| !baseline.is_empty() && t.settings == *baseline)
+            .filter(|t| !slowed.contains(&t.id))
             .filter_map(|t| Some((t.id, scaled(metric, *t.metrics.get(&metric)?)?)))
             .collect();
         runs.sort_by_key(|r| r.0);
@@ -122,7 +132,7 @@ impl Noise {
         let repeat = repeats.map_or(0.0, |r| r.0);
         let drift = if drifts(metric) { trend(&runs, repeat) } else { None };
         let items = metric.is_rate().then(|| item_variance(metric, trials)).flatten();
-        Noise { repeats, baseline: runs, reruns, drift, items }
+        Noise { repeats, baseline: runs, reruns, drift, items, slowed }
     }
 
     /// How far the baseline had moved from its first run when trial `id`
@@ -174,6 +184,56 @@ impl Noise {
     pub fn claimable(&self, metric: Metric) -> bool {
         !system_wide(metric) || self.reruns.is_some()
     }
+}
+
+/// A trial's median request is this many times the spread the study's
+/// trials show within themselves beyond its fastest, at least, before its
+/// value is taken to rest on slowed requests.
+const SLOWED_SPREADS: f64 = 6.0;
+
+/// And at least this much slower (log): a fifth.
+const SLOWED_AT_LEAST: f64 = 0.182_321_556_793_954_6;
+
+/// The trials of a speed whose value rests on slowed requests: their
+/// median request slower than their fastest by more than
+/// [`SLOWED_SPREADS`] times the study's typical spread within a trial (the
+/// median over its trials of their requests' standard deviation, on a
+/// log scale) and by a fifth at least. A request is only ever slowed by
+/// what else the machine runs, never sped up, so the fastest is the
+/// trial's least disturbed; one slow request of three leaves the median
+/// alone, two move it. Trials of fewer than three requests are kept.
+pub fn slowed(metric: Metric, trials: &[&TrialFacts]) -> Vec<i64> {
+    if !drifts(metric) {
+        return vec![];
+    }
+    // Oriented so that slower is larger: times grow, rates fall.
+    let sign = if metric == Metric::TtftMs { 1.0 } else { -1.0 };
+    let logs = |t: &TrialFacts| -> Option<Vec<f64>> {
+        let values: Vec<f64> = t
+            .repeats
+            .get(&metric)?
+            .iter()
+            .take(MAX_REPEATS)
+            .filter(|v| **v > 0.0 && v.is_finite())
+            .map(|v| sign * v.ln())
+            .collect();
+        (values.len() >= 3).then_some(values)
+    };
+    let mut spreads: Vec<f64> =
+        trials.iter().filter_map(|t| variance(&logs(t)?)).map(f64::sqrt).collect();
+    if spreads.len() < 3 {
+        return vec![];
+    }
+    let cutoff = (SLOWED_SPREADS * super::median(&mut spreads)).max(SLOWED_AT_LEAST);
+    trials
+        .iter()
+        .filter(|t| {
+            let Some(mut values) = logs(t) else { return false };
+            let fastest = values.iter().copied().fold(f64::INFINITY, f64::min);
+            super::median(&mut values) - fastest > cutoff
+        })
+        .map(|t| t.id)
+        .collect()
 }
 
 /// The slope of the line through the baseline's `runs` (trial id →
@@ -254,6 +314,36 @@ mod tests {
         assert_eq!(n, 10);
         // About a 1 % spread a request, a median of three.
         assert!(var.sqrt() < 0.02, "{var}");
+    }
+
+    #[test]
+    fn a_trial_most_of_whose_requests_were_slowed_is_left_out_one_slow_request_is_not() {
+        let mut trials: Vec<TrialFacts> =
+            (1..=9).map(|i| trial(i, &[("t", "4")], 40.0, &[40.0, 40.4, 39.6])).collect();
+        // One slow request of three: the median is the trial's.
+        trials.push(trial(10, &[("t", "4")], 40.0, &[40.0, 40.2, 12.0]));
+        // Two of three: the median is the machine's.
+        trials.push(trial(11, &[("t", "2")], 21.0, &[21.0, 40.1, 19.5]));
+        // Slower as a whole, its requests agreeing: a setting did that.
+        trials.push(trial(12, &[("t", "1")], 20.0, &[20.0, 20.2, 19.8]));
+        let refs: Vec<&TrialFacts> = trials.iter().collect();
+        assert_eq!(slowed(Metric::DecodeTps, &refs), [11]);
+        let noise = Noise::of(Metric::DecodeTps, &refs, &Default::default(), true);
+        assert_eq!(noise.slowed, [11]);
+        // Times are slowed upwards.
+        let ttft = |t: &TrialFacts| TrialFacts {
+            metrics: BTreeMap::from([(Metric::TtftMs, 1000.0 / t.metrics[&Metric::DecodeTps])]),
+            repeats: BTreeMap::from([(
+                Metric::TtftMs,
+                t.repeats[&Metric::DecodeTps].iter().map(|v| 1000.0 / v).collect(),
+            )]),
+            ..t.clone()
+        };
+        let times: Vec<TrialFacts> = trials.iter().map(ttft).collect();
+        let refs: Vec<&TrialFacts> = times.iter().collect();
+        assert_eq!(slowed(Metric::TtftMs, &refs), [11]);
+        // Memory and shares have no requests to be slowed.
+        assert!(slowed(Metric::PeakRssBytes, &refs).is_empty());
     }
 
     #[test]

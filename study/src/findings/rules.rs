@@ -135,7 +135,7 @@ pub fn rule(
         .map(|(covered, picked)| {
             let conditions: Vec<Condition> =
                 picked.into_iter().map(|k| candidates[k].clone()).collect();
-            finish(conditions, covered, failed, ran.len(), varied)
+            finish(conditions, covered, failed, &all, varied)
         })
         .collect();
     // Rules over the same settings differ only in where between two tried
@@ -163,13 +163,16 @@ pub fn rule(
 /// choose between them.
 const MAX_UNDECIDED: usize = 4;
 
-/// A rule of `conditions` holding `covered` of the `failed`, with the
-/// values every failure inside shared that no trial inside changed.
+/// A rule of `conditions` holding `covered` of the `failed` (`all` is
+/// `failed` and then the trials that ran), with what every failure inside
+/// shared that no trial inside changed: one value, or for a number a side
+/// of the trials' range the failures never left (all had `ubatch_size ≥
+/// 512` though smaller ones ran elsewhere), so the rule may need it too.
 fn finish(
     mut conditions: Vec<Condition>,
     covered: usize,
     failed: &[&TrialFacts],
-    ran: usize,
+    all: &[&TrialFacts],
     varied: &[String],
 ) -> Rule {
     conditions.sort();
@@ -178,19 +181,36 @@ fn finish(
         .filter(|t| conditions.iter().all(|c| holds(c, &t.settings)))
         .copied()
         .collect();
-    let also = varied
-        .iter()
-        .filter(|s| !conditions.iter().any(|c| &c.setting == *s))
-        .filter_map(|s| {
-            let values: BTreeSet<String> =
-                inside.iter().map(|t| value_of(&t.settings, s)).collect();
-            (values.len() == 1).then(|| Condition {
-                setting: s.clone(),
-                op: Op::Is,
-                value: values.into_iter().next().unwrap_or_default(),
-            })
-        })
-        .collect();
+    let mut also = Vec::new();
+    for s in varied.iter().filter(|s| !conditions.iter().any(|c| &c.setting == *s)) {
+        let values: BTreeSet<String> = inside.iter().map(|t| value_of(&t.settings, s)).collect();
+        let condition = |op, value: &str| Condition { setting: s.clone(), op, value: value.into() };
+        if values.len() == 1 {
+            also.push(condition(Op::Is, values.first().map_or("", |v| v.as_str())));
+            continue;
+        }
+        let number = |v: &str| v.parse::<f64>().ok();
+        let Some(inside_numbers) = values.iter().map(|v| number(v)).collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        let lo = inside_numbers.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = inside_numbers.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let tried: Vec<f64> =
+            all.iter().filter_map(|t| number(&value_of(&t.settings, s))).collect();
+        let spelled = |x: f64| values.iter().find(|v| number(v) == Some(x)).cloned();
+        if tried.iter().any(|x| *x < lo)
+            && let Some(v) = spelled(lo)
+        {
+            also.push(condition(Op::AtLeast, &v));
+        }
+        if tried.iter().any(|x| *x > hi)
+            && let Some(v) = spelled(hi)
+        {
+            also.push(condition(Op::AtMost, &v));
+        }
+    }
+    let ran = all.len() - failed.len();
     Rule { conditions, also, failed: covered, of: failed.len(), ran }
 }
 
@@ -334,6 +354,39 @@ mod tests {
             f.iter().copied().filter(|t| t.settings["threads"] == "2").collect();
         let narrow = super::rule(&failed_two, &two, &varied).unwrap().unwrap();
         assert_eq!(narrow.also, [c("threads", Op::Is, "2")]);
+    }
+
+    #[test]
+    fn a_side_of_a_range_the_failures_never_left_is_unconfirmed() {
+        // Out of memory at a long context without flash attention; every
+        // such trial had a micro-batch of 512 or more, though 128 ran at
+        // short contexts: whether 128 fails there too is not known.
+        let mut trials = Vec::new();
+        for (k, (ctx, fa, ub)) in [
+            ("65536", "off", "512"),
+            ("65536", "off", "2048"),
+            ("65536", "off", "1024"),
+            ("65536", "on", "2048"),
+            ("4096", "off", "128"),
+            ("4096", "off", "2048"),
+            ("65536", "on", "128"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let settings = [("ctx_size", ctx), ("flash_attn", fa), ("ubatch_size", ub)];
+            trials.push(trial(k as i64, &settings));
+        }
+        let (f, r): (Vec<&TrialFacts>, Vec<&TrialFacts>) = trials.iter().partition(|t| t.id < 3);
+        let varied: Vec<String> =
+            ["ctx_size", "flash_attn", "ubatch_size"].map(String::from).to_vec();
+        let rule = rule(&f, &r, &varied).unwrap().unwrap();
+        let c = |s: &str, op, v: &str| Condition { setting: s.into(), op, value: v.into() };
+        assert_eq!(
+            rule.conditions,
+            [c("ctx_size", Op::AtLeast, "65536"), c("flash_attn", Op::Is, "off")]
+        );
+        assert_eq!(rule.also, [c("ubatch_size", Op::AtLeast, "512")]);
     }
 
     #[test]

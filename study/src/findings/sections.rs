@@ -34,6 +34,26 @@ pub const SECTIONS: [(&str, &str, Pick); 11] = [
     ("drift", "Drift", |f| matches!(f, Finding::Drift { .. })),
 ];
 
+impl Undetermined {
+    /// Why, in a few words.
+    pub fn text(&self) -> String {
+        match self {
+            Undetermined::Aliased { with } if !with.is_empty() => {
+                format!("changed only together with {}", names(with))
+            }
+            Undetermined::Aliased { .. } => "never changed on its own".into(),
+            Undetermined::MoreTrials { about: Some(n) } => {
+                format!("about {n} more trials would decide it")
+            }
+            Undetermined::MoreTrials { about: None } => "many more trials would be needed".into(),
+            Undetermined::TooFew => "too few trials".into(),
+            Undetermined::FewItems { items, chance } => {
+                format!("{items} items cannot tell a change under {:.0} points", chance * 100.0)
+            }
+        }
+    }
+}
+
 /// One section's findings as a markdown list, or `None` when it has none.
 /// What is not determined yet comes one line a metric.
 pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
@@ -42,23 +62,7 @@ pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
     for f in findings.iter().filter(|f| pick(f)) {
         match f {
             Finding::NotDetermined { setting, metric, reason } => {
-                let why = match reason {
-                    Undetermined::Aliased { with } if !with.is_empty() => {
-                        format!("changed only together with {}", names(with))
-                    }
-                    Undetermined::Aliased { .. } => "never changed on its own".into(),
-                    Undetermined::MoreTrials { about: Some(n) } => {
-                        format!("about {n} more trials would decide it")
-                    }
-                    Undetermined::MoreTrials { about: None } => {
-                        "many more trials would be needed".into()
-                    }
-                    Undetermined::TooFew => "too few trials".into(),
-                    Undetermined::FewItems { items, chance } => format!(
-                        "{items} items cannot tell a change under {:.0} points",
-                        chance * 100.0
-                    ),
-                };
+                let why = reason.text();
                 let item = format!("`{setting}` ({why})");
                 match open.iter_mut().find(|(m, _)| m == metric) {
                     Some((_, list)) => list.push(item),

@@ -24,7 +24,7 @@ fn told(metric: Metric, x: f64) -> f64 {
 /// How noisy `a`'s metric was, where the study measured anything of it.
 pub(super) fn spread(a: &Analysis, margins: &Margins) -> Option<Finding> {
     let n = &a.noise;
-    if n.repeats.is_none() && n.reruns.is_none() && n.items.is_none() {
+    if n.repeats.is_none() && n.reruns.is_none() && n.items.is_none() && n.slowed.is_empty() {
         return None;
     }
     let m = margins.on_model_scale(a.metric);
@@ -40,12 +40,14 @@ pub(super) fn spread(a: &Analysis, margins: &Margins) -> Option<Finding> {
         trial: told(a.metric, a.as_log(one)),
         margin: told(a.metric, m),
         too_noisy: a.as_log(one) > m,
+        slowed: n.slowed.clone(),
     })
 }
 
 /// The finding's paragraph.
 pub(super) fn markdown(f: &Finding) -> String {
-    let Finding::Noise { metric, repeats, reruns, drift, items, trial, margin, too_noisy } = f
+    let Finding::Noise { metric, repeats, reruns, drift, items, trial, margin, too_noisy, slowed } =
+        f
     else {
         return String::new();
     };
@@ -79,6 +81,16 @@ pub(super) fn markdown(f: &Finding) -> String {
         parts.push(format!(
             "it is counted over {k} items, so two configurations differ by up to {} by chance alone, however often each is run",
             unit(*chance)
+        ));
+    }
+    if !slowed.is_empty() {
+        let ids: Vec<String> = slowed.iter().map(i64::to_string).collect();
+        parts.push(format!(
+            "{} {} left out: most of {} requests ran far slower than {} fastest, slowed by something else on the machine",
+            if slowed.len() == 1 { "trial" } else { "trials" },
+            ids.join(", "),
+            if slowed.len() == 1 { "its" } else { "their" },
+            if slowed.len() == 1 { "its" } else { "each one's" },
         ));
     }
     let mut s = String::new();

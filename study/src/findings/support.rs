@@ -1,6 +1,8 @@
 //! What a claim rests on, beyond its test: the values of other settings
-//! a setting was never moved at (a "no effect" does not reach them), and
-//! for a share of few items, the chance its items alone allow.
+//! a setting was never moved at (a "no effect" does not reach them), the
+//! values it ran only together with another setting's same other value
+//! (what it did there may be theirs together), and for a share of few
+//! items, the chance its items alone allow.
 
 use super::analysis::Analysis;
 use super::design::value_of;
@@ -27,6 +29,51 @@ pub(super) fn unshown(a: &Analysis, i: usize) -> Vec<(String, String)> {
         for w in other.points() {
             if !moved.iter().any(|t| value_of(&t.settings, &other.setting) == w) {
                 out.push((other.setting.clone(), w));
+            }
+        }
+    }
+    out
+}
+
+/// The values of factor `i` (one of a few) whose every trial held one
+/// other setting (also one of a few) at the same value off its base, with
+/// that setting: what those trials measured may be the two together (a
+/// q4_0 K cache slowing decode only at the longest context, where every
+/// trial of that context ran q4_0), so no effect of `i` alone at them is
+/// stated, and no "no effect".
+/// `held`: where the values are compared, another setting at a value of
+/// its own (only the trials there count, and that setting is no suspect).
+pub(super) fn confounded(
+    a: &Analysis,
+    i: usize,
+    held: Option<(usize, &str)>,
+) -> Vec<(String, String)> {
+    let own = &a.design.factors[i];
+    if own.is_curve() {
+        return vec![];
+    }
+    let base = own.base();
+    let there = |t: &&super::analysis::Measured| {
+        held.is_none_or(|(j, w)| value_of(&t.settings, &a.design.factors[j].setting) == w)
+    };
+    let mut out = Vec::new();
+    for v in own.points().into_iter().filter(|v| *v != base) {
+        let at: Vec<&super::analysis::Measured> = a
+            .trials
+            .iter()
+            .filter(|t| value_of(&t.settings, &own.setting) == v)
+            .filter(there)
+            .collect();
+        if at.is_empty() {
+            continue;
+        }
+        for (j, other) in a.design.factors.iter().enumerate() {
+            if j == i || other.is_curve() || held.is_some_and(|(h, _)| h == j) {
+                continue;
+            }
+            let w = value_of(&at[0].settings, &other.setting);
+            if w != other.base() && at.iter().all(|t| value_of(&t.settings, &other.setting) == w) {
+                out.push((v.clone(), other.setting.clone()));
             }
         }
     }

@@ -420,3 +420,52 @@ fn the_reference_is_the_yardstick_of_a_divergence_never_its_best() {
         "{text}"
     );
 }
+
+/// Every trial of a cache type ran with mlock on: whatever it measured
+/// there may be the two together, so no effect of the cache type at it,
+/// nor its absence, is claimed; once it also ran with mlock off, it is.
+#[test]
+fn a_value_run_only_with_another_setting_s_same_other_value_carries_no_claim() {
+    // q8_0 slows decode only with mlock on: a pair the trials cannot see.
+    let speed =
+        |_: u32, cache: &str, mlock: bool| if cache == "q8_0" && mlock { 28.0 } else { 40.0 };
+    let mut trials: Vec<TrialFacts> = study(2, speed)
+        .into_iter()
+        .filter(|t| t.settings["cache_type_k"] == "f16" || t.settings["mlock"] == "true")
+        .collect();
+    let found = findings(&trials, &varied(), &DECODE);
+    let on_cache = |found: &[Finding]| {
+        found
+            .iter()
+            .find(|f| match f {
+                Finding::Effect { setting, .. }
+                | Finding::NoEffect { setting, .. }
+                | Finding::NotDetermined { setting, .. } => setting == "cache_type_k",
+                _ => false,
+            })
+            .cloned()
+    };
+    match on_cache(&found) {
+        Some(Finding::NotDetermined { reason: Undetermined::Aliased { with }, .. }) => {
+            assert_eq!(with, ["mlock"]);
+        }
+        other => panic!("not determined, tangled with mlock: {other:#?}"),
+    }
+    // The same values with mlock off too: q8_0 is shown within the margin there.
+    trials.extend(
+        study(2, speed)
+            .into_iter()
+            .filter(|t| t.settings["cache_type_k"] == "q8_0" && t.settings["mlock"] == "false"),
+    );
+    for (k, t) in trials.iter_mut().enumerate() {
+        t.id = k as i64 + 1;
+    }
+    let found = findings(&trials, &varied(), &DECODE);
+    assert!(
+        !matches!(
+            on_cache(&found),
+            Some(Finding::NotDetermined { reason: Undetermined::Aliased { .. }, .. })
+        ),
+        "{found:#?}"
+    );
+}

@@ -365,7 +365,7 @@ impl Finding {
                             let also: Vec<String> = r.also.iter().map(condition_text).collect();
                             let _ = write!(
                                 s,
-                                " Every failure there also had {}, which no trial inside changed: the rule may need that too.",
+                                " Every failure there also had {}, and no trial there tried otherwise: the rule may need that too.",
                                 also.join(" and ")
                             );
                         }

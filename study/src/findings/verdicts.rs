@@ -13,7 +13,7 @@
 use super::analysis::{Analysis, Tested};
 use super::design::value_of;
 use super::ols::{holm, t_p, t_quantile};
-use super::support::{few_items, items_p, unshown};
+use super::support::{confounded, few_items, items_p, unshown};
 use super::{ALPHA, EQUIVALENCE, Finding, INTERVAL, Interval, Level, Margins, Undetermined};
 use crate::metric::{Goal, Scale};
 
@@ -226,8 +226,13 @@ pub fn setting_findings(
     let t = t_quantile(INTERVAL, a.fit.df());
     // A value of a few that one trial alone ran cannot carry a claim: one
     // slow request would pass for its effect.
-    let supported =
-        |v: &str| factor.is_curve() || raw.iter().any(|(w, _, ids)| w == v && ids.len() >= 2);
+    // Nor a value every trial of which held another setting at one same
+    // other value: the two together may have done it.
+    let tangled = confounded(a, i, None);
+    let supported = |v: &str| {
+        (factor.is_curve() || raw.iter().any(|(w, _, ids)| w == v && ids.len() >= 2))
+            && !tangled.iter().any(|(w, _)| w == v)
+    };
     let clear = |points: &[(String, Option<(f64, f64)>)]| {
         points
             .iter()
@@ -251,9 +256,12 @@ pub fn setting_findings(
                 partner.points().into_iter().filter(move |w| *w != base).map(move |w| (j, w))
             })
             .map(|(j, w)| {
-                // Only the values run there by two trials at least.
+                // Only the values run there by two trials at least, and
+                // not only with a third setting's same other value.
                 let partner = &a.design.factors[j];
                 let mut there = contrasts(a, i, &[(j, &w)]);
+                let tangled_there = confounded(a, i, Some((j, &w)));
+                there.retain(|(v, _)| !tangled_there.iter().any(|(t, _)| t == v));
                 there.retain(|(v, _)| {
                     partner.is_curve()
                         || a.trials
@@ -280,7 +288,8 @@ pub fn setting_findings(
     if p <= ALPHA && beyond {
         let base_level = level(&base, Some(Interval { est: unit(a), lo: unit(a), hi: unit(a) }));
         let mut ranked: Vec<(Level, f64)> = vec![(base_level, 0.0)];
-        for (v, e) in &points {
+        // A value tangled with another setting's is no level of this one's.
+        for (v, e) in points.iter().filter(|(v, _)| !tangled.iter().any(|(w, _)| w == v)) {
             if let Some((est, se)) = e {
                 ranked.push((level(v, Some(interval(a, *est, *se, INTERVAL))), *est));
             }
@@ -315,8 +324,12 @@ pub fn setting_findings(
         .filter(|(k, v)| a.design.factors.iter().any(|f| &f.setting == k && f.base() == *v))
         .map(|(k, _)| k)
         .collect();
+    let mut with_others: Vec<String> = tangled.iter().map(|(_, s)| s.clone()).collect();
+    with_others.sort();
+    with_others.dedup();
     match equivalent(a, &everywhere, m) {
         Some(true) if !away.is_empty() => undetermined(Undetermined::Aliased { with: away }),
+        _ if !with_others.is_empty() => undetermined(Undetermined::Aliased { with: with_others }),
         Some(true) => {
             let t90 = EQUIVALENCE;
             let mut levels = vec![level(&base, None)];

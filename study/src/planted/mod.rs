@@ -182,53 +182,120 @@ impl World {
     }
 
     /// Runs `study` as the runner does: the baseline first, then the
-    /// strategy's proposals until the budget or the strategy runs out,
-    /// the baseline again as often as the study asks.
+    /// strategy's proposals until the budget (less the findings' share)
+    /// or the strategy runs out, the baseline again as often as the study
+    /// asks; then the findings' share on what they left open (see
+    /// [`crate::settle`]), and what it left back to the search. No
+    /// confirmation: the pick's re-runs are no finding's.
     pub async fn run(&self, study: &Study, seed: u64) -> Vec<TrialFacts> {
-        let strategy = crate::strategy::for_study(study, None);
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
+        let strategy = crate::strategy::for_study(study, None);
         let budget = study.def.budget.max_trials as usize;
-        let every = study.def.budget.rerun_baseline_every.filter(|e| *e > 0);
-        let mut history = Vec::new();
-        let mut trials: Vec<TrialFacts> = Vec::new();
-        let mut baseline_metrics = None;
-        let mut since = 0;
-        let mut next = Some((study.baseline.clone(), "baseline"));
-        while let Some((config, role)) = next.take() {
-            let mut settings = study.baseline.clone();
-            settings.extend(config.clone());
-            let measured = self.measure_at(&settings, trials.len(), &mut rng);
-            let sample = measured.as_ref().ok();
-            if trials.is_empty() {
-                baseline_metrics = sample.map(|s| s.metrics.clone());
-            }
-            if role != "rerun" {
-                let metrics = sample.map(|s| &s.metrics);
-                history.push(study.observe(config, metrics, baseline_metrics.as_ref()));
-            }
-            since = if role == "search" { since + 1 } else { 0 };
-            trials.push(TrialFacts {
-                id: trials.len() as i64 + 1,
-                settings,
-                done: measured.is_ok(),
-                failure: measured.as_ref().err().map(|c| (c.clone(), format!("planted {c}"))),
-                metrics: sample.map(|s| s.metrics.clone()).unwrap_or_default(),
-                repeats: sample.map(|s| s.repeats.clone()).unwrap_or_default(),
-                items: sample.map(|s| s.items.clone()).unwrap_or_default(),
-                role: Some(role.to_string()),
-                ..Default::default()
-            });
-            if trials.len() >= budget {
-                break;
-            }
-            if every.is_some_and(|e| since >= e as usize) {
-                next = Some((study.baseline.clone(), "rerun"));
-            } else {
-                next = strategy.propose(study, &history).await.map(|p| (p.config, "search"));
+        let mut s = Searching {
+            history: Vec::new(),
+            trials: Vec::new(),
+            baseline_metrics: None,
+            since: 0,
+            next: Some((study.baseline.clone(), "baseline")),
+        };
+        let share = crate::settle::reserve(study);
+        self.search(study, strategy.as_ref(), &mut rng, &mut s, budget - share).await;
+        let mut asked = Vec::new();
+        while let Some(plan) =
+            crate::settle::next(study, &s.trials, budget.saturating_sub(s.trials.len()), &asked)
+        {
+            asked.push((plan.setting.clone(), plan.metric));
+            for (settings, _) in plan.runs {
+                s.run(self, study, settings, crate::settle::ROLE, &mut rng);
             }
         }
-        crate::findings::mark_missed(&study.def, &mut trials);
-        trials
+        self.search(study, strategy.as_ref(), &mut rng, &mut s, budget).await;
+        crate::findings::mark_missed(&study.def, &mut s.trials);
+        s.trials
+    }
+
+    /// The search of [`World::run`] until `until` trials have run in all.
+    async fn search(
+        &self,
+        study: &Study,
+        strategy: &dyn crate::strategy::Strategy,
+        rng: &mut impl Rng,
+        s: &mut Searching,
+        until: usize,
+    ) {
+        let every = study.def.budget.rerun_baseline_every.filter(|e| *e > 0);
+        while s.trials.len() < until {
+            let (config, role) = match s.next.take() {
+                Some(next) => next,
+                None if every.is_some_and(|e| s.since >= e as usize) => {
+                    (study.baseline.clone(), "rerun")
+                }
+                None => match strategy.propose(study, &s.history).await {
+                    Some(p) => (p.config, "search"),
+                    None => return,
+                },
+            };
+            let mut settings = study.baseline.clone();
+            settings.extend(config);
+            s.run(self, study, settings, role, rng);
+        }
+    }
+}
+
+/// A planted study under way: its trials, and what its strategy has seen.
+struct Searching {
+    history: Vec<crate::study::Observation>,
+    trials: Vec<TrialFacts>,
+    baseline_metrics: Option<BTreeMap<Metric, f64>>,
+    /// Searched trials since the baseline last ran.
+    since: usize,
+    /// What runs next, before the strategy is asked.
+    next: Option<(Settings, &'static str)>,
+}
+
+impl Searching {
+    /// Measures `settings` in `world` as a trial of `role`.
+    fn run(
+        &mut self,
+        world: &World,
+        study: &Study,
+        settings: Settings,
+        role: &str,
+        rng: &mut impl Rng,
+    ) {
+        let measured = world.measure_at(&settings, self.trials.len(), rng);
+        let sample = measured.as_ref().ok();
+        if self.trials.is_empty() {
+            self.baseline_metrics = sample.map(|s| s.metrics.clone());
+        }
+        if role != "rerun" {
+            let metrics = sample.map(|s| &s.metrics);
+            let seen = study.observe(settings.clone(), metrics, self.baseline_metrics.as_ref());
+            self.history.push(seen);
+        }
+        match role {
+            "search" => self.since += 1,
+            "baseline" | "rerun" => self.since = 0,
+            _ => {}
+        }
+        self.trials.push(facts(self.trials.len() as i64 + 1, settings, measured, role));
+    }
+}
+
+/// A planted trial as the findings see it.
+fn facts(id: i64, settings: Settings, measured: Result<Sample, String>, role: &str) -> TrialFacts {
+    let failure = measured.as_ref().err().map(|c| (c.clone(), format!("planted {c}")));
+    let sample = measured.unwrap_or_default();
+    TrialFacts {
+        id,
+        settings,
+        done: failure.is_none(),
+        failure,
+        metrics: sample.metrics,
+        repeats: sample.repeats,
+        items: sample.items,
+        role: Some(role.to_string()),
+        ..Default::default()
     }
 }
 

@@ -124,6 +124,42 @@ pub struct FindingsView {
     /// warns that the machine was too noisy to tell on them.
     #[serde(default)]
     pub too_noisy: Vec<String>,
+    /// What the findings leave open that the page offers to settle.
+    #[serde(default)]
+    pub open: Vec<OpenQuestion>,
+}
+
+/// A setting whose effect on a metric the findings could not tell yet,
+/// and what would settle it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpenQuestion {
+    pub setting: String,
+    /// The metric's name, as a request names it.
+    pub metric: String,
+    pub label: String,
+    /// Why it is open, in a few words.
+    pub why: String,
+    /// The runs that would settle it (the baseline interleaved with the
+    /// baseline changed in this setting alone), where runs can.
+    pub runs: Option<usize>,
+    /// About how many more trials the findings reckon would decide it,
+    /// where that is more than `runs`: the runs only go toward it.
+    #[serde(default)]
+    pub needed: Option<usize>,
+    /// Why runs cannot settle it, where they cannot.
+    pub cannot: Option<String>,
+    /// Runs already queued for it.
+    pub queued: usize,
+}
+
+/// What "settle this" queued.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settling {
+    pub study_id: i64,
+    pub setting: String,
+    /// The metric's name.
+    pub metric: String,
+    pub trials: Vec<i64>,
 }
 
 /// One done trial of a study on one metric: what two studies are joined on.

@@ -351,6 +351,7 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     <label>"Smallest gain that counts" {text_input(form, "min-gain", |f| &f.min_gain, |f, v| f.min_gain = v)}</label>
                     <label>"Re-run the baseline every N trials" {text_input(form, "rerun-every", |f| &f.rerun_every, |f, v| f.rerun_every = v)}</label>
                     <label>"Confirm the pick: pairs of re-runs against the baseline (0: name it as measured)" {text_input(form, "confirm-pairs", |f| &f.confirm_pairs, |f, v| f.confirm_pairs = v)}</label>
+                    <label>"Settle what the findings leave open: trials (blank: a fifth of a budget of 30 or more; 0: none)" {text_input(form, "settle-trials", |f| &f.settle_trials, |f, v| f.settle_trials = v)}</label>
                     <p class="muted">"\"No effect\" is claimed only inside these margins; blank keeps ±3 % for speeds and memory, ±2 points for quality."</p>
                     <label>"Margin for speeds (%)" {text_input(form, "margin-speed", |f| &f.margin_speed, |f, v| f.margin_speed = v)}</label>
                     <label>"Margin for memory (%)" {text_input(form, "margin-memory", |f| &f.margin_memory, |f, v| f.margin_memory = v)}</label>

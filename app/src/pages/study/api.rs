@@ -5,7 +5,9 @@ use leptos::prelude::*;
 
 #[cfg(feature = "ssr")]
 use super::super::{answer, ops, service};
-use crate::types::{FindingsView, ParetoView, StudyProgress, StudyView, TrialPage, TrialQuery};
+use crate::types::{
+    FindingsView, ParetoView, Settling, StudyProgress, StudyView, TrialPage, TrialQuery,
+};
 
 #[server]
 pub async fn get_study(id: i64) -> Result<StudyView, ServerFnError> {
@@ -48,7 +50,18 @@ pub async fn study_pareto(
 /// What the study's trials show so far, written out.
 #[server]
 pub async fn study_findings(id: i64) -> Result<FindingsView, ServerFnError> {
-    answer(ops::studies::findings(&service()?.db, id).await.map(|(_, view)| view))
+    answer(ops::studies::findings(&*service()?, id).await.map(|(_, view)| view))
+}
+
+/// "Settle this": queues the runs that would settle `setting` on `metric`,
+/// a finding left open.
+#[server]
+pub async fn settle_finding(
+    id: i64,
+    setting: String,
+    metric: String,
+) -> Result<Settling, ServerFnError> {
+    answer(ops::settle::settle(&*service()?, id, &setting, &metric).await)
 }
 
 /// `pause`, `resume` or `stop`.

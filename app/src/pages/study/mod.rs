@@ -11,6 +11,7 @@ use leptos::prelude::*;
 mod api;
 mod explore;
 mod live;
+mod open;
 mod trials_table;
 
 use super::{MachinePicker, error_text, fmt_metric};
@@ -20,6 +21,7 @@ use crate::types::{
 };
 pub use api::*;
 use live::{Live, in_flight};
+use open::{OpenFindings, SettleSaid};
 use trials_table::TrialsTable;
 
 #[component]
@@ -340,6 +342,7 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
 #[component]
 fn Findings(id: i64, finished: Signal<u64>) -> impl IntoView {
     let found: RwSignal<Option<FindingsView>> = RwSignal::new(None);
+    let settle = ServerAction::<SettleFinding>::new();
     #[cfg(feature = "hydrate")]
     super::keep_fetched(
         move || finished.track(),
@@ -361,9 +364,15 @@ fn Findings(id: i64, finished: Signal<u64>) -> impl IntoView {
                         </p>
                     }
                 });
-                view! { {warning} <div class="findings" id="findings" inner_html=f.html.clone()></div> }.into_any()
+                view! {
+                    {warning}
+                    <div class="findings" id="findings" inner_html=f.html.clone()></div>
+                    <OpenFindings id open=f.open.clone() settle />
+                }
+                .into_any()
             }
         })}
+        <SettleSaid settle />
     }
 }
 

@@ -1,0 +1,148 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::strategy::testing;
+
+fn with(base: &Settings, setting: &str, value: &str) -> Settings {
+    let mut s = base.clone();
+    s.insert(setting.into(), value.into());
+    s
+}
+
+fn done(id: i64, settings: Settings) -> TrialFacts {
+    let metrics = testing::metrics(&settings);
+    TrialFacts { id, settings, done: true, metrics, ..Default::default() }
+}
+
+#[test]
+fn a_plan_interleaves_the_baseline_with_each_value_run_alone() {
+    let study = testing::study("random", "");
+    let base = study.baseline.clone();
+    let trials = vec![
+        done(1, base.clone()),
+        done(2, with(&with(&base, "cache_type_k", "q8_0"), "threads", "8")),
+        done(3, with(&with(&base, "cache_type_k", "q4_0"), "threads", "8")),
+    ];
+    let why = Undetermined::Aliased { with: vec!["threads".into()] };
+    let plan = plan(&study, &trials, "cache_type_k", Metric::DecodeTps, &why).unwrap();
+    let configs: Vec<&Settings> = plan.runs.iter().map(|r| &r.0).collect();
+    // Two rounds of three arms: the baseline, then each value alone.
+    assert_eq!(configs.len(), 6, "{plan:#?}");
+    for round in configs.chunks(3) {
+        assert_eq!(round[0], &base);
+        let values: Vec<&str> = round[1..].iter().map(|c| c["cache_type_k"].as_str()).collect();
+        assert_eq!(values, ["q4_0", "q8_0"]);
+        for c in &round[1..] {
+            assert_eq!(c["threads"], base["threads"], "only the setting itself moves");
+        }
+    }
+    assert!(
+        plan.runs
+            .iter()
+            .all(|(_, note)| asked(note) == Some(("cache_type_k".into(), Metric::DecodeTps)))
+    );
+    assert_eq!(
+        plan.runs[4].1,
+        "settle `cache_type_k` on decode_tps: `cache_type_k` = q4_0, 2 of 2"
+    );
+}
+
+#[test]
+fn more_trials_spread_over_the_arms_within_the_bound() {
+    let study = testing::study("random", "");
+    let base = study.baseline.clone();
+    let mut trials = vec![done(1, base.clone())];
+    for (k, t) in [1, 2, 3, 6, 8, 12, 16].into_iter().enumerate() {
+        trials.push(done(k as i64 + 2, with(&base, "threads", &t.to_string())));
+    }
+    let why = Undetermined::MoreTrials { about: Some(9) };
+    let p = plan(&study, &trials, "threads", Metric::DecodeTps, &why).unwrap();
+    // A number tried at many values: its ends and its middle.
+    let values: BTreeMap<&str, usize> = p.runs.iter().fold(BTreeMap::new(), |mut m, (c, _)| {
+        *m.entry(c["threads"].as_str()).or_default() += 1;
+        m
+    });
+    assert_eq!(values.keys().copied().collect::<Vec<_>>(), ["1", "16", "4", "6"]);
+    assert!(values.values().all(|n| *n == 3), "{values:?}");
+    assert!(p.settles(), "twelve runs for about nine");
+    // Many more asked for than one plan may take: still within it.
+    let why = Undetermined::MoreTrials { about: Some(500) };
+    let p = plan(&study, &trials, "threads", Metric::DecodeTps, &why).unwrap();
+    assert!(p.runs.len() <= MAX_RUNS && p.runs.len() >= 8, "{}", p.runs.len());
+    assert!(!p.settles(), "it only goes toward it");
+    assert_eq!(p.needed, Some(500));
+}
+
+#[test]
+fn what_runs_cannot_settle_says_why() {
+    let study = testing::study("random", "");
+    let base = study.baseline.clone();
+    let trials = vec![done(1, base.clone()), done(2, with(&base, "cache_type_k", "q8_0"))];
+    let few = Undetermined::FewItems { items: 8, chance: 0.48 };
+    let e = plan(&study, &trials, "cache_type_k", Metric::QualityScore, &few).unwrap_err();
+    assert!(e.contains("more than 8 items"), "{e}");
+    // A constraint that moves K and V together: K never changes alone.
+    let study = testing::study("random", r#"constraints = ['cache_type_k == "f16"']"#);
+    let e = plan(&study, &trials, "cache_type_k", Metric::DecodeTps, &Undetermined::TooFew)
+        .unwrap_err();
+    assert!(e.contains("breaks a constraint"), "{e}");
+}
+
+#[test]
+fn the_share_is_a_fifth_of_a_large_budget_and_none_of_a_small_one() {
+    let mut study = testing::study("random", "");
+    assert_eq!(reserve(&study), 12);
+    study.def.budget.max_trials = 20;
+    assert_eq!(reserve(&study), 0);
+    study.def.budget.settle_trials = Some(6);
+    assert_eq!(reserve(&study), 6);
+    study.def.budget.settle_trials = Some(0);
+    study.def.budget.max_trials = 100;
+    assert_eq!(reserve(&study), 0);
+    study.def.budget.settle_trials = None;
+    study.def.machines = vec!["gpu-box".into()];
+    assert_eq!(reserve(&study), 0, "no single baseline on workers");
+}
+
+#[test]
+fn notes_that_are_not_a_plan_s_name_no_finding() {
+    assert_eq!(asked("the baseline again after 10 trials, to catch drift"), None);
+    assert_eq!(asked("settle `threads` on nonsense: x"), None);
+    assert_eq!(
+        asked("settle `threads` on peak_rss_bytes: the baseline, 1 of 2"),
+        Some(("threads".into(), Metric::PeakRssBytes))
+    );
+}
+
+/// On a planted world whose search changes settings only together, the
+/// share spent on what is open leaves fewer findings open on the
+/// objectives, and its runs are all the baseline or the baseline changed
+/// in one setting.
+#[tokio::test]
+async fn the_share_settles_findings_a_search_left_open() {
+    let world = crate::planted::worlds().into_iter().find(|w| w.name == "llama8").unwrap();
+    let open_on_objectives = |study: &Study, trials: &[TrialFacts]| {
+        let varied: Vec<String> = study.def.space.keys().cloned().collect();
+        let found = findings::findings_with(trials, &varied, &study.measures(), &study.def.margins);
+        open(&found, study).into_iter().filter(|(_, m, _)| rank(study, *m) < 2).count()
+    };
+    let (mut before, mut after) = (0, 0);
+    for seed in [1, 2] {
+        let mut study = world.study("motpe", seed, 60);
+        study.def.budget.settle_trials = Some(0);
+        before += open_on_objectives(&study, &world.run(&study, seed).await);
+        study.def.budget.settle_trials = Some(20);
+        let trials = world.run(&study, seed).await;
+        assert!(trials.len() <= 60, "{} trials", trials.len());
+        let settling: Vec<&TrialFacts> =
+            trials.iter().filter(|t| t.role.as_deref() == Some(ROLE)).collect();
+        assert!(settling.len() >= 8, "{} settling runs", settling.len());
+        for t in settling {
+            let moved =
+                t.settings.iter().filter(|(k, v)| study.baseline.get(*k) != Some(v)).count();
+            assert!(moved <= 1, "{:?}", t.settings);
+        }
+        after += open_on_objectives(&study, &trials);
+    }
+    assert!(after < before, "open on the objectives: {before} without the share, {after} with");
+}
