@@ -215,3 +215,25 @@ async fn a_real_machine_s_noise_is_measured_and_heads_the_findings() {
     });
     assert!(undecided, "{}", findings::markdown(&found));
 }
+
+/// Where the model of a metric cannot follow the trials, many of them lie
+/// far off what the rest predict; that is the model's failing, not theirs.
+/// On this world and seed the prefill model named 22 trials anomalies,
+/// each measured as it should have been; now it names none of them.
+#[tokio::test]
+async fn a_model_that_does_not_fit_names_no_crowd_of_anomalies() {
+    let w = world("region");
+    let mut study = w.study("two_phase", 4, BUDGET);
+    study.def.budget.settle_trials = Some(0);
+    let trials = w.run(&study, 4).await;
+    let varied: Vec<String> = study.def.space.keys().cloned().collect();
+    let margins = Margins::default();
+    let found = findings::findings_with(&trials, &varied, &study.measures(), &margins);
+    let score = planted::score(&w, &study, &trials, &found, &margins);
+    let wrong: Vec<&String> = score.wrong.iter().filter(|w| w.starts_with("anomaly")).collect();
+    assert!(wrong.len() <= 1, "{wrong:#?}\n{}", findings::markdown(&found));
+    let on_prefill = found.iter().filter(|f| {
+        matches!(f, Finding::Anomaly { metric, .. } if *metric == tunebook_study::Metric::PrefillTps)
+    });
+    assert_eq!(on_prefill.count(), 0, "{}", findings::markdown(&found));
+}

@@ -18,6 +18,7 @@
 //! - the decode ceiling, and drift of the baseline between its runs.
 
 mod analysis;
+mod anomalies;
 mod boundary;
 mod cites;
 pub mod confirmed;
@@ -442,7 +443,7 @@ pub fn findings_with(
     out.extend(interactions);
     out.extend(free_wins::free_wins(&analyses, &adjusted, margins));
     for a in analyses.iter().filter(|a| objectives.iter().any(|(m, _)| *m == a.metric)) {
-        out.extend(verdicts::anomalies(a));
+        out.extend(anomalies::anomalies(a));
     }
     out.extend(summary::failures(trials, varied));
     out.extend(summary::ceiling(&done, &out));

@@ -467,27 +467,3 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) 
         p_value: p,
     })
 }
-
-/// Trials far off what the rest predict for their settings (see
-/// [`Analysis::outlying`]), their prediction kept in the metric's range.
-pub fn anomalies(a: &Analysis) -> Vec<Finding> {
-    (0..a.trials.len())
-        .filter(|&k| a.outlying(k).is_some())
-        .map(|k| {
-            let t = &a.trials[k];
-            let predicted = a.natural(a.predicted_without(k) + t.drift);
-            let expected = match a.metric.scale() {
-                Scale::Rate => predicted.clamp(0.0, 1.0),
-                Scale::Difference => predicted.max(0.0),
-                Scale::Ratio => predicted,
-            };
-            Finding::Anomaly {
-                trial: t.id,
-                metric: a.metric,
-                value: a.natural(t.y + t.drift),
-                expected,
-                settings: t.settings.clone(),
-            }
-        })
-        .collect()
-}
