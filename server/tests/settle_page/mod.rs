@@ -9,7 +9,7 @@ use fantoccini::Locator;
 use serde_json::Value;
 
 use super::{Driver, open, screenshot, text_when};
-use crate::common::{TestServer, eventually, http, require_demo_engine};
+use crate::common::{TestServer, eventually, get_json, http, require_demo_engine};
 
 #[tokio::test]
 async fn an_open_finding_is_settled_from_the_study_page() {
@@ -56,14 +56,7 @@ async fn an_open_finding_is_settled_from_the_study_page() {
     text_when(&client, "#study-state", "running again", |t| t == "running" || t == "done").await;
     state("done").await;
     text_when(&client, "#study-state", "done again", |t| t == "done").await;
-    let trials: Vec<Value> = http()
-        .get(server.url(&format!("/api/studies/{id}/trials")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let trials: Vec<Value> = get_json(&server, &format!("/api/studies/{id}/trials")).await;
     assert_eq!(trials.len(), 7);
     assert!(trials[3..].iter().all(|t| t["role"] == "settle" && t["state"] == "done"));
     screenshot(&client, "study-settled").await;
