@@ -65,11 +65,52 @@ impl Driver {
         });
         let mut caps = serde_json::Map::new();
         caps.insert("goog:chromeOptions".into(), options);
+        // Kept so that a test can read the console (see `console_errors`).
+        caps.insert("goog:loggingPrefs".into(), json!({ "browser": "ALL" }));
         ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(caps)
             .connect(&self.url)
             .await
             .expect("a Chromium session")
+    }
+}
+
+impl Driver {
+    /// The console's errors since the last call (chromedriver hands its log
+    /// over once): uncaught exceptions, `console.error` (a panic in the
+    /// page's code, a hydration mismatch) and resources that failed to load.
+    async fn console_errors(&self, client: &Client) -> Vec<String> {
+        let session = client.session_id().await.unwrap().expect("a session");
+        let url = format!("{}/session/{session}/se/log", self.url);
+        let log: Value = http()
+            .post(url)
+            .json(&json!({ "type": "browser" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        log["value"]
+            .as_array()
+            .expect("chromedriver's log")
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Fails the test if the console took an error since the last look,
+    /// other than one containing an `expected` text (a link the test
+    /// revoked answering 410).
+    async fn assert_quiet(&self, client: &Client, page: &str, expected: &[&str]) {
+        let errors: Vec<String> = self
+            .console_errors(client)
+            .await
+            .into_iter()
+            .filter(|e| !expected.iter().any(|x| e.contains(x)))
+            .collect();
+        assert!(errors.is_empty(), "console errors on {page}:\n{}", errors.join("\n"));
     }
 }
 
@@ -179,6 +220,7 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     let rows = client.find_all(Locator::Css("tr[data-trial-id]")).await.unwrap();
     assert_eq!(rows.len(), 2, "two trials ran, the refused one was not stored");
 
+    driver.assert_quiet(&client, "run_a_trial_from_the_page_and_watch_its_row_arrive", &[]).await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -431,6 +473,9 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     assert!(log.contains("eval time =") && log.contains("tokens per second"), "{log}");
     screenshot(&client, "trial-page").await;
 
+    driver
+        .assert_quiet(&client, "design_a_study_watch_it_run_and_click_through_its_pareto_plot", &[])
+        .await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -508,6 +553,7 @@ async fn the_pareto_plot_works_before_plotly_starts() {
         async move { (client.current_url().await.ok()?.path() == path).then_some(()) }
     })
     .await;
+    driver.assert_quiet(&client, "the_pareto_plot_works_before_plotly_starts", &[]).await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -671,6 +717,13 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
         .unwrap();
     assert!(settings.contains("cache_type_k=q8_0"), "{settings}");
 
+    driver
+        .assert_quiet(
+            &client,
+            "a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_history",
+            &[],
+        )
+        .await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -718,6 +771,9 @@ async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
         .unwrap();
     assert_eq!(x, json!([0, 256]));
     screenshot(&client, "trial-depth").await;
+    driver
+        .assert_quiet(&client, "a_trial_measured_at_depth_plots_speed_against_context_depth", &[])
+        .await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -761,6 +817,13 @@ async fn a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log() 
     .await;
     assert!(log.contains("print_timing"), "the engine's own lines: {log}");
     screenshot(&client, "trial-real-model").await;
+    driver
+        .assert_quiet(
+            &client,
+            "a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log",
+            &[],
+        )
+        .await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -837,6 +900,7 @@ async fn two_studies_of_the_same_space_compare_side_by_side() {
     )
     .await;
     assert!(cell.ends_with("MiB"), "{cell}");
+    driver.assert_quiet(&client, "two_studies_of_the_same_space_compare_side_by_side", &[]).await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -923,7 +987,21 @@ async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
         text_when(&reader, "#shared-error", "the revoked link's message", |t| !t.is_empty()).await;
     assert!(error.contains("revoked"), "{error}");
 
+    elsewhere
+        .assert_quiet(
+            &reader,
+            "a_report_is_edited_published_and_read_through_its_link_elsewhere",
+            &[],
+        )
+        .await;
     reader.close().await.unwrap();
+    driver
+        .assert_quiet(
+            &client,
+            "a_report_is_edited_published_and_read_through_its_link_elsewhere",
+            &[],
+        )
+        .await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -1000,6 +1078,7 @@ async fn a_worker_is_added_seen_up_and_revoked_from_its_page() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 401);
+    driver.assert_quiet(&client, "a_worker_is_added_seen_up_and_revoked_from_its_page", &[]).await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -1045,6 +1124,73 @@ async fn a_study_on_two_machines_plots_one_at_a_time() {
         text_when(&client, "#findings", "the findings", |t| t.contains("side by side")).await;
     assert!(findings.contains("On box-a") && findings.contains("On box-b"), "{findings}");
     screenshot(&client, "two-machines").await;
+    driver.assert_quiet(&client, "a_study_on_two_machines_plots_one_at_a_time", &[]).await;
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
+/// Every page, as a person finds them after a study: each is opened in
+/// Chromium, waited on until its code has taken over (hydrated) and its
+/// data has arrived, and the test fails on any console error it left: an
+/// uncaught exception, a panic (a hydration mismatch among them) or a
+/// resource that failed to load.
+#[tokio::test]
+async fn every_page_opens_without_a_console_error() {
+    assert!(
+        common::repo_root().join("target/site/pkg/tunebook_bg.wasm").is_file(),
+        "the browser bundle is missing: run scripts/build-site.sh"
+    );
+    let data = tempfile::tempdir().unwrap();
+    let settings = TestServer::settings(data.path().to_path_buf());
+    let db = tunebook::db::Db::connect(&settings.database_url).await.unwrap();
+    let study = common::synthetic::planted_study(&db).await.unwrap();
+    let other = common::synthetic::planted_study(&db).await.unwrap();
+    db.pool.close().await;
+    let server = TestServer::start_with(settings, data).await;
+    let trials: Vec<Value> =
+        common::get_json(&server, &format!("/api/studies/{study}/trials")).await;
+    let id_of = |state: &str| {
+        trials.iter().find(|t| t["state"] == state).map(|t| t["id"].as_i64().unwrap()).unwrap()
+    };
+    let (done, failed) = (id_of("done"), id_of("failed"));
+    let three: Vec<String> = trials.iter().take(3).map(|t| t["id"].to_string()).collect();
+    let r = http().post(server.url(&format!("/api/studies/{study}/reports"))).send().await.unwrap();
+    let report = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let r = http().post(server.url(&format!("/api/reports/{report}/shares"))).send().await.unwrap();
+    let shared = r.json::<Value>().await.unwrap()["path"].as_str().unwrap().to_string();
+
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    let pages = [
+        ("/".to_string(), "main.home[data-hydrated='true']"),
+        ("/studies".into(), "main.studies[data-hydrated='true'] #studies input.pick"),
+        ("/studies/new".into(), "main.designer[data-hydrated='true']"),
+        (format!("/studies/{study}"), "main.study[data-hydrated='true'] #findings li"),
+        (format!("/trials/{done}"), "main.trial[data-hydrated='true'] #trial-metrics"),
+        (format!("/trials/{failed}"), "main.trial[data-hydrated='true'] #failure"),
+        (format!("/compare?trials={}", three.join(",")), "#compare tbody tr"),
+        (format!("/compare?studies={study},{other}"), "#compare-studies tbody tr"),
+        (format!("/reports/{report}"), "main.report[data-hydrated='true'] section"),
+        (shared, "main.shared[data-hydrated='true'] #cells section"),
+        ("/workers".into(), "main.workers[data-hydrated='true']"),
+    ];
+    // The console's log reaches the test: an error put there is read back.
+    open(&client, &server.url("/"), "main.home[data-hydrated='true']").await;
+    client.execute("console.error('a planted error')", vec![]).await.unwrap();
+    let errors = driver.console_errors(&client).await;
+    assert!(errors.iter().any(|e| e.contains("a planted error")), "{errors:?}");
+    for (path, ready) in pages {
+        open(&client, &server.url(&path), ready).await;
+        // What the page fetches once live comes after its first paint.
+        let settled = "return document.readyState === 'complete' \
+                       && !document.body.innerText.includes('Loading');";
+        eventually(Duration::from_secs(30), &format!("{path} settled"), || {
+            let client = client.clone();
+            async move { (client.execute(settled, vec![]).await.ok()? == json!(true)).then_some(()) }
+        })
+        .await;
+        driver.assert_quiet(&client, &path, &[]).await;
+    }
     client.close().await.unwrap();
     server.stop().await;
 }

@@ -60,6 +60,7 @@ async fn an_open_finding_is_settled_from_the_study_page() {
     assert_eq!(trials.len(), 7);
     assert!(trials[3..].iter().all(|t| t["role"] == "settle" && t["state"] == "done"));
     screenshot(&client, "study-settled").await;
+    driver.assert_quiet(&client, "the study page", &[]).await;
     client.close().await.unwrap();
     server.stop().await;
 }

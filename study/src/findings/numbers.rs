@@ -13,6 +13,8 @@ pub fn num(x: f64) -> String {
         format!("{:.1} M", x / 1e6)
     } else if a >= 100.0 {
         format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
     } else if a >= 1.0 {
         format!("{x:.2}")
     } else {

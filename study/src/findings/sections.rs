@@ -42,10 +42,15 @@ impl Undetermined {
                 format!("changed only together with {}", names(with))
             }
             Undetermined::Aliased { .. } => "never changed on its own".into(),
+            Undetermined::MoreTrials { about: Some(1) } => {
+                "about 1 more trial would decide it".into()
+            }
             Undetermined::MoreTrials { about: Some(n) } => {
                 format!("about {n} more trials would decide it")
             }
-            Undetermined::MoreTrials { about: None } => "many more trials would be needed".into(),
+            Undetermined::MoreTrials { about: None } => {
+                "the noise hides it: many more trials than this study ran would be needed".into()
+            }
             Undetermined::TooFew => "too few trials".into(),
             Undetermined::FewItems { items, chance } => {
                 format!("{items} items cannot tell a change under {:.0} points", chance * 100.0)
@@ -54,29 +59,42 @@ impl Undetermined {
     }
 }
 
+/// Why some settings are not determined: the reason, and the settings.
+type Why = (String, Vec<String>);
+
 /// One section's findings as a markdown list, or `None` when it has none.
-/// What is not determined yet comes one line a metric.
+/// What is not determined yet comes one line a metric, its settings
+/// grouped by why: "`a`, `b` and `c` (the noise hides it…)".
 pub fn section_markdown(findings: &[Finding], pick: Pick) -> Option<String> {
     let mut items: Vec<String> = Vec::new();
-    let mut open: Vec<(Metric, Vec<String>)> = Vec::new();
+    let mut open: Vec<(Metric, Vec<Why>)> = Vec::new();
     for f in findings.iter().filter(|f| pick(f)) {
         match f {
             Finding::NotDetermined { setting, metric, reason } => {
                 let why = reason.text();
-                let item = format!("`{setting}` ({why})");
-                match open.iter_mut().find(|(m, _)| m == metric) {
-                    Some((_, list)) => list.push(item),
-                    None => open.push((*metric, vec![item])),
+                let at = match open.iter().position(|(m, _)| m == metric) {
+                    Some(at) => at,
+                    None => {
+                        open.push((*metric, Vec::new()));
+                        open.len() - 1
+                    }
+                };
+                let reasons = &mut open[at].1;
+                match reasons.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, settings)) => settings.push(setting.clone()),
+                    None => reasons.push((why, vec![setting.clone()])),
                 }
             }
             _ => items.push(format!("- {}", f.markdown())),
         }
     }
-    items.extend(open.into_iter().map(|(m, list)| {
+    items.extend(open.into_iter().map(|(m, reasons)| {
+        let parts: Vec<String> =
+            reasons.iter().map(|(why, settings)| format!("{} ({why})", names(settings))).collect();
         format!(
             "- **Not determined yet on {}**: {} — neither an effect nor its absence within the margin is shown yet.",
             m.label(),
-            list.join(", ")
+            parts.join("; ")
         )
     }));
     (!items.is_empty()).then(|| items.join("\n"))

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use super::Finding;
 use super::analysis::Analysis;
-use super::numbers::num;
+use super::numbers::{num, small};
+use super::support::items_chance;
 use crate::margins::Margins;
 use crate::metric::{Metric, Scale};
 
@@ -36,7 +37,7 @@ pub(super) fn spread(a: &Analysis, margins: &Margins) -> Option<Finding> {
         repeats: n.repeats.map(|(v, trials)| (told(a.metric, a.as_log(v.sqrt())), trials)),
         reruns: n.reruns.map(|v| (n.baseline.len(), told(a.metric, a.as_log(v.sqrt())))),
         drift: n.drifted_by().map(|d| told(a.metric, a.as_log(d))),
-        items: n.items.map(|(k, _)| (k, told(a.metric, 1.96 * n.between(2).sqrt()))),
+        items: n.items.map(|(k, _)| (k, told(a.metric, items_chance(a)))),
         trial: told(a.metric, a.as_log(one)),
         margin: told(a.metric, m),
         too_noisy: a.as_log(one) > m,
@@ -54,7 +55,7 @@ pub(super) fn markdown(f: &Finding) -> String {
     let unit = |x: f64| match metric.scale() {
         Scale::Ratio => format!("{} %", num(x)),
         Scale::Rate => format!("{} points", num(x)),
-        Scale::Difference => format!("{} nats", num(x)),
+        Scale::Difference => format!("{} nats", small(x)),
     };
     let mut parts = Vec::new();
     if let Some((spread, trials)) = repeats {

@@ -7,7 +7,7 @@
 use super::analysis::Analysis;
 use super::design::value_of;
 use super::ols::{t_p, t_quantile};
-use super::{EQUIVALENCE, INTERVAL, Undetermined};
+use super::{EQUIVALENCE, Undetermined};
 
 /// Values of factor `i`, each with its contrast against the base.
 type Points = Vec<(String, Option<(f64, f64)>)>;
@@ -96,8 +96,14 @@ pub(super) fn items_p(a: &Analysis, points: &Points) -> f64 {
 pub(super) fn few_items(a: &Analysis, m: f64) -> Option<Undetermined> {
     let (items, _) = a.noise.items?;
     let chance = a.noise.between(2).sqrt();
-    (t_quantile(EQUIVALENCE, a.fit.df()) * chance >= m).then(|| Undetermined::FewItems {
-        items,
-        chance: t_quantile(INTERVAL, a.fit.df()) * chance,
-    })
+    (t_quantile(EQUIVALENCE, a.fit.df()) * chance >= m)
+        .then(|| Undetermined::FewItems { items, chance: items_chance(a) })
+}
+
+/// How far two configurations' shares of few items differ by chance
+/// alone, at 95 %: the items are the sample (binomial), so the normal
+/// quantile, whatever the model's degrees of freedom; the noise section
+/// and each undetermined share say the same number.
+pub(super) fn items_chance(a: &Analysis) -> f64 {
+    1.96 * a.noise.between(2).sqrt()
 }

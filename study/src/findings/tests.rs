@@ -380,7 +380,8 @@ fn values_read_as_people_read_them() {
     assert_eq!(value_text(Metric::PeakRssBytes, 33.9e6), "32 MiB");
     assert_eq!(value_text(Metric::PeakRssBytes, 5.0 * (1u64 << 30) as f64), "5.00 GiB");
     assert_eq!(value_text(Metric::QualityScore, 0.875), "87.5 %");
-    assert_eq!(value_text(Metric::DecodeTps, 45.123), "45.12");
+    assert_eq!(value_text(Metric::DecodeTps, 45.123), "45.1");
+    assert_eq!(value_text(Metric::DecodeTps, 4.5678), "4.57");
 }
 
 #[test]
@@ -468,4 +469,32 @@ fn a_value_run_only_with_another_setting_s_same_other_value_carries_no_claim() {
         ),
         "{found:#?}"
     );
+}
+
+#[test]
+fn a_contrast_the_noise_hides_is_told_so_not_given_a_count_in_the_thousands() {
+    let mut trials = study(1, |_, _, _| 40.0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    // A busy machine: each trial off by up to a factor of 2.
+    measure(&mut trials, Metric::DecodeTps, |_| 40.0 * rng.random_range(-0.7f64..0.7).exp());
+    let found = findings(&trials, &varied(), &DECODE);
+    let told = (4 * trials.len()).max(100);
+    let reasons: Vec<&Undetermined> = found
+        .iter()
+        .filter_map(|f| match f {
+            Finding::NotDetermined { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert!(!reasons.is_empty(), "{found:#?}");
+    for r in &reasons {
+        if let Undetermined::MoreTrials { about: Some(n) } = r {
+            assert!(*n <= told, "a count of {n} is no plan: {r:?}");
+        }
+    }
+    let hidden = reasons
+        .iter()
+        .find(|r| matches!(r, Undetermined::MoreTrials { about: None }))
+        .unwrap_or_else(|| panic!("{reasons:?}"));
+    assert!(hidden.text().starts_with("the noise hides it"), "{}", hidden.text());
 }

@@ -479,7 +479,7 @@ impl Finding {
                 } else {
                     let _ = write!(
                         s,
-                        "**Drift during the study**: the baseline's {} moved up to {worst_pct:+.1} % between its runs ({}); the trials run meanwhile are flagged and may be off by as much: {}.",
+                        "**Drift during the study**: the baseline's {} moved by as much as {worst_pct:+.1} % between its runs ({}); the trials run meanwhile are flagged and may be off by as much: {}.",
                         metric.label(),
                         runs.join(", "),
                         trial_list(flagged)

@@ -136,7 +136,9 @@ pub(super) fn equivalent(
 
 /// Roughly how many more trials (like those run) would settle an
 /// undetermined contrast: enough to show it inside the margin or to
-/// show it beyond noise, whichever comes sooner.
+/// show it beyond noise, whichever comes sooner. `None` past
+/// [`MORE_TRIALS_TOLD`] times the trials run, or 100: a count in the
+/// thousands is no plan, only a sign the noise hides the contrast.
 fn more_trials(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) -> Option<usize> {
     let n = a.trials.len() as f64;
     let t90 = t_quantile(EQUIVALENCE, a.fit.df());
@@ -151,8 +153,12 @@ fn more_trials(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) ->
     let to_equivalence = (est.abs() < m).then(|| needed((m - est.abs()) / t90)).flatten();
     let to_effect = (est.abs() > 0.0).then(|| needed(est.abs() / t95)).flatten();
     let best = [to_equivalence, to_effect].into_iter().flatten().fold(f64::MAX, f64::min);
-    (best < 1e6).then(|| best.max(1.0).ceil() as usize)
+    (best <= (MORE_TRIALS_TOLD * n).max(100.0)).then(|| best.max(1.0).ceil() as usize)
 }
+
+/// How many times the trials run a count of more trials may be, and
+/// still be told as a count.
+const MORE_TRIALS_TOLD: f64 = 4.0;
 
 /// Raw medians of the trials at each value of factor `i` (for the reader).
 fn levels(a: &Analysis, i: usize) -> Vec<(String, f64, Vec<i64>)> {
