@@ -58,7 +58,7 @@ pub fn parse_ids(text: &str) -> Result<Vec<i64>, String> {
 pub async fn compare_trials(ids: String) -> Result<Vec<TrialView>, ServerFnError> {
     let service = service()?;
     let mut out = Vec::new();
-    for id in parse_ids(&ids).map_err(ServerFnError::new)? {
+    for id in answer(parse_ids(&ids).map_err(tunebook_core::Error::BadRequest))? {
         out.push(answer(ops::trials::detail(&service, id).await)?.trial);
     }
     Ok(out)
@@ -204,13 +204,15 @@ pub async fn compare_studies(
     ids: String,
     metric: String,
 ) -> Result<StudyComparison, ServerFnError> {
-    let ids: Vec<i64> = ids
+    let ids: Result<Vec<i64>, String> = ids
         .split(',')
         .map(|s| s.trim().parse().map_err(|_| format!("`{s}` is not a study number")))
-        .collect::<Result<_, _>>()
-        .map_err(ServerFnError::new)?;
+        .collect();
+    let ids: Vec<i64> = answer(ids.map_err(tunebook_core::Error::BadRequest))?;
     let [a, b] = ids[..] else {
-        return Err(ServerFnError::new("pick exactly two studies to compare"));
+        let refused =
+            tunebook_core::Error::BadRequest("pick exactly two studies to compare".into());
+        return answer(Err(refused));
     };
     let service = service()?;
     let name = async |id| answer(ops::studies::view(&service, id).await).map(|s| s.summary.name);

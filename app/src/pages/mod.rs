@@ -26,10 +26,20 @@ pub(crate) fn service() -> Result<std::sync::Arc<tunebook_core::service::Service
 }
 
 /// An operation's answer as a server function's: an error worded for the
-/// user ([`tunebook_core::Error::for_user`]).
+/// user ([`tunebook_core::Error::for_user`]). Called by the browser, it
+/// answers with the status the API gives it (a refused input is a 400,
+/// not a server fault); while a page renders, one part failing (the
+/// designer's preview of a draft) does not set the whole page's status.
 #[cfg(feature = "ssr")]
 pub(crate) fn answer<T>(result: tunebook_core::Result<T>) -> Result<T, ServerFnError> {
-    result.map_err(|e| ServerFnError::new(e.for_user()))
+    use leptos::server_fn::http_export::request::Parts;
+    result.map_err(|e| {
+        let called = use_context::<Parts>().is_some_and(|p| p.uri.path().starts_with("/api/"));
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>().filter(|_| called) {
+            response.set_status(e.status_code());
+        }
+        ServerFnError::new(e.for_user())
+    })
 }
 
 /// The `:id` of the page's route (0 when it is not a number: the server
