@@ -107,3 +107,59 @@ pub(super) fn few_items(a: &Analysis, m: f64) -> Option<Undetermined> {
 pub(super) fn items_chance(a: &Analysis) -> f64 {
     1.96 * a.noise.between(2).sqrt()
 }
+
+/// Where a "no effect" of factor `i` (one of a few values) was not shown
+/// at a value `w` of another setting (also of a few, and not in a pair
+/// with `i` in the model, which judges those itself): at each value `v`
+/// of `i`, the trials run with `v` and `w` together, their mean deviation
+/// from the model (less the deviation of those run with `i`'s base and
+/// `w`) added to `v`'s contrast. An effect confined to long contexts, which
+/// a model of effects the same everywhere averages away, shows there: the
+/// values where that contrast's 90 % interval reaches past the margin `m`
+/// (it acts there, or too few trials ran there to tell).
+pub(super) fn unconfirmed(
+    a: &Analysis,
+    i: usize,
+    points: &Points,
+    m: f64,
+) -> Vec<(String, String)> {
+    let own = &a.design.factors[i];
+    let s2 = a.sigma2.unwrap_or(0.0).max(a.floor());
+    if own.is_curve() || s2 <= 0.0 {
+        return vec![];
+    }
+    let t = t_quantile(EQUIVALENCE, a.fit.df());
+    let partners = a.interacts(i);
+    // Each trial's deviation from the model's prediction without it (one
+    // set aside as an anomaly included: it may be all that ran there).
+    let deviation = |k: usize| a.trials[k].y - a.predicted_without(k);
+    let mean_at = |v: &str, j: usize, w: &str| {
+        let d: Vec<f64> = (0..a.trials.len())
+            .filter(|&k| value_of(&a.trials[k].settings, &own.setting) == v)
+            .filter(|&k| value_of(&a.trials[k].settings, &a.design.factors[j].setting) == w)
+            .map(deviation)
+            .collect();
+        (!d.is_empty()).then(|| (d.iter().sum::<f64>() / d.len() as f64, d.len()))
+    };
+    let mut out = Vec::new();
+    for (j, other) in a.design.factors.iter().enumerate() {
+        if j == i || other.is_curve() || partners.contains(&j) {
+            continue;
+        }
+        for w in other.points() {
+            let (base_dev, base_n) = mean_at(&own.base(), j, &w).unwrap_or((0.0, 0));
+            let shown = points.iter().all(|(v, e)| {
+                let (Some((est, se)), Some((dev, n))) = (*e, mean_at(v, j, &w)) else {
+                    return true;
+                };
+                let base_var = if base_n > 0 { s2 / base_n as f64 } else { 0.0 };
+                let wide = (se * se + s2 / n as f64 + base_var).sqrt();
+                (est + dev - base_dev).abs() + t * wide < m
+            });
+            if !shown {
+                out.push((other.setting.clone(), w));
+            }
+        }
+    }
+    out
+}

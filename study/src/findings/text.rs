@@ -219,8 +219,11 @@ impl Finding {
                 if !unshown.is_empty() {
                     let at: Vec<String> =
                         unshown.iter().map(|(k, v)| format!("`{k}` = {}", value_name(v))).collect();
-                    let _ =
-                        write!(s, " Not shown at {}: no trial changed it there.", at.join(", "));
+                    let _ = write!(
+                        s,
+                        " Not shown at {}: too few trials changed it there.",
+                        at.join(", ")
+                    );
                 }
             }
             Finding::NotDetermined { setting, metric, reason } => match reason {

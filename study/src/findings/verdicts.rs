@@ -13,7 +13,7 @@
 use super::analysis::{Analysis, Tested};
 use super::design::value_of;
 use super::ols::{holm, t_p, t_quantile};
-use super::support::{confounded, few_items, items_p, unshown};
+use super::support::{confounded, few_items, items_p, unconfirmed, unshown};
 use super::{ALPHA, EQUIVALENCE, Finding, INTERVAL, Interval, Level, Margins, Undetermined};
 use crate::metric::{Goal, Scale};
 
@@ -333,10 +333,17 @@ pub fn setting_findings(
     let mut with_others: Vec<String> = tangled.iter().map(|(_, s)| s.clone()).collect();
     with_others.sort();
     with_others.dedup();
+    let weak = unconfirmed(a, i, &points, m);
     match equivalent(a, &everywhere, m) {
         Some(true) if !away.is_empty() => undetermined(Undetermined::Aliased { with: away }),
         _ if !with_others.is_empty() => undetermined(Undetermined::Aliased { with: with_others }),
         Some(true) => {
+            let mut not_shown = unshown(a, i);
+            for w in weak {
+                if !not_shown.contains(&w) {
+                    not_shown.push(w);
+                }
+            }
             let t90 = EQUIVALENCE;
             let mut levels = vec![level(&base, None)];
             levels.extend(points.iter().filter_map(|(v, e)| {
@@ -355,7 +362,7 @@ pub fn setting_findings(
                 levels,
                 p_value: p,
                 given,
-                unshown: unshown(a, i),
+                unshown: not_shown,
             })
         }
         Some(false) | None if !given.is_empty() => None,
