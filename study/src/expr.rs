@@ -194,7 +194,11 @@ impl Constraint {
         within_limits(text)?;
         let mut pairs = Grammar::parse(Rule::constraint, text).map_err(|e| ExprError::Parse {
             text: text.to_string(),
-            message: e.renamed_rules(describe).variant.message().to_string(),
+            message: format!(
+                "at character {}, {}",
+                at(&e),
+                e.clone().renamed_rules(describe).variant.message()
+            ),
         })?;
         let implication = pairs.next().and_then(|c| c.into_inner().next()).expect("grammar");
         Ok(Self { text: text.to_string(), root: node(implication) })
@@ -215,14 +219,35 @@ impl Constraint {
     }
 }
 
+/// What a rule the parser expected is, in a user's words: never a
+/// grammar's name ("add op", "kw when").
 fn describe(rule: &Rule) -> String {
     match rule {
         Rule::EOI => "the end".into(),
         Rule::cmp_op => "a comparison (==, !=, <, <=, >, >=)".into(),
+        Rule::add_op => "+ or -".into(),
+        Rule::mul_op => "* or /".into(),
+        Rule::kw_when => "`when`".into(),
+        Rule::kw_or => "`or`".into(),
+        Rule::kw_and => "`and`".into(),
+        Rule::kw_not => "`not`".into(),
+        Rule::kw_in => "`in`".into(),
         Rule::setting => "a setting name".into(),
+        Rule::number | Rule::quantity => "a number".into(),
+        Rule::string => "a quoted text".into(),
+        Rule::boolean => "true or false".into(),
+        Rule::list => "a list ([1, 2])".into(),
         Rule::unit => "a unit (%, KiB, MiB, GiB, GB, ms, s)".into(),
         Rule::kw_baseline => "`baseline`".into(),
-        other => format!("{other:?}").replace('_', " "),
+        _ => "a value".into(),
+    }
+}
+
+/// Where a parse stopped, counted in characters from 1.
+fn at(e: &pest::error::Error<Rule>) -> usize {
+    match e.line_col {
+        pest::error::LineColLocation::Pos((_, col))
+        | pest::error::LineColLocation::Span((_, col), _) => col,
     }
 }
 
@@ -400,7 +425,11 @@ impl BoundExpr {
         within_limits(text)?;
         let mut pairs = Grammar::parse(Rule::bound, text).map_err(|e| ExprError::Parse {
             text: text.to_string(),
-            message: e.renamed_rules(describe).variant.message().to_string(),
+            message: format!(
+                "at character {}, {}",
+                at(&e),
+                e.clone().renamed_rules(describe).variant.message()
+            ),
         })?;
         let sum = pairs.next().and_then(|b| b.into_inner().next()).expect("grammar");
         Ok(Self { text: text.to_string(), root: bound_node(sum) })
@@ -499,6 +528,19 @@ mod tests {
         assert!(fa.holds(&config(&[("flash_attn", "off"), ("cache_type_v", "f16")])).unwrap());
         assert!(fa.holds(&config(&[("flash_attn", "on"), ("cache_type_v", "q4_0")])).unwrap());
         assert!(!fa.holds(&config(&[("flash_attn", "off"), ("cache_type_v", "q4_0")])).unwrap());
+    }
+
+    #[test]
+    fn a_typo_is_told_in_words_with_where() {
+        let e = Constraint::parse("cache_type_k = = f16").unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot parse `cache_type_k = = f16`: at character 14, expected"),
+            "{e}"
+        );
+        assert!(e.contains("a comparison (==, !=, <, <=, >, >=)") && e.contains("`when`"), "{e}");
+        for grammar in ["op", "kw ", "_"] {
+            assert!(!e.split(": ").nth(1).unwrap().contains(grammar), "{e}");
+        }
     }
 
     #[test]
