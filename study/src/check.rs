@@ -202,10 +202,32 @@ impl StudyDef {
         if !errors.is_empty() {
             return Err(StudyError(errors));
         }
+        // Speed, unless the study names probes without it, and every probe
+        // its objectives and bounds need that it left out (their defaults):
+        // a quality bound is never left unmeasured.
+        let needed = |m: &[Metric]| {
+            objectives
+                .iter()
+                .chain(&bounds)
+                .any(|t| t.measure.metric().is_some_and(|x| m.contains(&x)))
+        };
         let mut probes = self.probes.clone().unwrap_or_else(|| ProbePlan {
             speed: Some(Default::default()),
             ..ProbePlan::default()
         });
+        let speeds = [Metric::DecodeTps, Metric::PrefillTps, Metric::TtftMs, Metric::PctOfCeiling];
+        if probes.speed.is_none() && needed(&speeds) {
+            probes.speed = Some(Default::default());
+        }
+        if probes.quality.is_none() && needed(&[Metric::QualityScore]) {
+            probes.quality = Some(Default::default());
+        }
+        if probes.context.is_none() && needed(&[Metric::ContextPassRate, Metric::ContextTokens]) {
+            probes.context = Some(Default::default());
+        }
+        if probes.perplexity.is_none() && needed(&[Metric::Perplexity]) {
+            probes.perplexity = Some(Default::default());
+        }
         // A study's KL divergence is measured from its own baseline.
         if let Some(kld) = &mut probes.kld {
             kld.reference = baseline.clone();

@@ -192,14 +192,7 @@ fn within_limits(text: &str) -> Result<(), ExprError> {
 impl Constraint {
     pub fn parse(text: &str) -> Result<Self, ExprError> {
         within_limits(text)?;
-        let mut pairs = Grammar::parse(Rule::constraint, text).map_err(|e| ExprError::Parse {
-            text: text.to_string(),
-            message: format!(
-                "at character {}, {}",
-                at(&e),
-                e.clone().renamed_rules(describe).variant.message()
-            ),
-        })?;
+        let mut pairs = Grammar::parse(Rule::constraint, text).map_err(|e| refused(text, e))?;
         let implication = pairs.next().and_then(|c| c.into_inner().next()).expect("grammar");
         Ok(Self { text: text.to_string(), root: node(implication) })
     }
@@ -227,11 +220,9 @@ fn describe(rule: &Rule) -> String {
         Rule::cmp_op => "a comparison (==, !=, <, <=, >, >=)".into(),
         Rule::add_op => "+ or -".into(),
         Rule::mul_op => "* or /".into(),
-        Rule::kw_when => "`when`".into(),
-        Rule::kw_or => "`or`".into(),
-        Rule::kw_and => "`and`".into(),
-        Rule::kw_not => "`not`".into(),
-        Rule::kw_in => "`in`".into(),
+        Rule::kw_when | Rule::kw_or | Rule::kw_and | Rule::kw_not | Rule::kw_in => {
+            format!("`{}`", format!("{rule:?}").trim_start_matches("kw_"))
+        }
         Rule::setting => "a setting name".into(),
         Rule::number | Rule::quantity => "a number".into(),
         Rule::string => "a quoted text".into(),
@@ -243,12 +234,13 @@ fn describe(rule: &Rule) -> String {
     }
 }
 
-/// Where a parse stopped, counted in characters from 1.
-fn at(e: &pest::error::Error<Rule>) -> usize {
-    match e.line_col {
-        pest::error::LineColLocation::Pos((_, col))
-        | pest::error::LineColLocation::Span((_, col), _) => col,
-    }
+/// A parse error in a user's words, with where the parse stopped
+/// (counted in characters from 1).
+fn refused(text: &str, e: pest::error::Error<Rule>) -> ExprError {
+    use pest::error::LineColLocation::{Pos, Span};
+    let (Pos((_, at)) | Span((_, at), _)) = e.line_col;
+    let message = format!("at character {at}, {}", e.renamed_rules(describe).variant.message());
+    ExprError::Parse { text: text.to_string(), message }
 }
 
 fn collect(node: &Node, out: &mut BTreeSet<String>) {
@@ -423,14 +415,7 @@ enum BoundNode {
 impl BoundExpr {
     pub fn parse(text: &str) -> Result<Self, ExprError> {
         within_limits(text)?;
-        let mut pairs = Grammar::parse(Rule::bound, text).map_err(|e| ExprError::Parse {
-            text: text.to_string(),
-            message: format!(
-                "at character {}, {}",
-                at(&e),
-                e.clone().renamed_rules(describe).variant.message()
-            ),
-        })?;
+        let mut pairs = Grammar::parse(Rule::bound, text).map_err(|e| refused(text, e))?;
         let sum = pairs.next().and_then(|b| b.into_inner().next()).expect("grammar");
         Ok(Self { text: text.to_string(), root: bound_node(sum) })
     }

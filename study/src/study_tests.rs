@@ -69,6 +69,21 @@ fn a_divergence_is_judged_only_where_the_probe_runs() {
     // Its own margins, in nats.
     let text = SEEDS.replace("[space]\n", "margins = { kld_mean = 0.02 }\n[space]\n");
     assert_eq!(check(&text).unwrap().def.margins.kld_mean, 0.02);
+    // Quality, recall, perplexity and speed: a study that leaves out the
+    // probe an objective or a bound needs runs it all the same.
+    for (metric, ran) in [
+        ("quality_score", (|p: &ProbePlan| p.quality.is_some()) as fn(&ProbePlan) -> bool),
+        ("context_pass_rate", |p| p.context.is_some()),
+        ("perplexity", |p| p.perplexity.is_some()),
+        ("decode_tps", |p| p.speed.is_some()),
+    ] {
+        let text = SEEDS
+            .replace("metric = \"decode_tps\"", "metric = \"load_ms\"")
+            .replace("metric = \"quality_score\"", &format!("metric = \"{metric}\""));
+        let named = format!("{text}\n[probes.depth]\n");
+        let study = check(&named).unwrap_or_else(|e| panic!("{metric}: {e}"));
+        assert!(ran(&study.probes), "{metric}: {:?}", study.probes);
+    }
     // Goodput, likewise, needs the load probe, with a workload named, not a path.
     let served = format!("{SEEDS}\n[[bounds]]\nmetric = \"goodput_rps\"\nmin = \"2\"\n");
     let e = check(&served).unwrap_err().to_string();
@@ -96,7 +111,9 @@ fn a_study_from_the_seeds() {
     assert_eq!(study.baseline["threads"], "2");
     assert_eq!(study.objectives[1].goal, Goal::Min);
     assert_eq!(study.def.strategy.kind, StrategyKind::Bayes, "the default");
-    assert!(study.probes.speed.is_some() && study.probes.quality.is_none());
+    // The quality bound's probe is run; nothing names recall.
+    assert!(study.probes.speed.is_some() && study.probes.quality.is_some());
+    assert!(study.probes.context.is_none());
 }
 
 #[test]
