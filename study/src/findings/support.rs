@@ -131,13 +131,15 @@ pub(super) fn unconfirmed(
     let t = t_quantile(EQUIVALENCE, a.fit.df());
     let partners = a.interacts(i);
     // Each trial's deviation from the model's prediction without it (one
-    // set aside as an anomaly included: it may be all that ran there).
-    let deviation = |k: usize| a.trials[k].y - a.predicted_without(k);
+    // set aside as an anomaly included: it may be all that ran there),
+    // worked out once.
+    let deviation: Vec<f64> =
+        (0..a.trials.len()).map(|k| a.trials[k].y - a.predicted_without(k)).collect();
     let mean_at = |v: &str, j: usize, w: &str| {
         let d: Vec<f64> = (0..a.trials.len())
             .filter(|&k| value_of(&a.trials[k].settings, &own.setting) == v)
             .filter(|&k| value_of(&a.trials[k].settings, &a.design.factors[j].setting) == w)
-            .map(deviation)
+            .map(|k| deviation[k])
             .collect();
         (!d.is_empty()).then(|| (d.iter().sum::<f64>() / d.len() as f64, d.len()))
     };

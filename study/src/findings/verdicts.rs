@@ -333,13 +333,12 @@ pub fn setting_findings(
     let mut with_others: Vec<String> = tangled.iter().map(|(_, s)| s.clone()).collect();
     with_others.sort();
     with_others.dedup();
-    let weak = unconfirmed(a, i, &points, m);
     match equivalent(a, &everywhere, m) {
         Some(true) if !away.is_empty() => undetermined(Undetermined::Aliased { with: away }),
         _ if !with_others.is_empty() => undetermined(Undetermined::Aliased { with: with_others }),
         Some(true) => {
             let mut not_shown = unshown(a, i);
-            for w in weak {
+            for w in unconfirmed(a, i, &points, m) {
                 if !not_shown.contains(&w) {
                     not_shown.push(w);
                 }
