@@ -145,6 +145,13 @@ async fn answers(base: &str) -> Option<reqwest::Response> {
     http().get(format!("{base}/api/studies")).send().await.ok().filter(|r| r.status().is_success())
 }
 
+/// Starts the study `def` on the server at `base`; returns its id.
+async fn start_study(base: &str, def: &serde_json::Value) -> i64 {
+    let r = http().post(format!("{base}/api/studies")).json(def).send().await.unwrap();
+    let study: serde_json::Value = r.json().await.unwrap();
+    study["id"].as_i64().unwrap_or_else(|| panic!("no study started: {study}"))
+}
+
 #[tokio::test]
 async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_trial() {
     let Slow { data, profiles, port, base } = slow();
@@ -164,16 +171,7 @@ async fn a_study_survives_kill_9_and_finishes_without_losing_or_repeating_a_tria
         "budget": { "settle_trials": 0 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
-    let study: serde_json::Value = http()
-        .post(format!("{base}/api/studies"))
-        .json(&def)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = study["id"].as_i64().unwrap();
+    let id = start_study(&base, &def).await;
     let trials = || async {
         http()
             .get(format!("{base}/api/studies/{id}/trials"))
@@ -264,16 +262,7 @@ async fn settling_runs_survive_kill_9() {
         "budget": { "settle_trials": 0 },
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
-    let study: serde_json::Value = http()
-        .post(format!("{base}/api/studies"))
-        .json(&def)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = study["id"].as_i64().unwrap();
+    let id = start_study(&base, &def).await;
     state_is("done", id).await;
     let asked = serde_json::json!({ "setting": "threads", "metric": "decode_tps" });
     let answer =
