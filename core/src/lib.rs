@@ -16,6 +16,7 @@ pub mod import;
 pub mod machine;
 pub mod machine_class;
 pub mod markdown;
+pub mod memory_plan;
 pub mod ops;
 pub mod places;
 pub mod provenance;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use engine_bridge::Profile;
 use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, StudyDef};
 use tunebook_views::types::{TrialState, TrialView};
@@ -89,8 +90,12 @@ fn nested(markdown: &str) -> String {
 /// The findings of a study's trials in markdown: as they are, or, where
 /// the trials ran on more than one class of machine, the classes side by
 /// side and then each class's own findings. Returns the findings too.
-pub fn findings_markdown(def: &StudyDef, list: &[TrialView]) -> (Vec<Finding>, String) {
-    let (found, text) = by_class(def, list);
+pub fn findings_markdown(
+    def: &StudyDef,
+    list: &[TrialView],
+    profiles: &[Profile],
+) -> (Vec<Finding>, String) {
+    let (found, text) = by_class(def, list, profiles);
     (found, format!("{text}{}", left_out(list)))
 }
 
@@ -123,17 +128,17 @@ fn left_out(list: &[TrialView]) -> String {
     )
 }
 
-fn by_class(def: &StudyDef, list: &[TrialView]) -> (Vec<Finding>, String) {
+fn by_class(def: &StudyDef, list: &[TrialView], profiles: &[Profile]) -> (Vec<Finding>, String) {
     let groups = by_machine(list);
     if groups.len() <= 1 {
-        let found = findings_of(def, list);
+        let found = findings_of(def, list, profiles);
         let text = findings::markdown(&found);
         return (found, text);
     }
     let mut all = Vec::new();
     let mut text = format!("## Per machine, side by side\n\n{}\n", side_by_side(def, &groups));
     for (machine, trials) in &groups {
-        let found = findings_of(def, trials);
+        let found = findings_of(def, trials, profiles);
         let name = machine.as_deref().unwrap_or("this server");
         text.push_str(&format!("## On {name}\n\n{}\n\n", nested(&findings::markdown(&found))));
         all.extend(found);
@@ -183,9 +188,10 @@ pub async fn write_up(
     db: &crate::db::Db,
     row: &studies::StudyRow,
     list: &[TrialView],
+    profiles: &[Profile],
 ) -> Result<(Vec<Finding>, String), sqlx::Error> {
     let id = row.id;
-    let (found, mut text) = findings_markdown(&row.definition, list);
+    let (found, mut text) = findings_markdown(&row.definition, list, profiles);
     text.push_str(&serving_load(db, list).await?);
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();
@@ -259,7 +265,7 @@ mod tests {
         wrong.mismatched = BTreeMap::from([("ubatch_size".into(), "64".into())]);
         list.push(wrong);
         assert_eq!(crate::views::studies::facts_of(&def, &list).len(), 6);
-        let (found, text) = findings_markdown(&def, &list);
+        let (found, text) = findings_markdown(&def, &list, &[]);
         let best = found.iter().find_map(|f| match f {
             Finding::Best { trial, .. } => Some(*trial),
             _ => None,
@@ -270,7 +276,7 @@ mod tests {
                 && text.contains("trial 7 (ubatch_size ran as 64, not 512)"),
             "{text}"
         );
-        let (_, clean) = findings_markdown(&def, &list[..6]);
+        let (_, clean) = findings_markdown(&def, &list[..6], &[]);
         assert!(!clean.contains("Left out"));
     }
 }

@@ -131,10 +131,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     studies.wait().await;
     let _ = worker.await;
     bar.finish_and_clear();
-    print_summary(&db, id).await
+    print_summary(&db, id, &ctx.profiles).await
 }
 
-async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
+async fn print_summary(
+    db: &crate::db::Db,
+    id: i64,
+    profiles: &[engine_bridge::Profile],
+) -> anyhow::Result<()> {
     let row = studies::get(db, id).await?.context("the study vanished")?;
     let list = crate::views::all::<_, TrialView>(trials::of_study(db, id).await?);
     println!(
@@ -169,7 +173,7 @@ async fn print_summary(db: &crate::db::Db, id: i64) -> anyhow::Result<()> {
         println!("  trial {:>5}  {}  {}", t.id, values.join("  "), settings.join(" "));
     }
     // What the trials show, as the study's page writes it.
-    let (_, findings) = crate::write_up::findings_markdown(&row.definition, &list);
+    let (_, findings) = crate::write_up::findings_markdown(&row.definition, &list, profiles);
     println!("\n{findings}");
     Ok(())
 }

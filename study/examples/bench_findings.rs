@@ -3,8 +3,10 @@
 //! findings on the objectives were left not determined, over several seeds
 //! (`scripts/bench-findings.sh`): before, every trial of the budget goes to
 //! the search; after, the findings' share of it goes to what the search
-//! left open (`tunebook_study::settle`). `--verbose` lists each missed
-//! fact and wrong claim.
+//! left open (`tunebook_study::settle`). With `--compare=plan`, before and
+//! after both spend the share, and memory is modelled in bytes before and
+//! against each world's planner after. `--verbose` lists each missed fact
+//! and wrong claim.
 
 use tunebook_study::findings::{self, Margins};
 use tunebook_study::{planted, settle};
@@ -20,13 +22,22 @@ async fn main() {
     let only: Option<String> = args.iter().find_map(|a| Some(a.strip_prefix("--world=")?.into()));
     let budget: usize =
         args.iter().find_map(|a| a.strip_prefix("--budget=")?.parse().ok()).unwrap_or(80);
+    let by_plan = args.iter().any(|a| a == "--compare=plan");
     println!(
         "{budget} trials a study, {seeds} seeds; facts found / planted, wrong claims (total over seeds)"
     );
-    println!(
-        "before: the whole budget searches; after: a fifth of it settles what the findings left \
-         open (runs of the baseline interleaved with the baseline changed in one setting)\n"
-    );
+    if by_plan {
+        println!(
+            "before: memory modelled in bytes; after: against the world's planner (measured ÷ \
+             planned); both spend a fifth of the budget settling what the findings left open\n"
+        );
+    } else {
+        println!(
+            "before: the whole budget searches; after: a fifth of it settles what the findings \
+             left open (runs of the baseline interleaved with the baseline changed in one \
+             setting)\n"
+        );
+    }
     println!(
         "{:<10} {:<10} {:>14} {:>7} {:>6} {:>14} {:>7} {:>6}",
         "world", "strategy", "found before", "wrong", "open", "found after", "wrong", "open"
@@ -44,13 +55,20 @@ async fn main() {
                 let (mut found, mut planted_n, mut wrong, mut open) = (0, 0, 0, 0);
                 for seed in 0..seeds {
                     let mut study = world.study(strategy, seed + 1, budget);
-                    if before {
+                    if before && !by_plan {
                         study.def.budget.settle_trials = Some(0);
                     }
-                    let trials = world.run(&study, seed + 1).await;
+                    let planner = world.planner().filter(|_| !(before && by_plan));
+                    let trials = world.run_planned(&study, seed + 1, planner.as_ref()).await;
                     let varied: Vec<String> = study.def.space.keys().cloned().collect();
                     let objectives = study.measures();
-                    let claims = findings::findings_with(&trials, &varied, &objectives, &margins);
+                    let claims = findings::findings_planned(
+                        &trials,
+                        &varied,
+                        &objectives,
+                        &margins,
+                        planner.as_ref(),
+                    );
                     let score = planted::score(&world, &study, &trials, &claims, &margins);
                     let when = if before { "before" } else { "after" };
                     if std::env::var("DUMP").ok().as_deref()

@@ -202,12 +202,14 @@ pub fn next(
     trials: &[TrialFacts],
     left: usize,
     asked: &[(String, Metric)],
+    planner: Option<&findings::PlanFn>,
 ) -> Option<Plan> {
     if left < 4 {
         return None;
     }
     let varied: Vec<String> = study.def.space.keys().cloned().collect();
-    let found = findings::findings_with(trials, &varied, &study.measures(), &study.def.margins);
+    let (measures, margins) = (study.measures(), &study.def.margins);
+    let found = findings::findings_planned(trials, &varied, &measures, margins, planner);
     open(&found, study)
         .into_iter()
         .filter(|(s, m, _)| asked.iter().filter(|(a, b)| a == s && b == m).count() < 2)

@@ -123,7 +123,10 @@ async fn the_share_settles_findings_a_search_left_open() {
     let world = crate::planted::worlds().into_iter().find(|w| w.name == "llama8").unwrap();
     let open_on_objectives = |study: &Study, trials: &[TrialFacts]| {
         let varied: Vec<String> = study.def.space.keys().cloned().collect();
-        let found = findings::findings_with(trials, &varied, &study.measures(), &study.def.margins);
+        let (measures, margins) = (study.measures(), &study.def.margins);
+        let planner = world.planner();
+        let found =
+            findings::findings_planned(trials, &varied, &measures, margins, planner.as_ref());
         open(&found, study).into_iter().filter(|(_, m, _)| rank(study, *m) < 2).count()
     };
     let (mut before, mut after) = (0, 0);

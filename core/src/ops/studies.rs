@@ -81,7 +81,7 @@ pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, Findi
     let db = &service.db;
     let row = row(db, id).await?;
     let list: Vec<tunebook_views::types::TrialView> = views::all(trials::of_study(db, id).await?);
-    let (found, markdown) = crate::write_up::write_up(db, &row, &list).await?;
+    let (found, markdown) = crate::write_up::write_up(db, &row, &list, &service.profiles).await?;
     let facts = views::studies::facts_of(&row.definition, &list);
     let open = super::settle::open_questions(service, &row.definition, &found, &facts, &list);
     let html = crate::markdown::to_safe_html(&markdown);

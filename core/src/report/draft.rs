@@ -288,7 +288,7 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
         ),
     )];
     for (i, (machine, list)) in groups.iter().enumerate() {
-        let found = crate::views::studies::findings_of(def, list);
+        let found = crate::views::studies::findings_of(def, list, &service.profiles);
         let name = machine.as_deref().unwrap_or("this server");
         for mut c in draft(src.row, list, &found, &crate::provenance::Provenance::default()) {
             if c.origin.as_deref() == Some("provenance") {
@@ -312,7 +312,8 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
 
 /// The written cells of a study whose trials all ran on one class of machine.
 async fn fresh_cells_of(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
-    let found = crate::views::studies::findings_of(&src.row.definition, &src.list);
+    let found =
+        crate::views::studies::findings_of(&src.row.definition, &src.list, &service.profiles);
     let props: Vec<Option<String>> = {
         let mut out = Vec::new();
         for t in src.list.iter().filter(|t| t.state == TrialState::Done).take(50) {

@@ -117,7 +117,7 @@ pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
     let current = reports::get::<Notebook>(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let list = crate::views::all(trials::of_study(&service.db, row.id).await?);
-    let (_, facts) = crate::write_up::findings_markdown(&row.definition, &list);
+    let (_, facts) = crate::write_up::findings_markdown(&row.definition, &list, &service.profiles);
     if facts.trim().is_empty() {
         return Err(Error::BadRequest("the study has no findings yet: nothing to rewrite".into()));
     }

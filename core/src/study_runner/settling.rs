@@ -120,11 +120,14 @@ impl Studies {
         let asked = asked(&h.trials);
         let left = settle::left(study, &facts, h.spent());
         let study_copy = study.clone();
-        let plan =
-            tokio::task::spawn_blocking(move || settle::next(&study_copy, &facts, left, &asked))
-                .await
-                .ok()
-                .flatten();
+        let profiles = self.ctx.profiles.clone();
+        let plan = tokio::task::spawn_blocking(move || {
+            let planner = crate::memory_plan::planner(&profiles, &study_copy.def);
+            settle::next(&study_copy, &facts, left, &asked, planner.as_ref())
+        })
+        .await
+        .ok()
+        .flatten();
         let Some(plan) = plan else { return Ok(false) };
         let n = plan.runs.len();
         queue(&self.ctx, study, id, &plan).await?;
@@ -170,9 +173,9 @@ impl Studies {
             .iter()
             .filter(|t| t.state == TrialState::Queued && t.role.as_deref() == Some(settle::ROLE))
             .count();
-        let (def, owned) = (row.definition.clone(), list.clone());
+        let (def, owned, profiles) = (row.definition.clone(), list.clone(), ctx.profiles.clone());
         let (found, facts) = tokio::task::spawn_blocking(move || {
-            (findings_of(&def, &owned), facts_of(&def, &owned))
+            (findings_of(&def, &owned, &profiles), facts_of(&def, &owned))
         })
         .await
         .map_err(|e| {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use engine_bridge::FailureKind;
+use engine_bridge::{FailureKind, Profile};
 use tunebook_study::findings::{self, Finding, TrialFacts};
 use tunebook_study::{Goal, Measure, Metric, StudyDef, pareto};
 use tunebook_views::types::{ParetoPointView, ParetoView, SettingValues, TrialState, TrialView};
@@ -133,12 +133,22 @@ pub fn pareto_view(
 }
 
 /// What a study's trials show (see [`tunebook_study::findings`]): trials cut
-/// off by a restart and configurations never run (pruned) are left out.
-pub fn findings_of(def: &StudyDef, trials: &[TrialView]) -> Vec<Finding> {
+/// off by a restart and configurations never run (pruned) are left out;
+/// memory is modelled with the planner's prediction from `profiles` (see
+/// [`crate::memory_plan`]).
+pub fn findings_of(def: &StudyDef, trials: &[TrialView], profiles: &[Profile]) -> Vec<Finding> {
     let facts = facts_of(def, trials);
     let varied: Vec<String> = def.space.keys().cloned().collect();
     let mut found: Vec<Finding> = findings::boundary(def, &facts).into_iter().collect();
-    found.extend(findings::findings_with(&facts, &varied, &measures_of(def), &def.margins));
+    let plan = crate::memory_plan::planner(profiles, def);
+    let measures = measures_of(def);
+    found.extend(findings::findings_planned(
+        &facts,
+        &varied,
+        &measures,
+        &def.margins,
+        plan.as_ref(),
+    ));
     found
 }
 

@@ -1,7 +1,8 @@
 //! One metric's model: a regression over every varied setting fitted to
 //! whatever trials the study ran (a full grid or the uneven sample of an
-//! adaptive search alike), on a log scale for speeds, memory and
-//! perplexity. Two-setting interactions enter where the data supports
+//! adaptive search alike), on a log scale for speeds and perplexity, in
+//! bytes for memory (with the planner's prediction where there is one:
+//! see [`super::planned`]). Two-setting interactions enter where the data supports
 //! them (forward selection, each step Bonferroni-guarded over the pairs
 //! left); each setting is then tested by a Type-II F-test (its effect given
 //! every term that does not involve it), each interaction against the rest
@@ -16,6 +17,7 @@ use super::TrialFacts;
 use super::design::{Design, Factor, Term, value_of};
 use super::noise::Noise;
 use super::ols::{Fit, Gram, f_test, f_test_against, t_p};
+use super::planned::{Against, PlanFn};
 use super::scales::{ANOMALY_ALPHA, anomaly_gap, in_bytes, log_scale, noise_floor};
 use super::selection::{choose_scales, select_pairs};
 use crate::metric::{Goal, Metric, Scale};
@@ -93,15 +95,20 @@ impl Analysis {
     /// The model of `metric` over the done trials, with `varied` settings
     /// coded against `baseline`, each value taken relative to the
     /// baseline's drift at its time and no noise believed below what the
-    /// study measured (see [`Noise`]); `None` when nothing was measured or
-    /// nothing varied.
+    /// study measured (see [`Noise`]); memory with `plan` where it
+    /// predicts every configuration measured; `None` when nothing was
+    /// measured or nothing varied.
     pub fn fit(
         done: &[&TrialFacts],
         varied: &[String],
         baseline: &Settings,
-        metric: Metric,
-        goal: Goal,
+        (metric, goal): (Metric, Goal),
+        plan: Option<&PlanFn>,
     ) -> Option<Analysis> {
+        let against = plan.filter(|_| in_bytes(metric)).and_then(|plan| {
+            let measured = done.iter().filter(|t| t.metrics.contains_key(&metric));
+            Against::new(plan, metric, baseline, measured.map(|t| &t.settings))
+        });
         let log = log_scale(metric);
         let noise = Noise::of(metric, done, baseline, log);
         let measured: Vec<(&TrialFacts, f64)> = done
@@ -129,7 +136,7 @@ impl Analysis {
             return None;
         }
         choose_scales(&mut factors, &measured);
-        let design = Design::new(factors, MAX_PAIR_WIDTH);
+        let design = Design::new(factors, MAX_PAIR_WIDTH, against);
         let center = measured.iter().map(|(_, y)| y).sum::<f64>() / measured.len() as f64;
         let trials: Vec<Measured> = measured
             .iter()
@@ -143,7 +150,10 @@ impl Analysis {
             })
             .collect();
         let floor = noise_floor(metric).max(noise.floor());
-        let mains: Vec<Term> = (0..design.factors.len()).map(Term::Main).collect();
+        let mut mains: Vec<Term> = (0..design.factors.len()).map(Term::Main).collect();
+        if design.plan.is_some() {
+            mains.push(Term::Plan);
+        }
         let mut analysis = Analysis {
             metric,
             goal,
@@ -196,7 +206,8 @@ impl Analysis {
         let fit_of = |terms: &[Term]| Fit::new(&gram, &design.columns(terms));
         self.mains = (0..design.factors.len())
             .map(|i| {
-                let without: Vec<Term> = terms.iter().copied().filter(|t| !t.involves(i)).collect();
+                let without: Vec<Term> =
+                    terms.iter().copied().filter(|t| !design.involves(*t, i)).collect();
                 let mut with = without.clone();
                 with.push(Term::Main(i));
                 let (reduced, full) = (fit_of(&without), fit_of(&with));
@@ -209,7 +220,7 @@ impl Analysis {
                 // differs a little with another setting would drown.
                 let error = if self.fit.df() > 0 { &self.fit } else { &full };
                 match f_test_against(&reduced, &full, error, floor) {
-                    Some((p, df)) => Tested::Ran { p, df },
+                    Some((p, df)) => Tested::Ran { p: self.planned_p(i).unwrap_or(p), df },
                     None => Tested::TooFew,
                 }
             })
@@ -244,6 +255,27 @@ impl Analysis {
                 twin.then_some((a, b))
             })
             .collect();
+    }
+
+    /// Where the plan moves factor `i`, the test of its whole effect (the
+    /// plan's part and the rest together) being none: the least p-value of
+    /// its contrasts with the baseline, Bonferroni over them. Its terms'
+    /// F-test asks whether it did more than the plan says, which for a
+    /// setting the plan moves (the context, a cache type) is not the
+    /// question. `None` where the plan does not move it.
+    fn planned_p(&self, i: usize) -> Option<f64> {
+        if !self.design.plan_moves(i) || self.sigma2.is_none() {
+            return None;
+        }
+        let factor = &self.design.factors[i];
+        let base = factor.base();
+        let values: Vec<String> = factor.points().into_iter().filter(|v| *v != base).collect();
+        let p = values
+            .iter()
+            .filter_map(|v| self.contrast(&self.design.contrast(&[(i, v.as_str())])))
+            .map(|(est, se)| t_p(est / se.max(f64::MIN_POSITIVE), self.fit.df()))
+            .fold(1.0f64, f64::min);
+        Some((p * values.len() as f64).min(1.0))
     }
 
     /// Sets aside the trials of the main-effects model whose leave-one-out
@@ -342,7 +374,7 @@ impl Analysis {
         let gram = gram_of(&others);
         let row = &self.trials[k].row;
         self.design.terms.iter().any(|(term, _)| {
-            if !matches!(term, Term::Pair(..)) || self.terms.contains(term) {
+            if !term.acts_with_another() || self.terms.contains(term) {
                 return false;
             }
             let mut with = self.terms.clone();
@@ -362,6 +394,18 @@ impl Analysis {
     /// the study measured (see [`Noise::floor`]).
     pub fn floor(&self) -> f64 {
         noise_floor(self.metric).max(self.noise.floor())
+    }
+
+    /// A trial's value in the metric's own terms, as measured.
+    pub fn value_of(&self, t: &Measured) -> f64 {
+        self.natural(t.y + t.drift)
+    }
+
+    /// What the model predicts for trial `k` without it, in the metric's
+    /// own terms at the time it ran.
+    pub fn expected(&self, k: usize) -> f64 {
+        let t = &self.trials[k];
+        self.natural(self.predicted_without(k) + t.drift)
     }
 
     /// The estimate and standard error of a contrast row between two

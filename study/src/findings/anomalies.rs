@@ -31,7 +31,7 @@ pub fn anomalies(a: &Analysis) -> Vec<Finding> {
         .into_iter()
         .map(|k| {
             let t = &a.trials[k];
-            let predicted = a.natural(a.predicted_without(k) + t.drift);
+            let predicted = a.expected(k);
             let expected = match a.metric.scale() {
                 Scale::Rate => predicted.clamp(0.0, 1.0),
                 Scale::Difference => predicted.max(0.0),
@@ -40,7 +40,7 @@ pub fn anomalies(a: &Analysis) -> Vec<Finding> {
             Finding::Anomaly {
                 trial: t.id,
                 metric: a.metric,
-                value: a.natural(t.y + t.drift),
+                value: a.value_of(t),
                 expected,
                 settings: t.settings.clone(),
             }

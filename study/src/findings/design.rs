@@ -9,11 +9,15 @@
 //! plateau without inventing wiggles, and bends between its knots as a
 //! smooth peak does (a misfit there would pass for an interaction). Two
 //! factors act together through the products of their columns (a
-//! number's straight part only).
+//! number's straight part only). Memory may also have the planner's
+//! prediction as a column of its own, and that column times a factor's
+//! (see [`super::planned`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine_bridge::Settings;
+
+use super::planned::Against;
 
 /// A numeric setting with more distinct values than this is a curve.
 const MAX_LEVELS: usize = 6;
@@ -197,19 +201,22 @@ fn curve(xs: Vec<f64>, base: f64, log: bool, even: bool) -> Coding {
     Coding::Curve { log, base, scale, knots, values: xs }
 }
 
-/// A term of a model: one factor, or two acting together.
+/// A term of a model: one factor, or two acting together; the planner's
+/// prediction, or that prediction scaled by a factor (a flash-attention
+/// factor on the K/V cache's bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Term {
     Main(usize),
     Pair(usize, usize),
+    Plan,
+    PlanWith(usize),
 }
 
 impl Term {
-    pub fn involves(self, factor: usize) -> bool {
-        match self {
-            Term::Main(a) => a == factor,
-            Term::Pair(a, b) => a == factor || b == factor,
-        }
+    /// Whether it is a term of two things acting together: two factors,
+    /// or the plan and a factor (the candidates a model chooses among).
+    pub fn acts_with_another(self) -> bool {
+        matches!(self, Term::Pair(..) | Term::PlanWith(_))
     }
 }
 
@@ -221,12 +228,16 @@ pub struct Design {
     pub factors: Vec<Factor>,
     pub terms: Vec<(Term, std::ops::Range<usize>)>,
     pub width: usize,
+    /// The planner's prediction, where the metric is modelled with it,
+    /// and which factors move it.
+    pub plan: Option<(Against, Vec<bool>)>,
 }
 
 impl Design {
     /// The design of `factors` with every pair of them as a candidate
-    /// interaction, up to `max_pair_width` columns a pair.
-    pub fn new(factors: Vec<Factor>, max_pair_width: usize) -> Design {
+    /// interaction, up to `max_pair_width` columns a pair; with `plan`,
+    /// its prediction's column and that column times each factor's.
+    pub fn new(factors: Vec<Factor>, max_pair_width: usize, plan: Option<Against>) -> Design {
         let mut terms = Vec::new();
         let mut at = 1;
         for (i, f) in factors.iter().enumerate() {
@@ -242,7 +253,35 @@ impl Design {
                 }
             }
         }
-        Design { factors, terms, width: at }
+        let plan = plan.map(|against| {
+            terms.push((Term::Plan, at..at + 1));
+            at += 1;
+            for (i, f) in factors.iter().enumerate() {
+                terms.push((Term::PlanWith(i), at..at + f.linear_width()));
+                at += f.linear_width();
+            }
+            let moves = factors.iter().map(|f| against.moved_by(&f.setting, &f.points())).collect();
+            (against, moves)
+        });
+        Design { factors, terms, width: at, plan }
+    }
+
+    /// Whether `term` changes with `factor`: its own terms, and the plan's
+    /// where the factor moves the plan (the K cache's type and the context
+    /// move it; threads do not).
+    pub fn involves(&self, term: Term, factor: usize) -> bool {
+        let moves = |i: usize| self.plan.as_ref().is_some_and(|(_, moves)| moves[i]);
+        match term {
+            Term::Main(a) => a == factor,
+            Term::Pair(a, b) => a == factor || b == factor,
+            Term::Plan => moves(factor),
+            Term::PlanWith(a) => a == factor || moves(factor),
+        }
+    }
+
+    /// Whether the plan moves factor `i`.
+    pub fn plan_moves(&self, i: usize) -> bool {
+        self.plan.as_ref().is_some_and(|(_, moves)| moves[i])
     }
 
     /// The design row of a configuration.
@@ -250,6 +289,8 @@ impl Design {
         let mut row = vec![0.0; self.width];
         row[0] = 1.0;
         let value = |i: usize| value_of(settings, &self.factors[i].setting);
+        // The plan's share over the baseline's less one: 0 at the baseline.
+        let planned = self.plan.as_ref().map_or(0.0, |(p, _)| p.ratio_to(settings) - 1.0);
         for (term, range) in &self.terms {
             let columns = match *term {
                 Term::Main(i) => self.factors[i].encode(&value(i)),
@@ -257,6 +298,10 @@ impl Design {
                     let a = self.factors[i].encode_linear(&value(i));
                     let b = self.factors[j].encode_linear(&value(j));
                     a.iter().flat_map(|x| b.iter().map(move |y| x * y)).collect()
+                }
+                Term::Plan => vec![planned],
+                Term::PlanWith(i) => {
+                    self.factors[i].encode_linear(&value(i)).iter().map(|x| x * planned).collect()
                 }
             };
             row[range.clone()].copy_from_slice(&columns);
@@ -337,7 +382,7 @@ mod tests {
     fn a_pair_s_columns_vanish_when_either_is_at_its_base() {
         let k = Factor::new("k", &strings(&["f16", "q8_0"]), Some("f16")).unwrap();
         let v = Factor::new("v", &strings(&["f16", "q8_0"]), Some("f16")).unwrap();
-        let design = Design::new(vec![k, v], 16);
+        let design = Design::new(vec![k, v], 16, None);
         assert_eq!(design.width, 4);
         let row = |k: &str, v: &str| {
             design.row(&[("k".to_string(), k.to_string()), ("v".to_string(), v.to_string())].into())

@@ -28,6 +28,7 @@ mod free_wins;
 mod noise;
 mod numbers;
 mod ols;
+mod planned;
 mod rules;
 mod scales;
 mod sections;
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 pub use boundary::{boundary, mark_missed};
 pub use files::FileRow;
 pub use numbers::{num, value_text};
+pub use planned::PlanFn;
 pub use rules::{Condition, Op, Rule, holds};
 pub use sections::{Pick, SECTIONS, markdown, section_markdown};
 pub use summary::balanced_pick;
@@ -362,6 +364,18 @@ pub fn findings_with(
     measures: &[(Measure, Goal)],
     margins: &Margins,
 ) -> Vec<Finding> {
+    findings_planned(trials, varied, measures, margins, None)
+}
+
+/// As [`findings_with`], with memory modelled against what `plan`, the
+/// planner, predicts of each configuration (see [`planned`]).
+pub fn findings_planned(
+    trials: &[TrialFacts],
+    varied: &[String],
+    measures: &[(Measure, Goal)],
+    margins: &Margins,
+    plan: Option<&PlanFn>,
+) -> Vec<Finding> {
     let objectives: Vec<(Metric, Goal)> =
         measures.iter().filter_map(|(m, g)| Some((m.metric()?, *g))).collect();
     let objectives = objectives.as_slice();
@@ -418,7 +432,7 @@ pub fn findings_with(
     let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
         .into_iter()
         .filter(|(m, _)| scales::modelled(*m))
-        .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, m, g))
+        .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, (m, g), plan))
         .filter(|a| a.noise.claimable(a.metric))
         .collect();
     // How noisy each objective, and each share of few items, was heads

@@ -24,7 +24,9 @@ pub fn log_scale(metric: Metric) -> bool {
     metric.scale() == Scale::Ratio && !in_bytes(metric)
 }
 
-/// Whether `metric` is memory, modelled in bytes and told as ratios: a
+/// Whether `metric` is memory, modelled in bytes (with the planner's
+/// prediction where there is one: see [`super::planned`]) and told as
+/// ratios: a
 /// configuration's memory is a sum of parts (weights, caches, buffers),
 /// each at most a product of two settings (context × bytes per cache
 /// element), which pairs of settings fit exactly and logarithms do not:

@@ -17,7 +17,7 @@ const MIN_NOISE_DF: usize = 3;
 /// logarithm. Every choice has as many columns.
 pub(super) fn choose_scales(factors: &mut [Factor], measured: &[(&TrialFacts, f64)]) {
     let rss = |factors: &[Factor]| {
-        let design = Design::new(factors.to_vec(), 0);
+        let design = Design::new(factors.to_vec(), 0, None);
         let rows: Vec<Vec<f64>> = measured.iter().map(|(t, _)| design.row(&t.settings)).collect();
         let ys: Vec<f64> = measured.iter().map(|(_, y)| *y).collect();
         let mains: Vec<Term> = (0..factors.len()).map(Term::Main).collect();
@@ -34,9 +34,10 @@ pub(super) fn choose_scales(factors: &mut [Factor], measured: &[(&TrialFacts, f6
     }
 }
 
-/// Interactions chosen by forward selection: the pair that explains most
-/// beyond the model so far enters while its p-value, times the number of
-/// pairs still in the running, stays under [`ALPHA`].
+/// Interactions chosen by forward selection: the pair (or the plan times a
+/// factor) that explains most beyond the model so far enters while its
+/// p-value, times the number of candidates still in the running, stays
+/// under [`ALPHA`].
 pub(super) fn select_pairs(
     design: &Design,
     gram: &Gram,
@@ -45,7 +46,7 @@ pub(super) fn select_pairs(
 ) -> Vec<(Term, f64)> {
     let mut chosen: Vec<(Term, f64)> = Vec::new();
     let mut candidates: Vec<Term> =
-        design.terms.iter().map(|(t, _)| *t).filter(|t| matches!(t, Term::Pair(..))).collect();
+        design.terms.iter().map(|(t, _)| *t).filter(|t| t.acts_with_another()).collect();
     while chosen.len() < MAX_INTERACTIONS && !candidates.is_empty() {
         let mut terms = mains.to_vec();
         terms.extend(chosen.iter().map(|(t, _)| *t));

@@ -165,9 +165,7 @@ fn levels(a: &Analysis, i: usize) -> Vec<(String, f64, Vec<i64>)> {
     let setting = &a.design.factors[i].setting;
     let mut by: std::collections::BTreeMap<String, Vec<(i64, f64)>> = Default::default();
     for t in &a.trials {
-        by.entry(value_of(&t.settings, setting))
-            .or_default()
-            .push((t.id, a.natural(t.y + t.drift)));
+        by.entry(value_of(&t.settings, setting)).or_default().push((t.id, a.value_of(t)));
     }
     by.into_iter()
         .map(|(v, list)| {

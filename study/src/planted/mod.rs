@@ -98,6 +98,11 @@ pub struct World {
     /// quality score over a few questions): an effect, "no effect" or a
     /// free win judged on one is wrong whatever the truth.
     pub silent: Vec<Metric>,
+    /// What a planner would predict of a configuration's peak memory: the
+    /// K/V cache's arithmetic and the weights, not what the world adds
+    /// beyond them (buffers, a flash-attention factor), and in one world
+    /// a structure the truth does not have.
+    pub plan: Option<fn(&Settings) -> f64>,
 }
 
 impl World {
@@ -110,6 +115,15 @@ impl World {
         StudyDef::from_toml(&text)
             .and_then(|d| d.check(&Catalog::llama_server(), &["m".to_string()]))
             .unwrap_or_else(|e| panic!("world {}: {e}", self.name))
+    }
+
+    /// The world's planner as the findings take one (see
+    /// [`crate::findings::findings_planned`]).
+    pub fn planner(&self) -> Option<crate::findings::PlanFn> {
+        let plan = self.plan?;
+        Some(std::sync::Arc::new(move |s: &Settings, m: Metric| {
+            (m == Metric::PeakRssBytes).then(|| plan(s))
+        }))
     }
 
     /// One measurement of `settings`: the truth with noise.
@@ -188,6 +202,17 @@ impl World {
     /// [`crate::settle`]), and what it left back to the search. No
     /// confirmation: the pick's re-runs are no finding's.
     pub async fn run(&self, study: &Study, seed: u64) -> Vec<TrialFacts> {
+        self.run_planned(study, seed, self.planner().as_ref()).await
+    }
+
+    /// [`World::run`] with the findings' share judged with `planner` (or
+    /// none): what a server without a prediction of memory does.
+    pub async fn run_planned(
+        &self,
+        study: &Study,
+        seed: u64,
+        planner: Option<&crate::findings::PlanFn>,
+    ) -> Vec<TrialFacts> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
         let strategy = crate::strategy::for_study(study, None);
         let budget = study.def.budget.max_trials as usize;
@@ -201,9 +226,10 @@ impl World {
         let share = crate::settle::reserve(study);
         self.search(study, strategy.as_ref(), &mut rng, &mut s, budget - share).await;
         let mut asked = Vec::new();
-        while let Some(plan) =
-            crate::settle::next(study, &s.trials, budget.saturating_sub(s.trials.len()), &asked)
-        {
+        while let Some(plan) = {
+            let left = budget.saturating_sub(s.trials.len());
+            crate::settle::next(study, &s.trials, left, &asked, planner)
+        } {
             asked.push((plan.setting.clone(), plan.metric));
             for (settings, _) in plan.runs {
                 s.run(self, study, settings, crate::settle::ROLE, &mut rng);

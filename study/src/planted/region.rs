@@ -47,6 +47,13 @@ pub fn truth(s: &Settings) -> Truth {
     )
 }
 
+/// What a planner knows of region's memory: the weights (it misses a
+/// sixth of the constant) and the K cache's arithmetic; not the
+/// flash-attention factor, nor the compute buffer.
+pub fn plan(s: &Settings) -> f64 {
+    2.5 * GIB + number(s, "ctx_size") * 96.0 * 1024.0 * cache_bytes(get(s, "cache_type_k"))
+}
+
 pub const STUDY: &str = r#"
 name = "region"
 profile = "p"

@@ -165,8 +165,17 @@ pub fn search_worlds() -> Vec<World> {
             noise,
             facts: vec![],
             silent: vec![],
+            plan: None,
         },
-        World { name: "ten", study: TEN.into(), truth: ten, noise, facts: vec![], silent: vec![] },
+        World {
+            name: "ten",
+            study: TEN.into(),
+            truth: ten,
+            noise,
+            facts: vec![],
+            silent: vec![],
+            plan: None,
+        },
         llama8,
         World {
             name: "noise",
@@ -175,6 +184,7 @@ pub fn search_worlds() -> Vec<World> {
             noise,
             facts: vec![],
             silent: vec![],
+            plan: None,
         },
     ]
 }

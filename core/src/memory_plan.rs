@@ -1,0 +1,89 @@
+//! The planner's prediction of each configuration's memory, as a study's
+//! findings take it (see `tunebook_study::findings::PlanFn`): the model
+//! file's weights and its K/V cache's bytes at the configuration's context
+//! and cache types, split between host and GPU as llama.cpp places the
+//! layers. The findings model what was measured with it, so that what the
+//! settings did beyond the known structure is what they explain.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use engine_bridge::catalog::MODEL_SETTING;
+use engine_bridge::placement::Placement;
+use engine_bridge::planner::ModelInfo;
+use engine_bridge::profile::EngineKind;
+use engine_bridge::{Profile, Settings};
+use tunebook_study::findings::PlanFn;
+use tunebook_study::{Metric, StudyDef};
+
+/// The planner for `def`'s configurations on its profile: each model file
+/// the study may load read once. `None` for an engine the planner does
+/// not know, or when the study's own file cannot be read.
+pub fn planner(profiles: &[Profile], def: &StudyDef) -> Option<PlanFn> {
+    let profile = profiles.iter().find(|p| p.name == def.profile)?;
+    if !matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython) {
+        return None;
+    }
+    let study = crate::study_checks::check(profiles, def).ok()?;
+    let mut names = study.values_of(MODEL_SETTING);
+    names.push(def.model.clone());
+    let models: BTreeMap<String, ModelInfo> = names
+        .into_iter()
+        .filter_map(|n| Some((n.clone(), ModelInfo::read(&profile.model(&n)?.path).ok()?)))
+        .collect();
+    let default = def.model.clone();
+    models.contains_key(&default).then(|| {
+        let plan: PlanFn = Arc::new(move |s: &Settings, metric: Metric| {
+            let name = s.get(MODEL_SETTING).unwrap_or(&default);
+            predicted(models.get(name.trim())?, s, metric)
+        });
+        plan
+    })
+}
+
+/// What the planner predicts of `metric` for configuration `s` of model
+/// `info`: the host's peak RSS, or the GPU's memory where layers are
+/// offloaded. A configuration that leaves the split to the engine (no
+/// `n_gpu_layers` stated) is predicted with none offloaded; on a machine
+/// with a GPU its trials then differ from the plan, which the findings'
+/// model takes up.
+fn predicted(info: &ModelInfo, s: &Settings, metric: Metric) -> Option<f64> {
+    let ctx: u64 = s.get("ctx_size").map_or(Some(0), |c| c.parse().ok())?;
+    let cache = |k: &str| s.get(k).map_or("f16", String::as_str);
+    let types = (cache("cache_type_k"), cache("cache_type_v"));
+    let placement = Placement::of(s, 0).ok()?;
+    let plan = info.placed_plan(ctx, types, &placement, (u64::MAX, u64::MAX));
+    let bytes = match metric {
+        Metric::PeakRssBytes => plan.host.total,
+        Metric::PeakGpuBytes if placement.gpu_layers > 0 => plan.gpu.total,
+        _ => return None,
+    };
+    Some(bytes as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_bridge::gguf::write::LlamaSpec;
+
+    use super::*;
+
+    /// The tiny model the tests write: a quantized cache needs less, a
+    /// longer context more, and settings the planner does not read (the
+    /// thread count) change nothing.
+    #[test]
+    fn the_plan_follows_the_context_and_the_cache_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        engine_bridge::gguf::write::write_random_llama(&path, &LlamaSpec::tiny(), 1).unwrap();
+        let info = ModelInfo::read(&path).unwrap();
+        let at = |pairs: &[(&str, &str)]| {
+            let s: Settings = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            predicted(&info, &s, Metric::PeakRssBytes).unwrap()
+        };
+        let base = at(&[("ctx_size", "2048")]);
+        assert!(at(&[("ctx_size", "4096")]) > base);
+        assert!(at(&[("ctx_size", "2048"), ("cache_type_k", "q4_0")]) < base);
+        assert_eq!(at(&[("ctx_size", "2048"), ("threads", "1")]), base);
+        assert_eq!(predicted(&info, &Settings::new(), Metric::DecodeTps), None);
+    }
+}
