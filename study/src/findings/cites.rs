@@ -18,6 +18,7 @@ impl Finding {
             | Finding::FreeWin { trials, .. }
             | Finding::Confirmed { trials, .. } => trials.clone(),
             Finding::Ceiling { trial, .. } => vec![*trial],
+            Finding::Planned { trials, .. } => trials.clone(),
             Finding::Boundary { held, again, failed, .. } => {
                 held.iter().map(|h| h.0).chain(*again).chain(failed.iter().map(|f| f.0)).collect()
             }
@@ -64,6 +65,7 @@ impl Finding {
             Finding::Anomaly { trial, metric, .. } => format!("anomaly:{trial}:{}", metric.name()),
             Finding::Failures { cause, .. } => format!("failures:{cause}"),
             Finding::Ceiling { .. } => "ceiling".into(),
+            Finding::Planned { metric, .. } => format!("planned:{}", metric.name()),
             Finding::Drift { .. } => "drift".into(),
             Finding::Noise { metric, .. } => format!("noise:{}", metric.name()),
             Finding::Files { setting, .. } => format!("files:{setting}"),

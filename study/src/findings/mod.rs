@@ -15,8 +15,10 @@
 //! - anomalies: trials far off what the other trials predict for them;
 //! - failures by cause, with the smallest rule over the settings that
 //!   separates them from the trials that ran ([`rules`]);
-//! - the decode ceiling, and drift of the baseline between its runs.
+//! - the decode ceiling, memory against the planner's prediction, and
+//!   drift of the baseline between its runs.
 
+mod against_plan;
 mod analysis;
 mod anomalies;
 mod boundary;
@@ -340,6 +342,11 @@ pub enum Finding {
         #[serde(default)]
         slowed: Vec<i64>,
     },
+    /// A memory metric against the planner's prediction: the baseline's
+    /// value (the model's) and what was planned for it, and measured ÷
+    /// planned over the trials (lowest, median, highest). Its effects were
+    /// modelled with the plan (see [`planned`]).
+    Planned { metric: Metric, base: f64, planned: f64, ratios: (f64, f64, f64), trials: Vec<i64> },
     /// The baseline run again during the study: how far its first objective
     /// moved, and the trials flagged for it.
     Drift { metric: Metric, baseline: Vec<(i64, f64)>, worst_pct: f64, flagged: Vec<i64> },
@@ -461,6 +468,7 @@ pub fn findings_planned(
     }
     out.extend(summary::failures(trials, varied));
     out.extend(summary::ceiling(&done, &out));
+    out.extend(analyses.iter().filter_map(against_plan::against_plan));
     if let Some(&(metric, _)) = objectives.first() {
         out.extend(summary::drift(trials, metric));
     }

@@ -69,6 +69,13 @@ impl Against {
         b.filter(|b| *b > 0.0 && b.is_finite()).map_or(1.0, |b| (b.ln() - self.base).exp())
     }
 
+    /// The plan's bytes for a configuration (the baseline with what
+    /// `settings` names instead), where it has a prediction.
+    pub fn bytes(&self, settings: &Settings) -> Option<f64> {
+        let b = (self.plan)(&with_baseline(&self.baseline, settings), self.metric);
+        b.filter(|b| *b > 0.0 && b.is_finite())
+    }
+
     /// Whether the plan moves with `setting` over `values`, the other
     /// settings at the baseline's (by more than a millionth).
     pub fn moved_by(&self, setting: &str, values: &[String]) -> bool {
@@ -85,3 +92,7 @@ fn with_baseline(baseline: &Settings, settings: &Settings) -> Settings {
     s.extend(settings.iter().map(|(k, v)| (k.clone(), v.clone())));
     s
 }
+
+#[cfg(test)]
+#[path = "planned_tests.rs"]
+mod tests;

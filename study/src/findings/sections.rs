@@ -10,7 +10,7 @@ pub type Pick = fn(&Finding) -> bool;
 
 /// The sections of a write-up, in order: a key that names it (reports
 /// find their cells by it), a title and which findings it holds.
-pub const SECTIONS: [(&str, &str, Pick); 11] = [
+pub const SECTIONS: [(&str, &str, Pick); 12] = [
     ("noise", "How noisy the measurements were", |f| matches!(f, Finding::Noise { .. })),
     ("best", "Best configurations", |f| {
         matches!(
@@ -31,6 +31,7 @@ pub const SECTIONS: [(&str, &str, Pick); 11] = [
     ("anomalies", "Anomalies", |f| matches!(f, Finding::Anomaly { .. })),
     ("failures", "Failures", |f| matches!(f, Finding::Failures { .. })),
     ("ceiling", "Ceiling", |f| matches!(f, Finding::Ceiling { .. })),
+    ("plan", "Memory against the plan", |f| matches!(f, Finding::Planned { .. })),
     ("drift", "Drift", |f| matches!(f, Finding::Drift { .. })),
 ];
 

@@ -401,6 +401,9 @@ impl Finding {
                 }
                 let _ = write!(s, " Trials: {}.", trial_list(trials));
             }
+            Finding::Planned { metric, base, planned, ratios, trials } => {
+                s.push_str(&super::against_plan::told(*metric, (*base, *planned), *ratios, trials));
+            }
             Finding::Ceiling { trial, decode, ceiling, pct, movers } => {
                 if *pct > 100.0 {
                     let _ = write!(
