@@ -42,8 +42,10 @@ pub fn planner(profiles: &[Profile], def: &StudyDef) -> Option<PlanFn> {
 }
 
 /// What the planner predicts of `metric` for configuration `s` of model
-/// `info`: the host's peak RSS, or the GPU's memory where layers are
-/// offloaded. A configuration that leaves the split to the engine (no
+/// `info`: the weights and the K/V cache on the host (peak RSS), or on the
+/// GPU where layers are offloaded; not the margin the fit check adds for
+/// buffers and the runtime, which is a guess, not a prediction (what they
+/// take is what the findings' model measures beyond the plan). A configuration that leaves the split to the engine (no
 /// `n_gpu_layers` stated) is predicted with none offloaded; on a machine
 /// with a GPU its trials then differ from the plan, which the findings'
 /// model takes up.
@@ -53,12 +55,12 @@ fn predicted(info: &ModelInfo, s: &Settings, metric: Metric) -> Option<f64> {
     let types = (cache("cache_type_k"), cache("cache_type_v"));
     let placement = Placement::of(s, 0).ok()?;
     let plan = info.placed_plan(ctx, types, &placement, (u64::MAX, u64::MAX));
-    let bytes = match metric {
-        Metric::PeakRssBytes => plan.host.total,
-        Metric::PeakGpuBytes if placement.gpu_layers > 0 => plan.gpu.total,
+    let side = match metric {
+        Metric::PeakRssBytes => plan.host,
+        Metric::PeakGpuBytes if placement.gpu_layers > 0 => plan.gpu,
         _ => return None,
     };
-    Some(bytes as f64)
+    Some((side.weights + side.kv.unwrap_or(0)) as f64)
 }
 
 #[cfg(test)]

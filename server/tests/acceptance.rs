@@ -205,6 +205,18 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
             assert!(median >= lo && mean >= lo, "{seen}");
         }
     }
+    // Memory is told against the planner's prediction (weights and K/V
+    // cache), which the engine's peak RSS must exceed by its buffers and
+    // runtime, and not by several times: a planner that miscounted the
+    // bytes of a weight or a cache element would be off by that much.
+    let planned = found["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "planned" && f["metric"] == "peak_rss_bytes")
+        .unwrap_or_else(|| panic!("peak RSS against the plan: {markdown}"));
+    let ratio = planned["base"].as_f64().unwrap() / planned["planned"].as_f64().unwrap();
+    assert!((0.8..4.0).contains(&ratio), "measured ÷ planned {ratio}: {markdown}");
     eprintln!("{markdown}");
     eprintln!("study divergences {study_order:?}, llama-perplexity {divergences:?}");
     server.stop().await;

@@ -41,11 +41,16 @@ pub(super) fn told(
     trials: &[i64],
 ) -> String {
     format!(
-        "**{} against the planner's prediction**: the baseline took {}, where the planner predicted {} (weights, K/V cache and a margin) — {}× the plan; over the {} trials measured ÷ planned ran from {}× to {}× (median {}×). Its effects above are modelled with the plan: the context's and the cache types' arithmetic is the plan's, and what the settings did beyond it is the model's.",
+        "**{} against the planner's prediction**: the baseline took {}, where the planner predicted {} for its weights and K/V cache — {}× the plan ({}); over the {} trials measured ÷ planned ran from {}× to {}× (median {}×). Its effects above are modelled with the plan: the context's and the cache types' arithmetic is the plan's, and what the settings did beyond it is the model's.",
         capitalized(metric.label()),
         value_text(metric, base),
         value_text(metric, planned),
         num(base / planned),
+        if base >= planned {
+            "buffers and the runtime take the rest"
+        } else {
+            "less than planned: pages of the weights never read stay out of memory, or the plan counts high"
+        },
         trials.len(),
         num(lo),
         num(hi),
