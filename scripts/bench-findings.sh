@@ -5,9 +5,11 @@
 # are checked against the truth: planted facts found, claims the truth
 # contradicts, and findings on the objectives left not determined. Before:
 # the whole budget searches; after: the findings' share of it settles what
-# the search left open (study/src/settle.rs); side by side in one run. No
-# engine needed; about a minute a seed in a release build.
-# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--world=NAME] [--verbose]
+# the search left open (study/src/settle.rs); side by side in one run. With
+# --compare=plan, before: memory modelled in bytes alone; after: with each
+# world's planner (study/src/findings/planned.rs). No engine needed; about
+# a minute a seed in a release build.
+# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--world=NAME] [--compare=plan] [--verbose]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
