@@ -26,6 +26,12 @@ use crate::metric::{Goal, Metric, Scale};
 /// be judged against.
 const MAX_LEVERAGE: f64 = 0.8;
 
+/// How many times one trial's noise a contrast's standard error may be
+/// and still be stated: two configurations each measured once give √2,
+/// the ends of a curve a few times that; a contrast known no better than
+/// from a thirtieth of a trial is the model's reach, not a measurement.
+const MAX_INFLATION: f64 = 8.0;
+
 /// An interaction takes at most this many columns.
 const MAX_PAIR_WIDTH: usize = 16;
 
@@ -418,8 +424,17 @@ impl Analysis {
     /// The same for a contrast among `configurations` configurations (an
     /// interaction compares four): a share of few items adds its chance
     /// for each, however many trials ran them.
+    /// A contrast the trials measure only through the model's reach far
+    /// from them (its standard error more than [`MAX_INFLATION`] times one
+    /// trial's noise) is `None` too: a pair of curves extrapolated into a
+    /// corner no trial ran gives ratios in the thousands, with intervals
+    /// that still exclude 1.
     pub fn contrast_among(&self, c: &[f64], configurations: usize) -> Option<(f64, f64)> {
-        let (est, se) = self.fit.contrast(c, self.sigma2?)?;
+        let sigma2 = self.sigma2?;
+        let (est, se) = self.fit.contrast(c, sigma2)?;
+        if se > MAX_INFLATION * sigma2.sqrt() {
+            return None;
+        }
         Some((est, (se * se + self.noise.between(configurations)).sqrt()))
     }
 
