@@ -1,9 +1,13 @@
 //! Anomalies: trials far off what the rest of a study predicts for their
 //! settings, each worth running again before it is trusted; and none
 //! where so many are off that the model, not the trials, is what fails.
+//! The test of one trial ([`Analysis::outlying`]) is here too: the model
+//! also sets such trials aside while it chooses its terms.
 
 use super::Finding;
-use super::analysis::Analysis;
+use super::analysis::{Analysis, MAX_LEVERAGE, Measured, gram_of};
+use super::ols::{Fit, t_p};
+use super::scales::{ANOMALY_ALPHA, anomaly_gap, in_bytes};
 use crate::metric::Scale;
 
 /// Most trials, as a share of a metric's, that may be named anomalies
@@ -46,4 +50,79 @@ pub fn anomalies(a: &Analysis) -> Vec<Finding> {
             }
         })
         .collect()
+}
+
+impl Analysis {
+    /// Whether trial `k` is an anomaly against the current fit: its
+    /// prediction without it at least [`super::scales::ANOMALY_RATIO`] off (a tenth for
+    /// rates), and its studentized residual beyond [`ANOMALY_ALPHA`],
+    /// Bonferroni over the trials. The p-value when it is.
+    pub fn outlying(&self, k: usize) -> Option<f64> {
+        let t = &self.trials[k];
+        let h = self.fit.leverage(&t.row);
+        let e = t.y - self.fit.predict(&t.row);
+        let df = self.fit.df();
+        if df < 3 {
+            return None;
+        }
+        let floor = self.floor();
+        let (deleted, studentized, df) = if t.excluded {
+            // Not in the fit: a prediction interval.
+            let s2 = (self.fit.rss / df as f64).max(floor);
+            (e, e / (s2 * (1.0 + h)).sqrt(), df)
+        } else {
+            if h >= MAX_LEVERAGE {
+                return None;
+            }
+            let s2 = ((self.fit.rss - e * e / (1.0 - h)) / (df - 1) as f64).max(floor);
+            (e / (1.0 - h), e / (s2 * (1.0 - h)).sqrt(), df - 1)
+        };
+        let min_gap = anomaly_gap(self.metric, self.base());
+        let mut p = t_p(studentized, df) * self.trials.len() as f64;
+        if in_bytes(self.metric) {
+            // Memory's noise is relative: judged in bytes, a value high by
+            // chance would pass for an anomaly. Judged again as a ratio.
+            let ratio = (self.natural(t.y) / self.natural(t.y - deleted)).ln();
+            let spread = self.log_spread();
+            let z = if ratio.is_finite() { ratio / spread.max(f64::MIN_POSITIVE) } else { 0.0 };
+            p = p.max(t_p(z, df) * self.trials.len() as f64);
+        }
+        (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA && !self.alone_in_a_pair(k)).then_some(p)
+    }
+
+    /// The robust spread of the kept trials' values about the fit, as log
+    /// ratios (the median absolute one, as a normal's standard deviation).
+    fn log_spread(&self) -> f64 {
+        let mut logs: Vec<f64> = self
+            .trials
+            .iter()
+            .filter(|t| !t.excluded)
+            .map(|t| (self.natural(t.y) / self.natural(self.fit.predict(&t.row))).ln().abs())
+            .filter(|x| x.is_finite())
+            .collect();
+        super::median(&mut logs) / 0.674_489_750_196_081_7
+    }
+
+    /// Whether trial `k` is the only one of its combination of two
+    /// settings' values: then an interaction of those two would explain it
+    /// exactly, and one trial cannot tell an anomaly from an interaction.
+    fn alone_in_a_pair(&self, k: usize) -> bool {
+        let others: Vec<Measured> = self
+            .trials
+            .iter()
+            .enumerate()
+            .filter(|(j, t)| *j != k && !t.excluded)
+            .map(|(_, t)| t.clone())
+            .collect();
+        let gram = gram_of(&others);
+        let row = &self.trials[k].row;
+        self.design.terms.iter().any(|(term, _)| {
+            if !term.acts_with_another() || self.terms.contains(term) {
+                return false;
+            }
+            let mut with = self.terms.clone();
+            with.push(*term);
+            !Fit::new(&gram, &self.design.columns(&with)).is_estimable(row)
+        })
+    }
 }
