@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use engine_bridge::Settings;
 
+use super::ALPHA;
 use super::TrialFacts;
 use super::design::{Design, Factor, Term, value_of};
 use super::noise::Noise;
@@ -240,23 +241,26 @@ impl Analysis {
                 Some((a, b, (p * candidates as f64).min(1.0)))
             })
             .collect();
-        // A pair that another, put in its place, fits as well: the design
-        // cannot say which of the two acts.
-        let same = |x: &Fit, y: &Fit| {
-            x.rank == y.rank && (x.rss - y.rss).abs() <= 1e-9 * x.rss.max(y.rss).max(floor)
-        };
+        // A pair that another sharing a setting with it, put in beside the
+        // rest, leaves adding nothing: the design cannot say which of the
+        // two acts (a search that ran the large batch mostly with other
+        // micro-batches at many threads lets `batch_size` × `threads` stand
+        // in for `threads` × `ubatch_size`).
         self.ambiguous = terms
             .iter()
             .filter_map(|t| {
                 let Term::Pair(a, b) = *t else { return None };
                 let rest: Vec<Term> = terms.iter().copied().filter(|x| x != t).collect();
                 let twin = design.terms.iter().any(|(other, _)| {
-                    if !matches!(other, Term::Pair(..)) || terms.contains(other) {
+                    let Term::Pair(c, d) = *other else { return false };
+                    if terms.contains(other) || !(a == c || a == d || b == c || b == d) {
                         return false;
                     }
-                    let mut swapped = rest.clone();
-                    swapped.push(*other);
-                    same(&fit_of(&swapped), &self.fit)
+                    let mut instead = rest.clone();
+                    instead.push(*other);
+                    let mut both = instead.clone();
+                    both.push(*t);
+                    f_test(&fit_of(&instead), &fit_of(&both), floor).is_none_or(|(p, _)| p > ALPHA)
                 });
                 twin.then_some((a, b))
             })
