@@ -325,3 +325,16 @@ async fn a_corner_the_search_barely_ran_is_not_stated_as_a_measurement() {
         }
     }
 }
+
+/// On `region`, motpe seed 2 ran the large batch mostly with other
+/// micro-batches at many threads, and `batch_size` × `threads` stood in
+/// for the true `threads` × `ubatch_size` on time to first token. An
+/// interaction that another sharing a setting with it leaves adding
+/// nothing is not claimed: nothing said of time to first token is wrong.
+#[tokio::test]
+async fn an_interaction_another_could_stand_in_for_is_not_claimed() {
+    let w = world("region");
+    let (found, score) = run(&w, "motpe", 2).await;
+    let on_ttft: Vec<&String> = score.wrong.iter().filter(|w| w.contains("ttft")).collect();
+    assert!(on_ttft.is_empty(), "{on_ttft:#?}\n{}", findings::markdown(&found));
+}
