@@ -45,10 +45,10 @@ pub fn planner(profiles: &[Profile], def: &StudyDef) -> Option<PlanFn> {
 /// `info`: the weights and the K/V cache on the host (peak RSS), or on the
 /// GPU where layers are offloaded; not the margin the fit check adds for
 /// buffers and the runtime, which is a guess, not a prediction (what they
-/// take is what the findings' model measures beyond the plan). A configuration that leaves the split to the engine (no
-/// `n_gpu_layers` stated) is predicted with none offloaded; on a machine
-/// with a GPU its trials then differ from the plan, which the findings'
-/// model takes up.
+/// take is what the findings' model measures beyond the plan). A
+/// configuration that leaves the split to the engine (no `n_gpu_layers`
+/// stated) is predicted with none offloaded; on a machine with a GPU its
+/// trials then differ from the plan, which the findings' model takes up.
 fn predicted(info: &ModelInfo, s: &Settings, metric: Metric) -> Option<f64> {
     let ctx: u64 = s.get("ctx_size").map_or(Some(0), |c| c.parse().ok())?;
     let cache = |k: &str| s.get(k).map_or("f16", String::as_str);
@@ -60,7 +60,7 @@ fn predicted(info: &ModelInfo, s: &Settings, metric: Metric) -> Option<f64> {
         Metric::PeakGpuBytes if placement.gpu_layers > 0 => plan.gpu,
         _ => return None,
     };
-    Some((side.weights + side.kv.unwrap_or(0)) as f64)
+    Some(side.weights.saturating_add(side.kv.unwrap_or(0)) as f64)
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 //! whatever trials the study ran (a full grid or the uneven sample of an
 //! adaptive search alike), on a log scale for speeds and perplexity, in
 //! bytes for memory (with the planner's prediction where there is one:
-//! see [`super::planned`]). Two-setting interactions enter where the data supports
-//! them (forward selection, each step Bonferroni-guarded over the pairs
-//! left); each setting is then tested by a Type-II F-test (its effect given
-//! every term that does not involve it), each interaction against the rest
-//! of the model. A setting the design cannot separate from others is
+//! see [`super::planned`]). Two-setting interactions enter where the data
+//! supports them (forward selection, each step Bonferroni-guarded over the
+//! pairs left); each setting is then tested by a Type-II F-test (its
+//! effect given every term that does not involve it), each interaction
+//! against the rest of the model. A setting the design cannot separate from others is
 //! marked aliased, with the settings that moved with it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -355,6 +355,7 @@ impl Analysis {
     /// The same for a contrast among `configurations` configurations (an
     /// interaction compares four): a share of few items adds its chance
     /// for each, however many trials ran them.
+    ///
     /// A contrast the trials measure only through the model's reach far
     /// from them (its standard error more than [`MAX_INFLATION`] times one
     /// trial's noise) is `None` too: a pair of curves extrapolated into a

@@ -30,7 +30,7 @@ pub struct Against {
     plan: PlanFn,
     metric: Metric,
     baseline: Settings,
-    /// The plan's logarithm at the baseline.
+    /// The plan's bytes at the baseline.
     base: f64,
 }
 
@@ -51,26 +51,21 @@ impl Against {
         baseline: &Settings,
         mut configurations: impl Iterator<Item = &'a Settings>,
     ) -> Option<Against> {
-        let positive = |s: &Settings| plan(s, metric).filter(|b| *b > 0.0 && b.is_finite());
-        let base = positive(baseline)?.ln();
-        configurations.all(|s| positive(&with_baseline(baseline, s)).is_some()).then(|| Against {
-            plan: plan.clone(),
-            metric,
-            baseline: baseline.clone(),
-            base,
-        })
+        let mut against =
+            Against { plan: plan.clone(), metric, baseline: baseline.clone(), base: 1.0 };
+        against.base = against.bytes(baseline)?;
+        configurations.all(|s| against.bytes(s).is_some()).then_some(against)
     }
 
     /// The plan's ratio of a configuration to the baseline: the baseline
     /// with what `settings` names instead (a trial's settings name every
     /// varied one). 1 where the plan cannot say.
     pub fn ratio_to(&self, settings: &Settings) -> f64 {
-        let b = (self.plan)(&with_baseline(&self.baseline, settings), self.metric);
-        b.filter(|b| *b > 0.0 && b.is_finite()).map_or(1.0, |b| (b.ln() - self.base).exp())
+        self.bytes(settings).map_or(1.0, |b| b / self.base)
     }
 
     /// The plan's bytes for a configuration (the baseline with what
-    /// `settings` names instead), where it has a prediction.
+    /// `settings` names instead), where it predicts a positive number.
     pub fn bytes(&self, settings: &Settings) -> Option<f64> {
         let b = (self.plan)(&with_baseline(&self.baseline, settings), self.metric);
         b.filter(|b| *b > 0.0 && b.is_finite())
