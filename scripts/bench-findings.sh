@@ -7,9 +7,11 @@
 # the whole budget searches; after: the findings' share of it settles what
 # the search left open (study/src/settle.rs); side by side in one run. With
 # --compare=plan, before: memory modelled in bytes alone; after: with each
-# world's planner (study/src/findings/planned.rs). No engine needed; about
+# world's planner (study/src/findings/planned.rs). With --compare=paired,
+# before: a share's items counted alone; after: compared one by one
+# between trials (study/src/findings/paired.rs). No engine needed; about
 # a minute a seed in a release build.
-# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--world=NAME] [--compare=plan] [--verbose]
+# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--world=NAME] [--compare=plan|paired] [--verbose]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -5,7 +5,9 @@
 //! the search; after, the findings' share of it goes to what the search
 //! left open (`tunebook_study::settle`). With `--compare=plan`, before and
 //! after both spend the share, and memory is modelled in bytes before and
-//! against each world's planner after. `--verbose` lists each missed fact
+//! against each world's planner after. With `--compare=paired`, a share's
+//! items are counted alone before and compared one by one between trials
+//! after (each trial's verdicts kept). `--verbose` lists each missed fact
 //! and wrong claim.
 
 use tunebook_study::findings::{self, Margins};
@@ -23,10 +25,16 @@ async fn main() {
     let budget: usize =
         args.iter().find_map(|a| a.strip_prefix("--budget=")?.parse().ok()).unwrap_or(80);
     let by_plan = args.iter().any(|a| a == "--compare=plan");
+    let by_pairs = args.iter().any(|a| a == "--compare=paired");
     println!(
         "{budget} trials a study, {seeds} seeds; facts found / planted, wrong claims (total over seeds)"
     );
-    if by_plan {
+    if by_pairs {
+        println!(
+            "before: a share's items counted alone (binomial); after: compared one by one \
+             between trials; both spend a fifth of the budget settling what the findings left open\n"
+        );
+    } else if by_plan {
         println!(
             "before: memory modelled in bytes; after: against the world's planner (measured ÷ \
              planned); both spend a fifth of the budget settling what the findings left open\n"
@@ -55,11 +63,14 @@ async fn main() {
                 let (mut found, mut planted_n, mut wrong, mut open) = (0, 0, 0, 0);
                 for seed in 0..seeds {
                     let mut study = world.study(strategy, seed + 1, budget);
-                    if before && !by_plan {
+                    if before && !by_plan && !by_pairs {
                         study.def.budget.settle_trials = Some(0);
                     }
                     let planner = world.planner().filter(|_| !(before && by_plan));
-                    let trials = world.run_planned(&study, seed + 1, planner.as_ref()).await;
+                    let mut trials = world.run_planned(&study, seed + 1, planner.as_ref()).await;
+                    if before && by_pairs {
+                        trials.iter_mut().for_each(|t| t.verdicts.clear());
+                    }
                     let varied: Vec<String> = study.def.space.keys().cloned().collect();
                     let objectives = study.measures();
                     let claims = findings::findings_planned(

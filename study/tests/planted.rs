@@ -40,7 +40,7 @@ fn missed(score: &Score) -> Vec<&Fact> {
 /// `scripts/bench-findings.sh` (its memory and a corner are held below):
 /// one search on one seed of six still invents an interaction on time to
 /// first token there.
-const HELD: [&str; 6] = ["llama8", "noise", "ranges", "kvcache", "machine", "noisy"];
+const HELD: [&str; 7] = ["llama8", "noise", "ranges", "kvcache", "suite", "machine", "noisy"];
 
 #[tokio::test]
 async fn no_strategy_s_findings_contradict_the_truth() {
@@ -337,4 +337,51 @@ async fn an_interaction_another_could_stand_in_for_is_not_claimed() {
     let (found, score) = run(&w, "motpe", 2).await;
     let on_ttft: Vec<&String> = score.wrong.iter().filter(|w| w.contains("ttft")).collect();
     assert!(on_ttft.is_empty(), "{on_ttft:#?}\n{}", findings::markdown(&found));
+}
+
+/// A suite of 200 questions, answered alike by every configuration that
+/// leaves the model's answers alone: compared question by question, a K
+/// cache at 8 bits is shown lossless (a free win) and one at 4 bits
+/// costly, and `threads` is shown to leave quality alone. The same trials
+/// with each question's verdict dropped (two binomial counts of 200 differ
+/// by up to ±9 points by chance) show none of it.
+#[tokio::test]
+async fn a_large_suite_shows_a_cache_type_lossless_question_by_question() {
+    let w = world("suite");
+    let margins = Margins::default();
+    for strategy in ["random", "motpe"] {
+        let study = w.study(strategy, 1, 60);
+        let mut trials = w.run(&study, 1).await;
+        let varied: Vec<String> = study.def.space.keys().cloned().collect();
+        let planner = w.planner();
+        let judge = |trials: &[findings::TrialFacts]| {
+            let found = findings::findings_planned(
+                trials,
+                &varied,
+                &study.measures(),
+                &margins,
+                planner.as_ref(),
+            );
+            let score = planted::score(&w, &study, trials, &found, &margins);
+            (found, score)
+        };
+        let (found, score) = judge(&trials);
+        let text = findings::markdown(&found);
+        assert!(score.wrong.is_empty(), "{strategy}: {:#?}\n{text}", score.wrong);
+        assert!(missed(&score).is_empty(), "{strategy}: {:#?}\n{text}", missed(&score));
+        let free_q8 = |found: &[Finding]| {
+            found.iter().any(|f| {
+                matches!(f, Finding::FreeWin { changes, quality, .. }
+                if changes.iter().all(|c| c.setting == "cache_type_k" && c.value == "q8_0")
+                    && quality.iter().any(|(m, _)| m.name() == "quality_score"))
+            })
+        };
+        assert!(free_q8(&found), "{strategy}: {text}");
+        assert!(text.contains("compared one by one"), "{text}");
+        trials.iter_mut().for_each(|t| t.verdicts.clear());
+        let (alone, score) = judge(&trials);
+        assert!(score.wrong.is_empty(), "{strategy} unpaired: {:#?}", score.wrong);
+        assert!(!free_q8(&alone), "{strategy}: {}", findings::markdown(&alone));
+        assert!(missed(&score).iter().any(|f| matches!(f, Fact::NoEffect { .. })));
+    }
 }

@@ -185,6 +185,12 @@ pub(crate) fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> 
                 .iter()
                 .filter_map(|(m, n)| Some((Metric::parse(m)?, *n)))
                 .collect(),
+            verdicts: t
+                .support
+                .verdicts
+                .iter()
+                .filter_map(|(m, v)| Some((Metric::parse(m)?, findings::parse_verdicts(v)?)))
+                .collect(),
         })
         .collect();
     findings::mark_missed(def, &mut facts);

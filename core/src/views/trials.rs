@@ -76,6 +76,13 @@ fn support_of(text: Option<&str>) -> TrialSupport {
         values.retain(|v| v.is_finite());
     }
     s.items = std::mem::take(&mut s.items).into_iter().take(MAX_SUPPORT).collect();
+    // Verdicts are kept only as the findings read them: `0`s and `1`s,
+    // at most a suite's cap of them.
+    s.verdicts = std::mem::take(&mut s.verdicts)
+        .into_iter()
+        .take(MAX_SUPPORT)
+        .filter(|(_, v)| tunebook_study::findings::parse_verdicts(v).is_some())
+        .collect();
     s
 }
 

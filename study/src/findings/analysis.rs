@@ -367,7 +367,21 @@ impl Analysis {
         if se > MAX_INFLATION * sigma2.sqrt() {
             return None;
         }
-        Some((est, (se * se + self.noise.between(configurations)).sqrt()))
+        Some((est, (se * se + self.items_variance(c, configurations)?).sqrt()))
+    }
+
+    /// The variance a share's items add to contrast `c` among
+    /// `configurations`: compared item by item, the spread of the
+    /// contrast over the items (see [`super::paired`]); else each
+    /// configuration's binomial chance. 0 for other metrics.
+    pub fn items_variance(&self, c: &[f64], configurations: usize) -> Option<f64> {
+        let Some(paired) = &self.noise.paired else {
+            return Some(self.noise.between(configurations));
+        };
+        let kept = self.trials.iter().filter(|t| !t.excluded);
+        let weights = self.fit.weights(c, kept.clone().map(|t| t.row.as_slice()));
+        let by_trial: Vec<(i64, f64)> = kept.map(|t| t.id).zip(weights).collect();
+        paired.variance(&by_trial)
     }
 
     /// Whether `factor` acts together with another on this metric.

@@ -30,6 +30,7 @@ mod free_wins;
 mod noise;
 mod numbers;
 mod ols;
+mod paired;
 mod planned;
 mod rules;
 mod scales;
@@ -49,6 +50,7 @@ use serde::{Deserialize, Serialize};
 pub use boundary::{boundary, mark_missed};
 pub use files::FileRow;
 pub use numbers::{num, value_text};
+pub use paired::{MAX_ITEMS, parse_verdicts};
 pub use planned::PlanFn;
 pub use rules::{Condition, Op, Rule, holds};
 pub use sections::{Pick, SECTIONS, markdown, section_markdown};
@@ -119,6 +121,9 @@ pub struct TrialFacts {
     /// How many pass/fail items a share was counted over: questions of
     /// the quality suite, points of the recall probe.
     pub items: BTreeMap<Metric, u32>,
+    /// Each item's verdict behind a share, in the suite's order (see
+    /// [`paired`]).
+    pub verdicts: BTreeMap<Metric, Vec<bool>>,
 }
 
 /// An estimate against the baseline and its interval, in the metric's
@@ -334,6 +339,9 @@ pub enum Finding {
         reruns: Option<(usize, f64)>,
         drift: Option<f64>,
         items: Option<(u32, f64)>,
+        /// Whether the items were compared one by one between trials.
+        #[serde(default)]
+        paired: bool,
         trial: f64,
         margin: f64,
         too_noisy: bool,

@@ -19,6 +19,8 @@
 //!   adds nothing, and two configurations differ by chance by a binomial
 //!   `p(1−p)/n` each. That variance is added to every comparison of
 //!   configurations and never shrinks with more trials.
+//!   Where every trial kept its verdict on each item, configurations are
+//!   compared item by item instead ([`Paired`]).
 //! - **A trial most of whose requests were slowed.** Another process
 //!   only ever slows a request down. Where a trial's median request is
 //!   far slower than its fastest (beyond what the study's trials spread
@@ -34,6 +36,7 @@ use std::f64::consts::FRAC_PI_2;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 use super::TrialFacts;
+use super::paired::Paired;
 use crate::metric::{Metric, Scale};
 
 /// What the study measured of one metric's noise, on the scale its model
@@ -58,6 +61,8 @@ pub struct Noise {
     pub items: Option<(u32, f64)>,
     /// Trials left out of the model: most of their requests were slowed.
     pub slowed: Vec<i64>,
+    /// Each trial's verdict on each item of a share, where all kept them.
+    pub paired: Option<Paired>,
 }
 
 /// The median of |z| for a standard normal z.
@@ -131,8 +136,21 @@ impl Noise {
         });
         let repeat = repeats.map_or(0.0, |r| r.0);
         let drift = if drifts(metric) { trend(&runs, repeat) } else { None };
+        let paired = metric.is_rate().then(|| Paired::of(metric, trials)).flatten();
         let items = metric.is_rate().then(|| item_variance(metric, trials)).flatten();
-        Noise { repeats, baseline: runs, reruns, drift, items, slowed }
+        // Compared item by item, two configurations differ by chance as
+        // the items they answered differently say: typically, a trial's
+        // from the baseline's.
+        let items = match (items, &paired) {
+            (Some((n, _)), Some(p)) => {
+                let reference = runs.first().map(|r| r.0).or_else(|| trials.first().map(|t| t.id));
+                let same = |id: i64| runs.iter().any(|r| r.0 == id);
+                let typical = reference.and_then(|r| p.typical(r, same));
+                Some((n, typical.map_or(0.0, |v| v / 2.0)))
+            }
+            (items, _) => items,
+        };
+        Noise { repeats, baseline: runs, reruns, drift, items, slowed, paired }
     }
 
     /// How far the baseline had moved from its first run when trial `id`
@@ -155,9 +173,13 @@ impl Noise {
 
     /// The least variance of one trial's value believed: its requests' and
     /// the baseline's runs', whichever is larger, and for a share the
-    /// items'.
+    /// items' (unless compared item by item: each contrast then carries
+    /// its own items' chance, see [`Analysis::contrast_among`]).
+    ///
+    /// [`Analysis::contrast_among`]: super::analysis::Analysis::contrast_among
     pub fn floor(&self) -> f64 {
-        [self.repeats.map(|r| r.0), self.reruns_at_least(), self.items.map(|i| i.1)]
+        let items = self.items.filter(|_| self.paired.is_none()).map(|i| i.1);
+        [self.repeats.map(|r| r.0), self.reruns_at_least(), items]
             .into_iter()
             .flatten()
             .fold(0.0, f64::max)
@@ -174,7 +196,7 @@ impl Noise {
 
     /// The variance chance adds to a comparison of `configurations`
     /// configurations' values that their items do not share out: 0 but
-    /// for shares of a few items.
+    /// for shares of a few items (compared item by item: typically).
     pub fn between(&self, configurations: usize) -> f64 {
         self.items.map_or(0.0, |(_, v)| v * configurations as f64)
     }

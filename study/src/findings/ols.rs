@@ -122,6 +122,15 @@ impl Fit {
     }
 }
 
+impl Fit {
+    /// Each row's weight in `c`ᵀβ, which is `Σ w_k y_k` over the rows
+    /// fitted (`rows`, in the order the [`Gram`] summed them).
+    pub fn weights<'a>(&self, c: &[f64], rows: impl Iterator<Item = &'a [f64]>) -> Vec<f64> {
+        let pc = &self.xtx_pinv * self.restrict(c);
+        rows.map(|row| self.restrict(row).dot(&pc)).collect()
+    }
+}
+
 /// The F-test of a reduced model against a fuller one fitted to the same
 /// data: the p-value and the degrees of freedom the test has (the rank the
 /// fuller model adds). `None` when the fuller one adds nothing the data can

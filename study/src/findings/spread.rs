@@ -38,6 +38,7 @@ pub(super) fn spread(a: &Analysis, margins: &Margins) -> Option<Finding> {
         reruns: n.reruns.map(|v| (n.baseline.len(), told(a.metric, a.as_log(v.sqrt())))),
         drift: n.drifted_by().map(|d| told(a.metric, a.as_log(d))),
         items: n.items.map(|(k, _)| (k, told(a.metric, items_chance(a)))),
+        paired: n.paired.is_some(),
         trial: told(a.metric, a.as_log(one)),
         margin: told(a.metric, m),
         too_noisy: a.as_log(one) > m,
@@ -47,8 +48,18 @@ pub(super) fn spread(a: &Analysis, margins: &Margins) -> Option<Finding> {
 
 /// The finding's paragraph.
 pub(super) fn markdown(f: &Finding) -> String {
-    let Finding::Noise { metric, repeats, reruns, drift, items, trial, margin, too_noisy, slowed } =
-        f
+    let Finding::Noise {
+        metric,
+        repeats,
+        reruns,
+        drift,
+        items,
+        paired,
+        trial,
+        margin,
+        too_noisy,
+        slowed,
+    } = f
     else {
         return String::new();
     };
@@ -78,11 +89,16 @@ pub(super) fn markdown(f: &Finding) -> String {
             unit(d.abs())
         ));
     }
-    if let Some((k, chance)) = items {
-        parts.push(format!(
+    match items {
+        Some((k, chance)) if *paired => parts.push(format!(
+            "it is counted over {k} items, compared one by one between configurations: a trial typically differs from the baseline by up to {} by chance alone (the items they answered differently), however often each is run",
+            unit(*chance)
+        )),
+        Some((k, chance)) => parts.push(format!(
             "it is counted over {k} items, so two configurations differ by up to {} by chance alone, however often each is run",
             unit(*chance)
-        ));
+        )),
+        None => {}
     }
     if !slowed.is_empty() {
         let ids: Vec<String> = slowed.iter().map(i64::to_string).collect();

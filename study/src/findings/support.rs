@@ -92,12 +92,21 @@ pub(super) fn items_p(a: &Analysis, points: &Points) -> f64 {
 }
 
 /// Why a share cannot be decided, where its items' chance alone spans
-/// the margin `m`: no number of trials would show equivalence.
-pub(super) fn few_items(a: &Analysis, m: f64) -> Option<Undetermined> {
+/// the margin `m` on some contrast of factor `i` with its baseline: no
+/// number of trials would show equivalence.
+pub(super) fn few_items(a: &Analysis, i: usize, m: f64) -> Option<Undetermined> {
     let (items, _) = a.noise.items?;
-    let chance = a.noise.between(2).sqrt();
+    let factor = &a.design.factors[i];
+    let base = factor.base();
+    let chance = factor
+        .points()
+        .iter()
+        .filter(|v| **v != base)
+        .filter_map(|v| a.items_variance(&a.design.contrast(&[(i, v.as_str())]), 2))
+        .fold(0.0, f64::max)
+        .sqrt();
     (t_quantile(EQUIVALENCE, a.fit.df()) * chance >= m)
-        .then(|| Undetermined::FewItems { items, chance: items_chance(a) })
+        .then(|| Undetermined::FewItems { items, chance: 1.96 * chance })
 }
 
 /// How far two configurations' shares of few items differ by chance

@@ -363,7 +363,7 @@ pub fn setting_findings(
             })
         }
         Some(false) | None if !given.is_empty() => None,
-        Some(false) if few_items(a, m).is_some() => undetermined(few_items(a, m)?),
+        Some(false) if few_items(a, i, m).is_some() => undetermined(few_items(a, i, m)?),
         Some(false) => undetermined(Undetermined::MoreTrials { about: more_trials(a, &points, m) }),
         None => undetermined(Undetermined::TooFew),
     }

@@ -52,6 +52,12 @@ pub struct Noise {
     /// passed or failed the same way every time a configuration runs
     /// (greedy decoding): chance picks which, not the repeats.
     pub items: Option<u32>,
+    /// The share of those questions whose difficulty is the question's
+    /// own, the same for every configuration (0: each configuration draws
+    /// each question afresh). A real model answers most questions alike
+    /// under settings that leave its weights alone, and fails the hardest
+    /// ones first where a setting costs it.
+    pub alike: f64,
 }
 
 /// Requests a trial's speeds are the median of, as the speed probe's
@@ -65,6 +71,7 @@ pub struct Sample {
     pub metrics: BTreeMap<Metric, f64>,
     pub repeats: BTreeMap<Metric, Vec<f64>>,
     pub items: BTreeMap<Metric, u32>,
+    pub verdicts: BTreeMap<Metric, Vec<bool>>,
 }
 
 /// Something a reader should learn from a world.
@@ -188,8 +195,11 @@ impl World {
                 sample.repeats.insert(m, requests);
             }
             if let (Metric::QualityScore, Some(n)) = (m, self.noise.items) {
-                sample.metrics.insert(m, questions_passed(settings, v, n) as f64 / n as f64);
+                let verdicts = verdicts(settings, v, n, self.noise.alike);
+                let passed = verdicts.iter().filter(|p| **p).count();
+                sample.metrics.insert(m, passed as f64 / n as f64);
                 sample.items.insert(m, n);
+                sample.verdicts.insert(m, verdicts);
             }
         }
         Ok(sample)
@@ -320,22 +330,34 @@ fn facts(id: i64, settings: Settings, measured: Result<Sample, String>, role: &s
         metrics: sample.metrics,
         repeats: sample.repeats,
         items: sample.items,
+        verdicts: sample.verdicts,
         role: Some(role.to_string()),
         ..Default::default()
     }
 }
 
-/// How many of `n` questions a configuration passes whose true share is
-/// `p`: each question passes where a draw fixed by the question and the
-/// configuration falls under `p`, so a configuration asked again answers
-/// alike, and two configurations differ by which questions chance flips.
-fn questions_passed(settings: &Settings, p: f64, n: u32) -> u32 {
+/// Which of `n` questions a configuration passes whose true share is
+/// `p`: each question passes where its draw falls under `p`, a draw fixed
+/// by the question alone for a share `alike` of them and by the question
+/// and the configuration for the rest. So a configuration asked again
+/// answers alike, two configurations differ by which questions chance
+/// flips, and one with a lower share fails the hardest questions first.
+fn verdicts(settings: &Settings, p: f64, n: u32, alike: f64) -> Vec<bool> {
     use std::hash::{Hash, Hasher};
+    let draw = |x: &dyn Fn(&mut std::collections::hash_map::DefaultHasher)| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        x(&mut h);
+        (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+    };
     (0..n)
-        .filter(|q| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (settings, q).hash(&mut h);
-            (h.finish() >> 11) as f64 / (1u64 << 53) as f64 <= p
+        .map(|q| {
+            let shared = draw(&|h| ("alike", settings, q).hash(h)) < alike;
+            let d = if shared {
+                draw(&|h| ("question", q).hash(h))
+            } else {
+                draw(&|h| (settings, q).hash(h))
+            };
+            d <= p
         })
-        .count() as u32
+        .collect()
 }

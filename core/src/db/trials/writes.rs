@@ -208,8 +208,8 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
 }
 
 /// What a measurement's numbers rest on, as stored (JSON, read back as
-/// the pages' `TrialSupport`): each speed per measured request, and the
-/// items behind each share.
+/// the pages' `TrialSupport`): each speed per measured request, the
+/// items behind each share, and each question's verdict.
 fn support(m: &engine_bridge::Measurement) -> Option<String> {
     use engine_bridge::llama_server::CompletionSample;
     use tunebook_study::Metric;
@@ -232,8 +232,19 @@ fn support(m: &engine_bridge::Measurement) -> Option<String> {
             items.insert(metric.name().into(), n.into());
         }
     }
-    (!repeats.is_empty() || !items.is_empty())
-        .then(|| serde_json::json!({ "repeats": repeats, "items": items }).to_string())
+    // Each question's verdict, in the suite's order: two trials of a
+    // study asked the same questions are compared on those they answered
+    // differently (see `tunebook_study::findings`' paired items).
+    let mut verdicts = serde_json::Map::new();
+    if let Some(q) = &m.quality {
+        let passed: String = q.cases.iter().map(|c| if c.passed { '1' } else { '0' }).collect();
+        if !passed.is_empty() {
+            verdicts.insert(Metric::QualityScore.name().into(), passed.into());
+        }
+    }
+    (!repeats.is_empty() || !items.is_empty()).then(|| {
+        serde_json::json!({ "repeats": repeats, "items": items, "verdicts": verdicts }).to_string()
+    })
 }
 
 /// The full measurement of a finished trial, as stored (JSON).
