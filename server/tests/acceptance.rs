@@ -205,6 +205,20 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
             assert!(median >= lo && mean >= lo, "{seen}");
         }
     }
+    // Each trial keeps its verdict on every question, and the findings
+    // compare the trials question by question.
+    for t in &trials {
+        let verdicts = &t.support.verdicts["quality_score"];
+        let passed = verdicts.chars().filter(|c| *c == '1').count() as f64;
+        assert_eq!(verdicts.len(), 8, "{t:?}");
+        assert_eq!(Some(passed / 8.0), t.quality_score, "{t:?}");
+    }
+    let paired = found["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["kind"] == "noise" && f["metric"] == "quality_score" && f["paired"] == true);
+    assert!(paired, "quality compared question by question: {markdown}");
     // Memory is told against the planner's prediction (weights and K/V
     // cache), which the engine's peak RSS must exceed by its buffers and
     // runtime, and not by several times: a planner that miscounted the

@@ -5,6 +5,10 @@
 //! (B, V₁, V₂, B, V₁, V₂, …) measure exactly the contrast the finding
 //! lacks, with the machine's drift spread over every arm.
 //!
+//! A failure rule that names a value its failures merely shared is
+//! settled by one run of a failure with that value changed
+//! ([`rule_plans`]).
+//!
 //! [`plan`] names those runs for one finding (the page's "settle this"
 //! queues them); [`next`] picks, once the search is over, the most
 //! valuable finding still open and plans it, out of the share of the
@@ -37,11 +41,21 @@ const MAX_REPEATS: usize = 4;
 /// search needs every trial.
 const MIN_BUDGET: u32 = 30;
 
+/// What a plan settles.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// The setting's effect on a metric, held not determined.
+    Effect(Metric),
+    /// Whether the rule of a cause of failure needs the setting's value,
+    /// which every failure inside it shared and no trial there changed.
+    Rule { cause: String },
+}
+
 /// The runs that would settle one finding, in the order to run them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub setting: String,
-    pub metric: Metric,
+    pub target: Target,
     /// Each run: its settings and its note (which finding, which arm).
     pub runs: Vec<(Settings, String)>,
     /// About how many more trials the findings reckon would decide it,
@@ -135,7 +149,101 @@ pub fn plan(
         Undetermined::MoreTrials { about } => *about,
         _ => None,
     };
-    Ok(Plan { setting: setting.to_string(), metric, runs, needed })
+    Ok(Plan { setting: setting.to_string(), target: Target::Effect(metric), runs, needed })
+}
+
+/// Where a cause of failure's rule is in doubt, one run that settles it:
+/// a failure inside the rule with one value changed, where the study's
+/// space allows it. A rule that names values its failures merely shared
+/// (`also`) is tested by changing one: if the run fails the same way the
+/// value was never the cause, if it runs the rule needs it. Between two
+/// rules the trials cannot choose from, a run inside the one and outside
+/// the other rules out one of them. A configuration already run is not
+/// planned again.
+pub fn rule_plans(study: &Study, trials: &[TrialFacts], found: &[Finding]) -> Vec<Plan> {
+    let mut plans = Vec::new();
+    for f in found {
+        let Finding::Failures { cause, rule, undecided, .. } = f else { continue };
+        // (the rule kept, the condition broken)
+        let mut doubts: Vec<(&[findings::Condition], &findings::Condition)> = Vec::new();
+        if let Some(rule) = rule {
+            doubts.extend(rule.also.iter().map(|c| (rule.conditions.as_slice(), c)));
+        }
+        for pair in undecided.windows(2) {
+            let (kept, other) = (&pair[0].conditions, &pair[1].conditions);
+            doubts.extend(
+                other
+                    .iter()
+                    .filter(|c| !kept.iter().any(|k| k.setting == c.setting))
+                    .map(|c| (kept.as_slice(), c)),
+            );
+        }
+        for (kept, broken) in doubts {
+            if plans.iter().any(|p: &Plan| p.target == Target::Rule { cause: cause.clone() }) {
+                break;
+            }
+            let inside = trials.iter().find(|t| {
+                t.failure.as_ref().is_some_and(|(c, _)| c == cause)
+                    && kept.iter().chain([broken]).all(|c| findings::holds(c, &t.settings))
+            });
+            let Some(inside) = inside else { continue };
+            let Some(config) = other_value(study, trials, &inside.settings, kept, broken) else {
+                continue;
+            };
+            let value = config.get(&broken.setting).cloned().unwrap_or_default();
+            let note = format!(
+                "settle the rule for {cause}: trial {} with `{}` = {value}",
+                inside.id, broken.setting
+            );
+            plans.push(Plan {
+                setting: broken.setting.clone(),
+                target: Target::Rule { cause: cause.clone() },
+                runs: vec![(config, note)],
+                needed: Some(1),
+            });
+        }
+    }
+    plans
+}
+
+/// `settings` with `broken`'s setting at a value that does not meet
+/// `broken`, every condition `kept` still met (the values trials ran, the
+/// most run first, then the space's), where the study's space allows it
+/// and no trial ran it already.
+fn other_value(
+    study: &Study,
+    trials: &[TrialFacts],
+    settings: &Settings,
+    kept: &[findings::Condition],
+    broken: &findings::Condition,
+) -> Option<Settings> {
+    if !study.def.space.contains_key(&broken.setting) {
+        return None;
+    }
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for t in trials {
+        let v = t.settings.get(&broken.setting).cloned().unwrap_or_default();
+        *counts.entry(v).or_default() += 1;
+    }
+    let mut values: Vec<(String, usize)> = counts.into_iter().collect();
+    values.sort_by_key(|v| std::cmp::Reverse(v.1));
+    // Then the values next to its own on the space's grid, then the rest:
+    // a search may never have moved it.
+    let domain = study.space.param(&broken.setting).map(|p| &p.domain);
+    let own = settings.get(&broken.setting).cloned().unwrap_or_default();
+    let untried = domain.map(|d| [d.neighbours(&own), d.grid()].concat()).unwrap_or_default();
+    let values = values.into_iter().map(|(v, _)| v).chain(untried);
+    values.into_iter().find_map(|v| {
+        let mut config = settings.clone();
+        config.insert(broken.setting.clone(), v.clone());
+        let allowed = !v.is_empty()
+            && !findings::holds(broken, &config)
+            && kept.iter().all(|c| findings::holds(c, &config))
+            && !trials.iter().any(|t| t.settings == config)
+            && study.space.check(&config).is_ok()
+            && study.space.allows(&config);
+        allowed.then_some(config)
+    })
 }
 
 /// The values of `setting` to compare with the baseline's `base`: those the
@@ -210,6 +318,7 @@ pub fn next(
     let varied: Vec<String> = study.def.space.keys().cloned().collect();
     let (measures, margins) = (study.measures(), &study.def.margins);
     let found = findings::findings_planned(trials, &varied, &measures, margins, planner);
+    let rules = rule_plans(study, trials, &found);
     open(&found, study)
         .into_iter()
         .filter(|(s, m, _)| asked.iter().filter(|(a, b)| a == s && b == m).count() < 2)
@@ -224,7 +333,8 @@ pub fn next(
             let hopeless = p.needed.is_some_and(|n| n > 2 * MAX_RUNS);
             (p.runs.len() >= 2 * arms && !hopeless).then_some(p)
         })
-        .min_by_key(|p| (rank(study, p.metric), !p.settles(), p.runs.len()))
+        .chain(rules)
+        .min_by_key(|p| (rank(study, &p.target), !p.settles(), p.runs.len()))
 }
 
 /// Trials run to settle findings so far.
@@ -232,11 +342,18 @@ fn settled(trials: &[TrialFacts]) -> usize {
     trials.iter().filter(|t| t.role.as_deref() == Some(ROLE)).count()
 }
 
-/// Where a metric stands among what is worth settling: its objective's
-/// place, objectives before everything else.
-fn rank(study: &Study, metric: Metric) -> usize {
+/// Where a finding stands among what is worth settling: a failure rule in
+/// doubt first (one run decides it, and where a configuration fails is
+/// what a user must know to avoid it), then an effect on an objective by
+/// the objective's place, before an effect on any other measure.
+fn rank(study: &Study, target: &Target) -> usize {
     let objectives = study.metric_objectives();
-    objectives.iter().position(|(m, _)| *m == metric).unwrap_or(objectives.len())
+    match target {
+        Target::Rule { .. } => 0,
+        Target::Effect(metric) => {
+            1 + objectives.iter().position(|(m, _)| m == metric).unwrap_or(objectives.len())
+        }
+    }
 }
 
 /// The findings that are still open: each setting not determined on a

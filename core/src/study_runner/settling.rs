@@ -131,11 +131,17 @@ impl Studies {
         let Some(plan) = plan else { return Ok(false) };
         let n = plan.runs.len();
         queue(&self.ctx, study, id, &plan).await?;
-        let message = format!(
-            "the findings' share: {n} runs to settle `{}` on {}, left open by the search",
-            plan.setting,
-            plan.metric.label()
-        );
+        let message = match &plan.target {
+            settle::Target::Effect(metric) => format!(
+                "the findings' share: {n} runs to settle `{}` on {}, left open by the search",
+                plan.setting,
+                metric.label()
+            ),
+            settle::Target::Rule { cause } => format!(
+                "the findings' share: {n} run to settle whether the rule for {cause} needs the value of `{}` its failures shared",
+                plan.setting
+            ),
+        };
         record(&self.ctx, id, "settle", &message).await?;
         Ok(true)
     }

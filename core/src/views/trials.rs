@@ -152,6 +152,11 @@ mod tests {
         let text = serde_json::json!({
             "repeats": { "decode_tps": many },
             "items": { "quality_score": 8 },
+            "verdicts": {
+                "quality_score": "10110111",
+                "context_pass_rate": "1x0",
+                "same_top_rate": "1".repeat(engine_bridge::probes::limits::MAX_CASES + 1),
+            },
         })
         .to_string();
         let support = support_of(Some(&text));
@@ -161,6 +166,9 @@ mod tests {
             "a worker's result is bounded"
         );
         assert_eq!(support.items["quality_score"], 8);
+        // Verdicts only as the findings read them: `0`s and `1`s, a suite's cap.
+        assert_eq!(support.verdicts.keys().collect::<Vec<_>>(), ["quality_score"]);
+        assert_eq!(support.verdicts["quality_score"], "10110111");
         assert!(support_of(Some("not json")).is_empty());
         assert!(support_of(None).is_empty());
         // Exported and imported, it comes back the same.

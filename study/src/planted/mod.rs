@@ -240,7 +240,9 @@ impl World {
             let left = budget.saturating_sub(s.trials.len());
             crate::settle::next(study, &s.trials, left, &asked, planner)
         } {
-            asked.push((plan.setting.clone(), plan.metric));
+            if let crate::settle::Target::Effect(metric) = plan.target {
+                asked.push((plan.setting.clone(), metric));
+            }
             for (settings, _) in plan.runs {
                 s.run(self, study, settings, crate::settle::ROLE, &mut rng);
             }
