@@ -444,7 +444,7 @@ pub fn findings_planned(
         .map(|t| t.settings.clone())
         .unwrap_or_default();
     out.extend(files::compare(&done, &baseline, engine_bridge::catalog::MODEL_SETTING));
-    let analyses: Vec<Analysis> = tested_metrics(&done, objectives)
+    let analyses: Vec<Analysis> = scales::tested_metrics(&done, objectives)
         .into_iter()
         .filter(|(m, _)| scales::modelled(*m))
         .filter_map(|(m, g)| Analysis::fit(&done, varied, &baseline, (m, g), plan))
@@ -479,19 +479,6 @@ pub fn findings_planned(
     out.extend(analyses.iter().filter_map(against_plan::against_plan));
     if let Some(&(metric, _)) = objectives.first() {
         out.extend(summary::drift(trials, metric));
-    }
-    out
-}
-
-/// The metrics to test settings against: the objectives, then every speed,
-/// memory and quality measure most done trials have.
-fn tested_metrics(done: &[&TrialFacts], objectives: &[(Metric, Goal)]) -> Vec<(Metric, Goal)> {
-    let mut out = objectives.to_vec();
-    for m in GAINS.into_iter().chain(QUALITY) {
-        let measured = done.iter().filter(|t| t.metrics.contains_key(&m)).count();
-        if measured * 2 > done.len() && !out.iter().any(|(o, _)| *o == m) {
-            out.push((m, m.natural_goal()));
-        }
     }
     out
 }

@@ -2,7 +2,7 @@
 //! for memory, plain shares and divergences), which metrics are modelled
 //! at all, and the least noise and the least anomaly believed on each.
 
-use crate::metric::{Metric, Scale};
+use crate::metric::{Goal, Metric, Scale};
 
 /// An anomaly is at least this many times off its prediction…
 pub const ANOMALY_RATIO: f64 = 1.5;
@@ -59,4 +59,20 @@ pub(super) fn anomaly_gap(metric: Metric, base: f64) -> f64 {
         Scale::Rate => 0.1,
         Scale::Difference => 0.01,
     }
+}
+
+/// The metrics to test settings against: the objectives, then every speed,
+/// memory and quality measure most done trials have.
+pub(super) fn tested_metrics(
+    done: &[&super::TrialFacts],
+    objectives: &[(Metric, Goal)],
+) -> Vec<(Metric, Goal)> {
+    let mut out = objectives.to_vec();
+    for m in super::GAINS.into_iter().chain(super::QUALITY) {
+        let measured = done.iter().filter(|t| t.metrics.contains_key(&m)).count();
+        if measured * 2 > done.len() && !out.iter().any(|(o, _)| *o == m) {
+            out.push((m, m.natural_goal()));
+        }
+    }
+    out
 }
