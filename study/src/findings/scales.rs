@@ -1,6 +1,7 @@
 //! The scale each metric is modelled on (logarithms for speeds, bytes
-//! for memory, plain shares and divergences), which metrics are modelled
-//! at all, and the least noise and the least anomaly believed on each.
+//! for memory, plain shares and divergences), which metrics a study tests
+//! and which are modelled at all, and the least noise and the least
+//! anomaly believed on each.
 
 use crate::metric::{Goal, Metric, Scale};
 
