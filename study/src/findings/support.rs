@@ -106,7 +106,7 @@ pub(super) fn few_items(a: &Analysis, i: usize, m: f64) -> Option<Undetermined> 
         .fold(0.0, f64::max)
         .sqrt();
     (t_quantile(EQUIVALENCE, a.fit.df()) * chance >= m)
-        .then(|| Undetermined::FewItems { items, chance: 1.96 * chance })
+        .then_some(Undetermined::FewItems { items, chance: 1.96 * chance })
 }
 
 /// How far two configurations' shares of few items differ by chance
