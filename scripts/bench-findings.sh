@@ -9,9 +9,12 @@
 # --compare=plan, before: memory modelled in bytes alone; after: with each
 # world's planner (study/src/findings/planned.rs). With --compare=paired,
 # before: a share's items counted alone; after: compared one by one
-# between trials (study/src/findings/paired.rs). No engine needed; about
-# a minute a seed in a release build.
-# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--world=NAME] [--compare=plan|paired] [--verbose]
+# between trials (study/src/findings/paired.rs). With --compare=pick,
+# before: the share settles effects at the baseline only; after: at the
+# pick too (study/src/findings/at_pick.rs), and "open" counts what is
+# open at the pick. No engine needed; about a minute a seed in a release
+# build.
+# Usage: scripts/bench-findings.sh [--seeds=N] [--budget=TRIALS] [--world=NAME] [--compare=plan|paired|pick] [--verbose]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -7,8 +7,10 @@
 //! after both spend the share, and memory is modelled in bytes before and
 //! against each world's planner after. With `--compare=paired`, a share's
 //! items are counted alone before and compared one by one between trials
-//! after (each trial's verdicts kept). `--verbose` lists each missed fact
-//! and wrong claim.
+//! after (each trial's verdicts kept). With `--compare=pick`, the share
+//! settles effects at the baseline only before, and at the pick too after;
+//! "open" then counts what is open at the pick. `--verbose` lists each
+//! missed fact and wrong claim.
 
 use tunebook_study::findings::{self, Margins};
 use tunebook_study::{planted, settle};
@@ -26,10 +28,16 @@ async fn main() {
         args.iter().find_map(|a| a.strip_prefix("--budget=")?.parse().ok()).unwrap_or(80);
     let by_plan = args.iter().any(|a| a == "--compare=plan");
     let by_pairs = args.iter().any(|a| a == "--compare=paired");
+    let by_pick = args.iter().any(|a| a == "--compare=pick");
     println!(
         "{budget} trials a study, {seeds} seeds; facts found / planted, wrong claims (total over seeds)"
     );
-    if by_pairs {
+    if by_pick {
+        println!(
+            "before: the share settles effects at the baseline; after: at the pick too; \
+             open: settings open at the pick on the objectives\n"
+        );
+    } else if by_pairs {
         println!(
             "before: a share's items counted alone (binomial); after: compared one by one \
              between trials; both spend a fifth of the budget settling what the findings left open\n"
@@ -63,11 +71,13 @@ async fn main() {
                 let (mut found, mut planted_n, mut wrong, mut open) = (0, 0, 0, 0);
                 for seed in 0..seeds {
                     let mut study = world.study(strategy, seed + 1, budget);
-                    if before && !by_plan && !by_pairs {
+                    if before && !by_plan && !by_pairs && !by_pick {
                         study.def.budget.settle_trials = Some(0);
                     }
                     let planner = world.planner().filter(|_| !(before && by_plan));
-                    let mut trials = world.run_planned(&study, seed + 1, planner.as_ref()).await;
+                    let at_pick = !(before && by_pick);
+                    let mut trials =
+                        world.run_settling(&study, seed + 1, planner.as_ref(), at_pick).await;
                     if before && by_pairs {
                         trials.iter_mut().for_each(|t| t.verdicts.clear());
                     }
@@ -88,10 +98,14 @@ async fn main() {
                         println!("{}", findings::markdown(&claims));
                     }
                     let objectives: Vec<_> = study.metric_objectives();
-                    open += settle::open(&claims, &study)
-                        .iter()
-                        .filter(|(_, m, _)| objectives.iter().any(|(o, _)| o == m))
-                        .count();
+                    open += if by_pick {
+                        settle::open_at_pick(&claims, &study).len()
+                    } else {
+                        settle::open(&claims, &study)
+                            .iter()
+                            .filter(|(_, m, _)| objectives.iter().any(|(o, _)| o == m))
+                            .count()
+                    };
                     found += score.found();
                     planted_n += score.facts.len();
                     wrong += score.wrong.len();

@@ -39,7 +39,7 @@ fn a_plan_interleaves_the_baseline_with_each_value_run_alone() {
     assert!(
         plan.runs
             .iter()
-            .all(|(_, note)| asked(note) == Some(("cache_type_k".into(), Metric::DecodeTps)))
+            .all(|(_, note)| asked(note) == Some(ask("cache_type_k", Metric::DecodeTps, false)))
     );
     assert_eq!(
         plan.runs[4].1,
@@ -110,8 +110,62 @@ fn notes_that_are_not_a_plan_s_name_no_finding() {
     assert_eq!(asked("settle `threads` on nonsense: x"), None);
     assert_eq!(
         asked("settle `threads` on peak_rss_bytes: the baseline, 1 of 2"),
-        Some(("threads".into(), Metric::PeakRssBytes))
+        Some(ask("threads", Metric::PeakRssBytes, false))
     );
+    assert_eq!(
+        asked("settle `threads` on decode_tps at the pick: the pick, 1 of 2"),
+        Some(ask("threads", Metric::DecodeTps, true))
+    );
+}
+
+/// A setting open at the pick is settled by the pick interleaved with the
+/// pick changed in it alone, to each value still open there, and its
+/// notes name the pick.
+#[test]
+fn a_plan_at_the_pick_interleaves_the_pick_with_each_open_value() {
+    let study = testing::study("random", "");
+    let base = study.baseline.clone();
+    let pick = with(&with(&base, "threads", "12"), "cache_type_k", "q8_0");
+    let trials = vec![
+        done(1, base.clone()),
+        done(2, pick.clone()),
+        done(3, with(&base, "cache_type_k", "q4_0")),
+        done(4, with(&base, "cache_type_k", "q8_0")),
+    ];
+    let alternative = |value: &str, versus| findings::Alternative {
+        value: value.into(),
+        interval: None,
+        versus,
+        measured: false,
+    };
+    let row = findings::PickRow {
+        setting: "cache_type_k".into(),
+        value: "q8_0".into(),
+        others: vec![
+            alternative("f16", findings::Versus::Within),
+            alternative("q4_0", findings::Versus::Open),
+        ],
+        open: Some(Undetermined::Unreached),
+    };
+    let p = plan_at_pick(&study, &trials, &pick, &row, Metric::DecodeTps).unwrap();
+    assert_eq!(p.target, Target::AtPick(Metric::DecodeTps));
+    let configs: Vec<&Settings> = p.runs.iter().map(|r| &r.0).collect();
+    assert_eq!(configs.len(), 4, "two rounds of the pick and q4_0: {p:#?}");
+    for round in configs.chunks(2) {
+        assert_eq!(round[0], &pick);
+        assert_eq!(round[1], &with(&pick, "cache_type_k", "q4_0"), "only the open value");
+    }
+    assert!(p.runs[0].1.contains(FIRST_OF[1]), "{}", p.runs[0].1);
+    assert!(
+        p.runs.iter().all(|(_, n)| asked(n) == Some(ask("cache_type_k", Metric::DecodeTps, true)))
+    );
+    // Nothing open: nothing to plan.
+    let settled = findings::PickRow { open: None, ..row };
+    assert!(plan_at_pick(&study, &trials, &pick, &settled, Metric::DecodeTps).is_err());
+}
+
+fn ask(setting: &str, metric: Metric, at_pick: bool) -> Asked {
+    Asked { setting: setting.into(), metric, at_pick }
 }
 
 /// On a planted world whose search changes settings only together, the
@@ -148,10 +202,21 @@ async fn the_share_settles_findings_a_search_left_open() {
         let moved = |from: &Settings, to: &Settings| {
             to.iter().filter(|(k, v)| from.get(*k) != Some(v)).count()
         };
+        // Or the pick (a trial the search ran) changed in one setting.
+        let picks: Vec<&Settings> = trials
+            .iter()
+            .filter(|t| t.done && t.role.as_deref() != Some(ROLE))
+            .map(|t| &t.settings)
+            .collect();
         for t in settling {
             let near_failure =
                 trials.iter().any(|f| f.failure.is_some() && moved(&f.settings, &t.settings) == 1);
-            assert!(moved(&study.baseline, &t.settings) <= 1 || near_failure, "{:?}", t.settings);
+            let near_pick = picks.iter().any(|p| moved(p, &t.settings) <= 1);
+            assert!(
+                moved(&study.baseline, &t.settings) <= 1 || near_failure || near_pick,
+                "{:?}",
+                t.settings
+            );
         }
         after += open_on_objectives(&study, &trials);
     }

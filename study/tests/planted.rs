@@ -385,3 +385,15 @@ async fn a_large_suite_shows_a_cache_type_lossless_question_by_question() {
         assert!(missed(&score).iter().any(|f| matches!(f, Fact::NoEffect { .. })));
     }
 }
+
+/// At the pick, "the same" is claimed only where trials ran the value
+/// beside the pick's own and did not deviate there: on `region`, bayes
+/// seed 2, the model carried "`ctx_size` = 65536 changes decode within
+/// ±3 %" over to a pick inside the region where long contexts slow it.
+#[tokio::test]
+async fn the_same_at_the_pick_is_not_carried_over_from_elsewhere() {
+    let (found, score) = run(&world("region"), "bayes", 2).await;
+    assert!(found.iter().any(|f| matches!(f, Finding::AtPick { .. })));
+    let wrong: Vec<&String> = score.wrong.iter().filter(|c| c.contains("at the pick")).collect();
+    assert!(wrong.is_empty(), "{wrong:#?}\n{}", findings::markdown(&found));
+}

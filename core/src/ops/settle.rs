@@ -39,7 +39,8 @@ pub fn open_questions(
         trials
             .iter()
             .filter(|t| t.state == TrialState::Queued)
-            .filter(|t| t.note.as_deref().and_then(settle::asked) == Some((setting.into(), metric)))
+            .filter_map(|t| settle::asked(t.note.as_deref()?))
+            .filter(|a| a.setting == setting && a.metric == metric && !a.at_pick)
             .count()
     };
     settle::open(found, &study)

@@ -23,11 +23,13 @@ pub const MAX_QUEUED: usize = 48;
 
 /// The findings settling trials were run or queued for, once each plan
 /// (its first run, the baseline's, names it).
-pub(super) fn asked(trials: &[TrialView]) -> Vec<(String, Metric)> {
+pub(super) fn asked(trials: &[TrialView]) -> Vec<settle::Asked> {
     trials
         .iter()
         .filter(|t| t.role.as_deref() == Some(settle::ROLE))
-        .filter(|t| t.note.as_deref().is_some_and(|n| n.contains(": the baseline, 1 of ")))
+        .filter(|t| {
+            t.note.as_deref().is_some_and(|n| settle::FIRST_OF.iter().any(|f| n.contains(f)))
+        })
         .filter_map(|t| settle::asked(t.note.as_deref()?))
         .collect()
 }
@@ -134,6 +136,11 @@ impl Studies {
         let message = match &plan.target {
             settle::Target::Effect(metric) => format!(
                 "the findings' share: {n} runs to settle `{}` on {}, left open by the search",
+                plan.setting,
+                metric.label()
+            ),
+            settle::Target::AtPick(metric) => format!(
+                "the findings' share: {n} runs to settle `{}` on {} at the pick",
                 plan.setting,
                 metric.label()
             ),

@@ -17,7 +17,7 @@ impl Finding {
             Finding::Failures { trials, .. }
             | Finding::FreeWin { trials, .. }
             | Finding::Confirmed { trials, .. } => trials.clone(),
-            Finding::Ceiling { trial, .. } => vec![*trial],
+            Finding::Ceiling { trial, .. } | Finding::AtPick { trial, .. } => vec![*trial],
             Finding::Planned { trials, .. } => trials.clone(),
             Finding::Boundary { held, again, failed, .. } => {
                 held.iter().map(|h| h.0).chain(*again).chain(failed.iter().map(|f| f.0)).collect()
@@ -67,6 +67,7 @@ impl Finding {
             Finding::Ceiling { .. } => "ceiling".into(),
             Finding::Planned { metric, .. } => format!("planned:{}", metric.name()),
             Finding::Drift { .. } => "drift".into(),
+            Finding::AtPick { metric, .. } => format!("at_pick:{}", metric.name()),
             Finding::Noise { metric, .. } => format!("noise:{}", metric.name()),
             Finding::Files { setting, .. } => format!("files:{setting}"),
         }

@@ -21,6 +21,7 @@
 mod against_plan;
 mod analysis;
 mod anomalies;
+mod at_pick;
 mod boundary;
 mod cites;
 pub mod confirmed;
@@ -31,6 +32,7 @@ mod noise;
 mod numbers;
 mod ols;
 mod paired;
+mod parts;
 mod planned;
 mod rules;
 mod scales;
@@ -47,10 +49,12 @@ use std::collections::BTreeMap;
 use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
 
+pub use at_pick::{Alternative, PickRow, Versus};
 pub use boundary::{boundary, mark_missed};
 pub use files::FileRow;
 pub use numbers::{num, value_text};
 pub use paired::{MAX_ITEMS, parse_verdicts};
+pub use parts::{Cell, Change, Gain, Interval, Level, Undetermined};
 pub use planned::PlanFn;
 pub use rules::{Condition, Op, Rule, holds};
 pub use sections::{Pick, SECTIONS, markdown, section_markdown};
@@ -124,77 +128,6 @@ pub struct TrialFacts {
     /// Each item's verdict behind a share, in the suite's order (see
     /// [`paired`]).
     pub verdicts: BTreeMap<Metric, Vec<bool>>,
-}
-
-/// An estimate against the baseline and its interval, in the metric's
-/// own terms: a ratio (speeds, memory, perplexity) or a difference (rates).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub est: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-/// One value of a setting on one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Level {
-    /// `""`: left to the engine.
-    pub value: String,
-    /// The median of the trials run with it (as they were, not adjusted).
-    pub median: f64,
-    pub trials: Vec<i64>,
-    /// Against the baseline's value, the other settings held at the
-    /// baseline; `None` for the baseline's value itself.
-    pub vs_base: Option<Interval>,
-}
-
-/// How much a free win gains on one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Gain {
-    pub metric: Metric,
-    /// The model's value with the winning value, and with the baseline's.
-    pub with: f64,
-    pub without: f64,
-    /// How much better, in percent (points for rates).
-    pub pct: f64,
-    /// The ratio (or difference) and its 95 % interval.
-    pub interval: Interval,
-}
-
-/// A setting changed from the baseline's value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Change {
-    pub setting: String,
-    pub value: String,
-    /// The baseline's value.
-    pub over: String,
-}
-
-/// Why a setting's effect on a metric is not determined.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "why", rename_all = "snake_case")]
-pub enum Undetermined {
-    /// The trials changed it only together with these settings.
-    Aliased { with: Vec<String> },
-    /// Neither an effect nor its absence is shown yet; about this many
-    /// more trials like these would decide it.
-    MoreTrials { about: Option<usize> },
-    /// Too few trials to judge at all.
-    TooFew,
-    /// A share over too few items (questions, recall points) to tell: by
-    /// chance alone two configurations differ by up to `chance` (a share,
-    /// 95 %), whatever the number of trials; more items would decide it.
-    FewItems { items: u32, chance: f64 },
-}
-
-/// One combination of two settings that act together.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
-    pub values: (String, String),
-    /// Against the baseline, the other settings held there.
-    pub vs_base: Interval,
-    /// What the two settings' separate effects would have made of it.
-    pub additive: f64,
 }
 
 /// Something the data shows.
@@ -326,6 +259,19 @@ pub enum Finding {
     /// How close the fastest decode came to what memory bandwidth allows;
     /// `movers`: the settings that changed decode beyond noise.
     Ceiling { trial: i64, decode: f64, ceiling: f64, pct: f64, movers: Vec<String> },
+    /// What each setting does at the pick (the balanced one, else the
+    /// best): its other values against the pick's (see [`at_pick`]).
+    AtPick {
+        trial: i64,
+        balanced: bool,
+        settings: Settings,
+        metric: Metric,
+        goal: Goal,
+        /// The equivalence margin: percent for ratios, else on the
+        /// metric's own scale (as a "no effect" states it).
+        margin: f64,
+        rows: Vec<PickRow>,
+    },
     /// How noisy the study's measurements of a metric were, in its terms
     /// (percent, points or nats, one standard deviation unless said): a
     /// trial's own requests (spread, trials that had them); the baseline's
@@ -471,6 +417,8 @@ pub fn findings_planned(
     }
     out.extend(interactions);
     out.extend(free_wins::free_wins(&analyses, &adjusted, margins));
+    let at_pick = at_pick::at_pick(&analyses, &out, objectives, margins);
+    out.extend(at_pick);
     for a in analyses.iter().filter(|a| objectives.iter().any(|(m, _)| *m == a.metric)) {
         out.extend(anomalies::anomalies(a));
     }

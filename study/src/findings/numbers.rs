@@ -89,3 +89,13 @@ pub(super) fn change_size(metric: Metric, x: f64) -> String {
         Scale::Difference => signed(x),
     }
 }
+
+/// An equivalence margin as a reader gets it: `±3 %`, `±2.0 points`,
+/// `±0.0100` (`margin`: percent for ratios, else on the metric's scale).
+pub(super) fn within_text(metric: Metric, margin: f64) -> String {
+    match metric.scale() {
+        Scale::Ratio => format!("±{margin:.0} %"),
+        Scale::Rate => format!("±{:.1} points", margin * 100.0),
+        Scale::Difference => format!("±{}", small(margin)),
+    }
+}

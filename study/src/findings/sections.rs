@@ -10,7 +10,7 @@ pub type Pick = fn(&Finding) -> bool;
 
 /// The sections of a write-up, in order: a key that names it (reports
 /// find their cells by it), a title and which findings it holds.
-pub const SECTIONS: [(&str, &str, Pick); 12] = [
+pub const SECTIONS: [(&str, &str, Pick); 13] = [
     ("noise", "How noisy the measurements were", |f| matches!(f, Finding::Noise { .. })),
     ("best", "Best configurations", |f| {
         matches!(
@@ -21,6 +21,7 @@ pub const SECTIONS: [(&str, &str, Pick); 12] = [
                 | Finding::Confirmed { .. }
         )
     }),
+    ("at_pick", "At the pick", |f| matches!(f, Finding::AtPick { .. })),
     ("free_wins", "Free wins", |f| matches!(f, Finding::FreeWin { .. })),
     ("effects", "What each setting changes", |f| {
         matches!(f, Finding::Effect { .. } | Finding::Files { .. })
@@ -52,7 +53,10 @@ impl Undetermined {
             Undetermined::MoreTrials { about: None } => {
                 "the noise hides it: many more trials than this study ran would be needed".into()
             }
-            Undetermined::TooFew => "too few trials".into(),
+            Undetermined::TooFew => "too few trials to judge".into(),
+            Undetermined::Unreached => {
+                "not measured beside the other settings' values there: runs changed in it alone would".into()
+            }
             Undetermined::FewItems { items, chance } => {
                 format!("{items} items cannot tell a change under {:.0} points", chance * 100.0)
             }

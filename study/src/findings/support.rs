@@ -4,6 +4,8 @@
 //! (what it did there may be theirs together), and for a share of few
 //! items, the chance its items alone allow.
 
+use engine_bridge::Settings;
+
 use super::analysis::Analysis;
 use super::design::value_of;
 use super::ols::{t_p, t_quantile};
@@ -91,6 +93,24 @@ pub(super) fn items_p(a: &Analysis, points: &Points) -> f64 {
     (ps.iter().copied().fold(1.0, f64::min) * ps.len().max(1) as f64).min(1.0)
 }
 
+/// Whether value `v` of factor `i` ran beside each value `at` gives the
+/// other settings of a few values, but those it acts with in the model
+/// (whose cells the model measures itself): what it did at `at` is then
+/// measured, not only carried over from elsewhere.
+pub(super) fn ran_beside(a: &Analysis, i: usize, v: &str, at: &Settings) -> bool {
+    let own = &a.design.factors[i].setting;
+    let partners = a.interacts(i);
+    a.design.factors.iter().enumerate().all(|(j, other)| {
+        j == i
+            || other.is_curve()
+            || partners.contains(&j)
+            || a.trials.iter().any(|t| {
+                value_of(&t.settings, own) == v
+                    && value_of(&t.settings, &other.setting) == value_of(at, &other.setting)
+            })
+    })
+}
+
 /// Why a share cannot be decided, where its items' chance alone spans
 /// the margin `m` on some contrast of factor `i` with its baseline: no
 /// number of trials would show equivalence.
@@ -117,8 +137,8 @@ pub(super) fn items_chance(a: &Analysis) -> f64 {
     1.96 * a.noise.between(2).sqrt()
 }
 
-/// Where a "no effect" of factor `i` (one of a few values) was not shown
-/// at a value `w` of another setting (also of a few, and not in a pair
+/// Where a "no effect" of factor `i` (one of a few values, against its
+/// value `from`) was not shown at a value `w` of another setting (also of a few, and not in a pair
 /// with `i` in the model, which judges those itself): at each value `v`
 /// of `i`, the trials run with `v` and `w` together, their mean deviation
 /// from the model (less the deviation of those run with `i`'s base and
@@ -129,6 +149,7 @@ pub(super) fn items_chance(a: &Analysis) -> f64 {
 pub(super) fn unconfirmed(
     a: &Analysis,
     i: usize,
+    from: &str,
     points: &Points,
     m: f64,
 ) -> Vec<(String, String)> {
@@ -158,7 +179,7 @@ pub(super) fn unconfirmed(
             continue;
         }
         for w in other.points() {
-            let (base_dev, base_n) = mean_at(&own.base(), j, &w).unwrap_or((0.0, 0));
+            let (base_dev, base_n) = mean_at(from, j, &w).unwrap_or((0.0, 0));
             let shown = points.iter().all(|(v, e)| {
                 let (Some((est, se)), Some((dev, n))) = (*e, mean_at(v, j, &w)) else {
                     return true;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use engine_bridge::Settings;
 
 use super::numbers::{
-    change_size, interval_text, measure_text, num, ratio_text, small, value_text,
+    change_size, interval_text, measure_text, num, ratio_text, small, value_text, within_text,
 };
 use super::rules::{Condition, Op};
 use super::{Finding, Interval, Undetermined, WALL_PCT};
@@ -192,11 +192,7 @@ impl Finding {
                 let _ = write!(s, " Trials: {}.", trial_list(&self.trials()));
             }
             Finding::NoEffect { setting, metric, margin, levels, given, unshown, .. } => {
-                let within = match metric.scale() {
-                    Scale::Ratio => format!("±{margin:.0} %"),
-                    Scale::Rate => format!("±{:.1} points", margin * 100.0),
-                    Scale::Difference => format!("±{}", small(*margin)),
-                };
+                let within = within_text(*metric, *margin);
                 // The value that comes closest to the margin speaks for all.
                 let furthest = levels
                     .iter()
@@ -253,11 +249,12 @@ impl Finding {
                         metric.label()
                     );
                 }
-                Undetermined::TooFew => {
+                Undetermined::TooFew | Undetermined::Unreached => {
                     let _ = write!(
                         s,
-                        "**`{setting}` on {}: not determined** — too few trials to judge.",
-                        metric.label()
+                        "**`{setting}` on {}: not determined** — {}.",
+                        metric.label(),
+                        reason.text()
                     );
                 }
                 Undetermined::FewItems { items, chance } => {
@@ -468,6 +465,11 @@ impl Finding {
                 );
             }
             Finding::Noise { .. } => s.push_str(&super::spread::markdown(self)),
+            Finding::AtPick { trial, balanced, metric, goal, margin, rows, .. } => {
+                let text =
+                    super::at_pick::markdown(*trial, *balanced, *metric, *goal, *margin, rows);
+                s.push_str(&text);
+            }
             Finding::Drift { metric, baseline, worst_pct, flagged } => {
                 let runs: Vec<String> = baseline
                     .iter()

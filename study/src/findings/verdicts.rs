@@ -139,7 +139,11 @@ pub(super) fn equivalent(
 /// show it beyond noise, whichever comes sooner. `None` past
 /// [`MORE_TRIALS_TOLD`] times the trials run, or 100: a count in the
 /// thousands is no plan, only a sign the noise hides the contrast.
-fn more_trials(a: &Analysis, points: &[(String, Option<(f64, f64)>)], m: f64) -> Option<usize> {
+pub(super) fn more_trials(
+    a: &Analysis,
+    points: &[(String, Option<(f64, f64)>)],
+    m: f64,
+) -> Option<usize> {
     let n = a.trials.len() as f64;
     let t90 = t_quantile(EQUIVALENCE, a.fit.df());
     let t95 = t_quantile(1.0 - ALPHA, a.fit.df());
@@ -336,7 +340,7 @@ pub fn setting_findings(
         _ if !with_others.is_empty() => undetermined(Undetermined::Aliased { with: with_others }),
         Some(true) => {
             let mut not_shown = unshown(a, i);
-            for w in unconfirmed(a, i, &points, m) {
+            for w in unconfirmed(a, i, &base, &points, m) {
                 if !not_shown.contains(&w) {
                     not_shown.push(w);
                 }
@@ -422,6 +426,9 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) 
     // Whether some combination where both differ from the baseline is off
     // what the two alone give by more than the margin, beyond noise.
     let mut matters = false;
+    // Each departure from the two alone, with the items' chance in its
+    // error (for a share of few items).
+    let mut departures = Vec::new();
     for vx in fx.points() {
         for vy in fy.points() {
             if vx == fx.base() && vy == fy.base() {
@@ -455,6 +462,7 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) 
                 let curves = fx.is_curve() || fy.is_curve();
                 if let Some((d, d_se)) = a.contrast_among(&beyond, 4) {
                     matters |= d.abs() - t * d_se > m && (ran >= 2 || curves);
+                    departures.push((d, d_se));
                 }
             }
             cells.push(super::Cell {
@@ -464,7 +472,16 @@ pub fn interaction(a: &Analysis, x: usize, y: usize, p: f64, margins: &Margins) 
             });
         }
     }
-    if !matters {
+    // A share of few items: the test over trials counts a greedy answer
+    // asked again as evidence; the departures, with the items' chance,
+    // Bonferroni over them, do not (on pure noise over 8 questions, one
+    // cell of a dozen cleared the margin by chance).
+    let items_p = || {
+        let ps = departures.iter().map(|(d, se)| t_p(d / se.max(f64::MIN_POSITIVE), a.fit.df()));
+        (ps.fold(1.0, f64::min) * departures.len().max(1) as f64).min(1.0)
+    };
+    let p = if a.noise.items.is_some() { p.max(items_p()) } else { p };
+    if !matters || p > ALPHA {
         return None;
     }
     Some(Finding::Interaction {

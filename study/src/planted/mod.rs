@@ -223,6 +223,18 @@ impl World {
         seed: u64,
         planner: Option<&crate::findings::PlanFn>,
     ) -> Vec<TrialFacts> {
+        self.run_settling(study, seed, planner, true).await
+    }
+
+    /// As [`World::run_planned`]; `at_pick`: whether the findings' share
+    /// settles effects at the pick too.
+    pub async fn run_settling(
+        &self,
+        study: &Study,
+        seed: u64,
+        planner: Option<&crate::findings::PlanFn>,
+        at_pick: bool,
+    ) -> Vec<TrialFacts> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
         let strategy = crate::strategy::for_study(study, None);
         let budget = study.def.budget.max_trials as usize;
@@ -238,10 +250,15 @@ impl World {
         let mut asked = Vec::new();
         while let Some(plan) = {
             let left = budget.saturating_sub(s.trials.len());
-            crate::settle::next(study, &s.trials, left, &asked, planner)
+            crate::settle::next_with(study, &s.trials, left, &asked, planner, at_pick)
         } {
-            if let crate::settle::Target::Effect(metric) = plan.target {
-                asked.push((plan.setting.clone(), metric));
+            let (metric, at_pick) = match plan.target {
+                crate::settle::Target::Effect(m) => (Some(m), false),
+                crate::settle::Target::AtPick(m) => (Some(m), true),
+                crate::settle::Target::Rule { .. } => (None, false),
+            };
+            if let Some(metric) = metric {
+                asked.push(crate::settle::Asked { setting: plan.setting.clone(), metric, at_pick });
             }
             for (settings, _) in plan.runs {
                 s.run(self, study, settings, crate::settle::ROLE, &mut rng);

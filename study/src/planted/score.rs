@@ -196,6 +196,9 @@ pub fn score(
                     }
                 }
             }
+            Finding::AtPick { settings, metric, goal, rows, .. } => {
+                wrong.extend(at_pick_wrong(world, settings, *metric, *goal, rows, margins));
+            }
             Finding::Failures { cause, rule: Some(rule), .. } => {
                 let inside = region(study, rule.conditions.iter().chain(&rule.also));
                 let failing = inside.iter().filter(|s| fails_so(world, s, cause)).count();
@@ -227,6 +230,40 @@ pub fn score(
         .map(|fact| (fact.clone(), recovered(fact, world, study, found, &wrong)))
         .collect();
     Score { facts, wrong }
+}
+
+/// Each claim at the pick the truth contradicts: a value worse or better
+/// than the pick's that is not (or the other way), one within the margin
+/// that is beyond it.
+fn at_pick_wrong(
+    world: &World,
+    pick: &Settings,
+    metric: Metric,
+    goal: crate::metric::Goal,
+    rows: &[crate::findings::PickRow],
+    margins: &Margins,
+) -> Vec<String> {
+    use crate::findings::Versus;
+    let Some(there) = truth_at(world, pick, &[], metric) else { return vec![] };
+    let mut wrong = Vec::new();
+    for r in rows {
+        for o in &r.others {
+            let Some(t) = truth_at(world, pick, &[(&r.setting, &o.value)], metric) else {
+                continue;
+            };
+            let d = goal.oriented(gap(metric, t, there));
+            let what = format!("`{}` = {} at the pick on {}", r.setting, o.value, metric.name());
+            match o.versus {
+                Versus::Worse if d > -0.005 => wrong.push(format!("invented cost: {what}")),
+                Versus::Better if d < 0.005 => wrong.push(format!("invented gain: {what}")),
+                Versus::Within if d.abs() > margin(metric, margins) + 0.01 => {
+                    wrong.push(format!("\"the same\" on a real change: {what}"))
+                }
+                _ => {}
+            }
+        }
+    }
+    wrong
 }
 
 /// The configurations of `study`'s grid (over its baseline) that meet
