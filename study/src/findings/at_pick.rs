@@ -67,8 +67,7 @@ impl PickRow {
 }
 
 /// The pick the findings name: the balanced one, else the best on the
-/// first objective; `None` when a confirmation found it was luck, or it
-/// is the baseline (whose effects the other findings state).
+/// first objective; `None` when a confirmation found it was luck.
 pub(super) fn pick(found: &[Finding], first: Option<Metric>) -> Option<(i64, bool, Settings)> {
     let named = found.iter().find_map(|f| match f {
         Finding::Balanced { trial, settings, .. } => Some((*trial, true, settings.clone())),
@@ -89,7 +88,8 @@ pub(super) fn pick(found: &[Finding], first: Option<Metric>) -> Option<(i64, boo
 }
 
 /// The findings at the pick, one per objective modelled: each setting's
-/// other values against the pick's.
+/// other values against the pick's. None where the pick is the baseline:
+/// the other findings state its effects.
 pub(super) fn at_pick(
     analyses: &[Analysis],
     found: &[Finding],
