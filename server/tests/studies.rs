@@ -371,7 +371,9 @@ async fn goodput_under_a_latency_objective_is_a_study_metric() {
                 "rates": [2, 4],
                 "duration": 1,
                 "search_steps": 0,
-                "slo": { "ttft_p99_ms": 5000 }
+                // A bound no request misses on a busy machine: this is a
+                // test of goodput stored and used, not of the machine's speed.
+                "slo": { "ttft_p99_ms": 60000 }
             }
         }
     });

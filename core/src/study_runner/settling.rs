@@ -5,7 +5,6 @@
 //! Queued trials are on disk before the request is answered, so a restart
 //! runs them still.
 
-use tunebook_study::findings::Finding;
 use tunebook_study::settle::{self, Plan};
 use tunebook_study::{Metric, Study};
 use tunebook_views::types::{TrialState, TrialView};
@@ -154,13 +153,15 @@ impl Studies {
     }
 
     /// "Settle this": queues the runs that would settle `setting` on
-    /// `metric` in study `id`, which the findings hold not determined, and
-    /// sets the study running again if it had ended; the trials' ids.
+    /// `metric` in study `id`, which the findings hold not determined (at
+    /// the baseline, or with `at_pick` at the pick), and sets the study
+    /// running again if it had ended; the trials' ids.
     pub async fn settle(
         self: &std::sync::Arc<Self>,
         id: i64,
         setting: &str,
         metric: &str,
+        at_pick: bool,
     ) -> Result<Vec<i64>, crate::Error> {
         let bad = |why: String| crate::Error::BadRequest(why);
         let limit = tunebook_study::limits::MAX_NAME;
@@ -194,21 +195,8 @@ impl Studies {
         .map_err(|e| {
             crate::Error::Unavailable(format!("the findings could not be worked out: {e}"))
         })?;
-        let reason = found.iter().find_map(|f| match f {
-            Finding::NotDetermined { setting: s, metric: m, reason }
-                if s == setting && *m == metric =>
-            {
-                Some(reason.clone())
-            }
-            _ => None,
-        });
-        let Some(reason) = reason else {
-            return Err(bad(format!(
-                "the findings do not hold `{setting}` not determined on {}: nothing to settle",
-                metric.label()
-            )));
-        };
-        let plan = settle::plan(&study, &facts, setting, metric, &reason).map_err(bad)?;
+        let asked = settle::Asked { setting: setting.to_string(), metric, at_pick };
+        let plan = settle::plan_for(&study, &facts, &found, &asked).map_err(bad)?;
         if waiting + plan.runs.len() > MAX_QUEUED {
             return Err(bad(format!(
                 "{waiting} settling trials are already queued; at most {MAX_QUEUED} may wait at once"
@@ -216,9 +204,10 @@ impl Studies {
         }
         let ids = queue(ctx, &study, id, &plan).await?;
         let message = format!(
-            "settle this: {} runs queued to settle `{setting}` on {}",
+            "settle this: {} runs queued to settle `{setting}` on {}{}",
             ids.len(),
-            metric.label()
+            metric.label(),
+            if at_pick { " at the pick" } else { "" }
         );
         record(ctx, id, "settle", &message).await?;
         if row.state.is_final() {

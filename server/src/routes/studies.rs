@@ -76,6 +76,9 @@ pub async fn trials(
 struct SettleRequest {
     setting: String,
     metric: String,
+    /// Settle it at the pick rather than at the baseline.
+    #[serde(default)]
+    at_pick: bool,
 }
 
 /// "Settle this": queues the runs that would settle a finding left open
@@ -89,7 +92,8 @@ pub async fn settle(
 ) -> Result<(StatusCode, Json<Settling>)> {
     let asked: SettleRequest = serde_json::from_value(body)
         .map_err(|e| Error::BadRequest(format!("the request cannot be read: {e}")))?;
-    let queued = ops::settle::settle(&state.service, id, &asked.setting, &asked.metric).await?;
+    let (setting, metric) = (&asked.setting, &asked.metric);
+    let queued = ops::settle::settle(&state.service, id, setting, metric, asked.at_pick).await?;
     Ok((StatusCode::ACCEPTED, Json(queued)))
 }
 

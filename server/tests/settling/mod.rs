@@ -32,6 +32,11 @@ async fn a_finding_left_open_is_settled_by_the_runs_it_names() {
     for (body, why) in [
         (json!({ "setting": "ubatch_size", "metric": "speed" }), "unknown metric `speed`"),
         (json!({ "setting": "ctx_size", "metric": "peak_rss_bytes" }), "nothing to settle"),
+        (
+            // Memory is no objective here: nothing of it is judged at the pick.
+            json!({ "setting": "ubatch_size", "metric": "peak_rss_bytes", "at_pick": true }),
+            "on peak RSS (bytes) at the pick: nothing to settle",
+        ),
         (json!({ "setting": "x".repeat(300), "metric": "decode_tps" }), "over 200 characters"),
         (
             json!({ "setting": "threads", "metric": "decode_tps", "path": "/bin/sh" }),

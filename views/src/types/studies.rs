@@ -150,6 +150,10 @@ pub struct OpenQuestion {
     pub cannot: Option<String>,
     /// Runs already queued for it.
     pub queued: usize,
+    /// Open at the pick (the pick changed in this setting alone), not at
+    /// the baseline.
+    #[serde(default)]
+    pub at_pick: bool,
 }
 
 /// What "settle this" queued.
@@ -159,6 +163,9 @@ pub struct Settling {
     pub setting: String,
     /// The metric's name.
     pub metric: String,
+    /// Settled at the pick.
+    #[serde(default)]
+    pub at_pick: bool,
     pub trials: Vec<i64>,
 }
 

@@ -54,14 +54,15 @@ pub async fn study_findings(id: i64) -> Result<FindingsView, ServerFnError> {
 }
 
 /// "Settle this": queues the runs that would settle `setting` on `metric`,
-/// a finding left open.
+/// a finding left open (at the pick, with `at_pick`).
 #[server]
 pub async fn settle_finding(
     id: i64,
     setting: String,
     metric: String,
+    at_pick: bool,
 ) -> Result<Settling, ServerFnError> {
-    answer(ops::settle::settle(&*service()?, id, &setting, &metric).await)
+    answer(ops::settle::settle(&*service()?, id, &setting, &metric, at_pick).await)
 }
 
 /// `pause`, `resume` or `stop`.

@@ -30,15 +30,20 @@ pub fn OpenFindings(
                         .into_any()
                 }
                 (_, Some(n), _) => {
-                    let (setting, metric) = (q.setting.clone(), q.metric.clone());
+                    let (setting, metric, at_pick) = (q.setting.clone(), q.metric.clone(), q.at_pick);
                     let click = move |_| {
                         settle.dispatch(SettleFinding {
                             id,
                             setting: setting.clone(),
                             metric: metric.clone(),
+                            at_pick,
                         });
                     };
-                    let title = "Runs the baseline interleaved with the baseline changed in this setting alone, then works the findings out again";
+                    let title = if at_pick {
+                        "Runs the pick interleaved with the pick changed in this setting alone, then works the findings out again"
+                    } else {
+                        "Runs the baseline interleaved with the baseline changed in this setting alone, then works the findings out again"
+                    };
                     // Honest about a plan that only goes toward it.
                     let label = match q.needed {
                         Some(about) => format!("Run {n} toward it (about {about} needed)"),
@@ -61,9 +66,9 @@ pub fn OpenFindings(
                 _ => ().into_any(),
             };
             view! {
-                <li class="open-finding" data-setting=q.setting.clone() data-metric=q.metric.clone()>
+                <li class="open-finding" data-setting=q.setting.clone() data-metric=q.metric.clone() data-at-pick=q.at_pick.to_string()>
                     <code>{q.setting.clone()}</code>
-                    {format!(" on {}: {}. ", q.label, q.why)}
+                    {format!(" on {}{}: {}. ", q.label, if q.at_pick { " at the pick" } else { "" }, q.why)}
                     {action}
                 </li>
             }
@@ -85,10 +90,11 @@ pub fn SettleSaid(settle: ServerAction<SettleFinding>) -> impl IntoView {
         settle.value().get().map(|r| match r {
             Ok(s) => {
                 let said = format!(
-                    "Queued trials {} to settle `{}` on {}.",
+                    "Queued trials {} to settle `{}` on {}{}.",
                     ids(&s.trials),
                     s.setting,
-                    s.metric
+                    s.metric,
+                    if s.at_pick { " at the pick" } else { "" }
                 );
                 view! { <p class="queued-now" id="settle-queued">{said}</p> }.into_any()
             }

@@ -164,6 +164,63 @@ fn a_plan_at_the_pick_interleaves_the_pick_with_each_open_value() {
     assert!(plan_at_pick(&study, &trials, &pick, &settled, Metric::DecodeTps).is_err());
 }
 
+/// What a user asks to settle is planned where it is open: at the pick
+/// from the findings at the pick, at the baseline from what is not
+/// determined there; anything else is refused with why.
+#[test]
+fn a_finding_asked_for_is_planned_where_it_is_open() {
+    let study = testing::study("random", "");
+    let base = study.baseline.clone();
+    let pick = with(&base, "cache_type_k", "q8_0");
+    let trials = vec![
+        done(1, base.clone()),
+        done(2, pick.clone()),
+        done(3, with(&base, "cache_type_k", "q4_0")),
+        done(4, with(&base, "threads", "8")),
+    ];
+    let row = findings::PickRow {
+        setting: "cache_type_k".into(),
+        value: "q8_0".into(),
+        others: vec![findings::Alternative {
+            value: "q4_0".into(),
+            interval: None,
+            versus: findings::Versus::Open,
+            measured: false,
+        }],
+        open: Some(Undetermined::Unreached),
+    };
+    let found = vec![
+        Finding::AtPick {
+            trial: 2,
+            balanced: true,
+            settings: pick.clone(),
+            metric: Metric::DecodeTps,
+            goal: crate::metric::Goal::Max,
+            margin: 3.0,
+            rows: vec![row],
+        },
+        Finding::NotDetermined {
+            setting: "threads".into(),
+            metric: Metric::PeakRssBytes,
+            reason: Undetermined::MoreTrials { about: Some(4) },
+        },
+    ];
+    let p = plan_for(&study, &trials, &found, &ask("cache_type_k", Metric::DecodeTps, true));
+    let p = p.unwrap();
+    assert_eq!(p.runs[0].0, pick);
+    assert_eq!(p.runs[1].0, with(&pick, "cache_type_k", "q4_0"));
+    let at_base = plan_for(&study, &trials, &found, &ask("threads", Metric::PeakRssBytes, false));
+    assert_eq!(at_base.unwrap().runs[0].0, base);
+    for (asked, why) in [
+        (ask("cache_type_k", Metric::DecodeTps, false), "nothing to settle"),
+        (ask("threads", Metric::PeakRssBytes, true), "at the pick: nothing to settle"),
+        (ask("cache_type_k", Metric::PeakRssBytes, true), "at the pick: nothing to settle"),
+    ] {
+        let err = plan_for(&study, &trials, &found, &asked).unwrap_err();
+        assert!(err.contains(why), "{asked:?}: {err}");
+    }
+}
+
 fn ask(setting: &str, metric: Metric, at_pick: bool) -> Asked {
     Asked { setting: setting.into(), metric, at_pick }
 }

@@ -24,6 +24,10 @@ use engine_bridge::Settings;
 use crate::findings::{self, Finding, TrialFacts, Undetermined};
 use crate::study::{Metric, Study};
 
+mod rules;
+
+pub use rules::rule_plans;
+
 /// The role of a trial run to settle a finding.
 pub const ROLE: &str = "settle";
 
@@ -170,6 +174,37 @@ pub fn plan_at_pick(
     Ok(arms(from, &row.setting, values, &reason, Target::AtPick(metric)))
 }
 
+/// The plan for one finding a user asked to settle (`asked`: a setting on
+/// a metric, at the baseline or at the pick), or why there is none: the
+/// findings `found` hold nothing open there, or runs cannot settle it.
+pub fn plan_for(
+    study: &Study,
+    trials: &[TrialFacts],
+    found: &[Finding],
+    asked: &Asked,
+) -> Result<Plan, String> {
+    let Asked { setting, metric, at_pick } = asked;
+    let label = metric.label();
+    if *at_pick {
+        let open = open_at_pick(found, study)
+            .into_iter()
+            .find(|(_, row, m)| row.setting == *setting && m == metric);
+        let Some((pick, row, _)) = open else {
+            return Err(format!(
+                "the findings hold nothing open of `{setting}` on {label} at the pick: nothing to settle"
+            ));
+        };
+        return plan_at_pick(study, trials, &pick, &row, *metric);
+    }
+    let open = open(found, study).into_iter().find(|(s, m, _)| s == setting && m == metric);
+    let Some((_, _, reason)) = open else {
+        return Err(format!(
+            "the findings do not hold `{setting}` not determined on {label}: nothing to settle"
+        ));
+    };
+    plan(study, trials, setting, *metric, &reason)
+}
+
 /// Why runs cannot settle what is open for `reason`, if they cannot.
 fn cannot(reason: &Undetermined) -> Result<(), String> {
     match reason {
@@ -218,100 +253,6 @@ fn arms(
         _ => None,
     };
     Plan { setting: setting.to_string(), target, runs, needed }
-}
-
-/// Where a cause of failure's rule is in doubt, one run that settles it:
-/// a failure inside the rule with one value changed, where the study's
-/// space allows it. A rule that names values its failures merely shared
-/// (`also`) is tested by changing one: if the run fails the same way the
-/// value was never the cause, if it runs the rule needs it. Between two
-/// rules the trials cannot choose from, a run inside the one and outside
-/// the other rules out one of them. A configuration already run is not
-/// planned again.
-pub fn rule_plans(study: &Study, trials: &[TrialFacts], found: &[Finding]) -> Vec<Plan> {
-    let mut plans = Vec::new();
-    for f in found {
-        let Finding::Failures { cause, rule, undecided, .. } = f else { continue };
-        // (the rule kept, the condition broken)
-        let mut doubts: Vec<(&[findings::Condition], &findings::Condition)> = Vec::new();
-        if let Some(rule) = rule {
-            doubts.extend(rule.also.iter().map(|c| (rule.conditions.as_slice(), c)));
-        }
-        for pair in undecided.windows(2) {
-            let (kept, other) = (&pair[0].conditions, &pair[1].conditions);
-            doubts.extend(
-                other
-                    .iter()
-                    .filter(|c| !kept.iter().any(|k| k.setting == c.setting))
-                    .map(|c| (kept.as_slice(), c)),
-            );
-        }
-        for (kept, broken) in doubts {
-            if plans.iter().any(|p: &Plan| p.target == Target::Rule { cause: cause.clone() }) {
-                break;
-            }
-            let inside = trials.iter().find(|t| {
-                t.failure.as_ref().is_some_and(|(c, _)| c == cause)
-                    && kept.iter().chain([broken]).all(|c| findings::holds(c, &t.settings))
-            });
-            let Some(inside) = inside else { continue };
-            let Some(config) = other_value(study, trials, &inside.settings, kept, broken) else {
-                continue;
-            };
-            let value = config.get(&broken.setting).cloned().unwrap_or_default();
-            let note = format!(
-                "settle the rule for {cause}: trial {} with `{}` = {value}",
-                inside.id, broken.setting
-            );
-            plans.push(Plan {
-                setting: broken.setting.clone(),
-                target: Target::Rule { cause: cause.clone() },
-                runs: vec![(config, note)],
-                needed: Some(1),
-            });
-        }
-    }
-    plans
-}
-
-/// `settings` with `broken`'s setting at a value that does not meet
-/// `broken`, every condition `kept` still met (the values trials ran, the
-/// most run first, then the space's), where the study's space allows it
-/// and no trial ran it already.
-fn other_value(
-    study: &Study,
-    trials: &[TrialFacts],
-    settings: &Settings,
-    kept: &[findings::Condition],
-    broken: &findings::Condition,
-) -> Option<Settings> {
-    if !study.def.space.contains_key(&broken.setting) {
-        return None;
-    }
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for t in trials {
-        let v = t.settings.get(&broken.setting).cloned().unwrap_or_default();
-        *counts.entry(v).or_default() += 1;
-    }
-    let mut values: Vec<(String, usize)> = counts.into_iter().collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.1));
-    // Then the values next to its own on the space's grid, then the rest:
-    // a search may never have moved it.
-    let domain = study.space.param(&broken.setting).map(|p| &p.domain);
-    let own = settings.get(&broken.setting).cloned().unwrap_or_default();
-    let untried = domain.map(|d| [d.neighbours(&own), d.grid()].concat()).unwrap_or_default();
-    let values = values.into_iter().map(|(v, _)| v).chain(untried);
-    values.into_iter().find_map(|v| {
-        let mut config = settings.clone();
-        config.insert(broken.setting.clone(), v.clone());
-        let allowed = !v.is_empty()
-            && !findings::holds(broken, &config)
-            && kept.iter().all(|c| findings::holds(c, &config))
-            && !trials.iter().any(|t| t.settings == config)
-            && study.space.check(&config).is_ok()
-            && study.space.allows(&config);
-        allowed.then_some(config)
-    })
 }
 
 /// The values of `setting` to compare with `from`'s own (`own`): those
@@ -497,5 +438,4 @@ pub fn open_at_pick(
 }
 
 #[cfg(test)]
-#[path = "settle_tests.rs"]
 mod tests;
