@@ -144,7 +144,7 @@ impl Studies {
                 metric.label()
             ),
             settle::Target::Rule { cause } => format!(
-                "the findings' share: {n} run to settle whether the rule for {cause} needs the value of `{}` its failures shared",
+                "the findings' share: {n} run to settle the rule for {cause}: a failure with `{}` changed",
                 plan.setting
             ),
         };

@@ -1,13 +1,14 @@
 //! Settling a failure rule in doubt: one run of a failure with a value
 //! its failures merely shared changed, or one inside a rule and outside
-//! another the trials could not choose between.
+//! another the trials could not choose between; and for a cause that
+//! failed once, too few for any rule, its failure changed in one setting.
 
 use std::collections::BTreeMap;
 
 use engine_bridge::Settings;
 
 use super::{Plan, Target};
-use crate::findings::{self, Finding, TrialFacts};
+use crate::findings::{self, Condition, Finding, Op, TrialFacts};
 use crate::study::Study;
 
 /// Where a cause of failure's rule is in doubt, one run that settles it:
@@ -16,16 +17,19 @@ use crate::study::Study;
 /// (`also`) is tested by changing one: if the run fails the same way the
 /// value was never the cause, if it runs the rule needs it. Between two
 /// rules the trials cannot choose from, a run inside the one and outside
-/// the other rules out one of them. A configuration already run is not
-/// planned again.
+/// the other rules out one of them. A cause that failed once gets its
+/// failure changed in one setting (see [`single`]). A configuration
+/// already run is not planned again.
 pub fn rule_plans(study: &Study, trials: &[TrialFacts], found: &[Finding]) -> Vec<Plan> {
     let mut plans = Vec::new();
     for f in found {
-        let Finding::Failures { cause, rule, undecided, .. } = f else { continue };
+        let Finding::Failures { cause, rule, undecided, trials: failed, .. } = f else {
+            continue;
+        };
         // (the rule kept, the condition broken)
-        let mut doubts: Vec<(&[findings::Condition], &findings::Condition)> = Vec::new();
+        let mut doubts: Vec<(Vec<Condition>, Condition)> = Vec::new();
         if let Some(rule) = rule {
-            doubts.extend(rule.also.iter().map(|c| (rule.conditions.as_slice(), c)));
+            doubts.extend(rule.also.iter().map(|c| (rule.conditions.clone(), c.clone())));
         }
         for pair in undecided.windows(2) {
             let (kept, other) = (&pair[0].conditions, &pair[1].conditions);
@@ -33,10 +37,17 @@ pub fn rule_plans(study: &Study, trials: &[TrialFacts], found: &[Finding]) -> Ve
                 other
                     .iter()
                     .filter(|c| !kept.iter().any(|k| k.setting == c.setting))
-                    .map(|c| (kept.as_slice(), c)),
+                    .map(|c| (kept.clone(), c.clone())),
             );
         }
-        for (kept, broken) in doubts {
+        if let [only] = failed.as_slice()
+            && rule.is_none()
+            && undecided.is_empty()
+        {
+            doubts.extend(single(study, trials, *only).into_iter().map(|c| (vec![], c)));
+        }
+        for (kept, broken) in &doubts {
+            let (kept, broken) = (kept.as_slice(), broken);
             if plans.iter().any(|p: &Plan| p.target == Target::Rule { cause: cause.clone() }) {
                 break;
             }
@@ -102,4 +113,38 @@ fn other_value(
             && study.space.allows(&config);
         allowed.then_some(config)
     })
+}
+
+/// Most runs spent on a cause that failed once: each its failure changed
+/// in one setting. A failure that neither recurs nor names a setting by
+/// then may have been the machine's, not the configuration's.
+const MAX_SINGLE: usize = 2;
+
+/// For a cause that failed only in trial `only`, which no rule can be
+/// drawn from: its values, each a condition to break by one run, the one
+/// most trials that ran shared first (the least suspect: changing it most
+/// likely fails again, which gives a rule its second failure; if it runs,
+/// that value is needed). None once [`MAX_SINGLE`] such runs were made.
+fn single(study: &Study, trials: &[TrialFacts], only: i64) -> Vec<Condition> {
+    let Some(failed) = trials.iter().find(|t| t.id == only) else { return vec![] };
+    let differs = |t: &TrialFacts| {
+        let moved = failed.settings.iter().filter(|(k, v)| t.settings.get(*k) != Some(v)).count();
+        t.role.as_deref() == Some(super::ROLE) && moved == 1
+    };
+    if trials.iter().filter(|t| differs(t)).count() >= MAX_SINGLE {
+        return vec![];
+    }
+    let ran: Vec<&TrialFacts> = trials.iter().filter(|t| t.done).collect();
+    let mut conditions: Vec<(usize, Condition)> = study
+        .def
+        .space
+        .keys()
+        .filter_map(|setting| {
+            let value = failed.settings.get(setting)?.clone();
+            let shared = ran.iter().filter(|t| t.settings.get(setting) == Some(&value)).count();
+            Some((shared, Condition { setting: setting.clone(), op: Op::Is, value }))
+        })
+        .collect();
+    conditions.sort_by_key(|(shared, _)| std::cmp::Reverse(*shared));
+    conditions.into_iter().map(|(_, c)| c).collect()
 }

@@ -221,6 +221,50 @@ fn a_finding_asked_for_is_planned_where_it_is_open() {
     }
 }
 
+/// A cause that failed once gives no rule (a rule needs two failures):
+/// one run of its failure changed in the setting whose value most trials
+/// that ran shared, the least suspect, which most likely fails again; and
+/// no more than two such runs.
+#[test]
+fn a_cause_that_failed_once_is_run_again_changed_in_one_setting() {
+    let study = testing::study("random", "");
+    let base = study.baseline.clone();
+    let mut trials = vec![
+        done(1, base.clone()),
+        done(2, with(&base, "threads", "8")),
+        done(3, with(&base, "threads", "2")),
+        done(4, with(&base, "batch_size", "512")),
+    ];
+    let failed = with(&with(&base, "threads", "12"), "cache_type_k", "q4_0");
+    trials.push(TrialFacts {
+        id: 5,
+        settings: failed.clone(),
+        failure: Some(("out_of_memory".into(), "no room".into())),
+        ..Default::default()
+    });
+    let found = vec![Finding::Failures {
+        cause: "out_of_memory".into(),
+        trials: vec![5],
+        message: "no room".into(),
+        rule: None,
+        undecided: vec![],
+    }];
+    let plans = rule_plans(&study, &trials, &found);
+    assert_eq!(plans.len(), 1, "{plans:#?}");
+    let (config, note) = &plans[0].runs[0];
+    // Every run but one shared its batch size of 2048: that is changed.
+    assert_eq!(plans[0].setting, "batch_size");
+    assert_eq!(config, &with(&failed, "batch_size", "512"), "the most run other value");
+    assert!(note.contains("trial 5 with `batch_size` = 512"), "{note}");
+    // Two such runs made: no more.
+    for (id, (setting, value)) in [(6, ("batch_size", "512")), (7, ("cache_type_k", "f16"))] {
+        let mut t = done(id, with(&failed, setting, value));
+        t.role = Some(ROLE.into());
+        trials.push(t);
+    }
+    assert!(rule_plans(&study, &trials, &found).is_empty());
+}
+
 fn ask(setting: &str, metric: Metric, at_pick: bool) -> Asked {
     Asked { setting: setting.into(), metric, at_pick }
 }
