@@ -937,6 +937,11 @@ async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
     assert!(text.starts_with("Our pick"), "{text}");
     let version = client.find(Locator::Css("#report-version")).await.unwrap();
     assert_eq!(version.attr("data-version").await.unwrap().as_deref(), Some("2"));
+    // No writer model on this server: no "Rewrite as prose" that could only fail.
+    assert!(
+        client.find(Locator::Css("#report-prose")).await.is_err(),
+        "prose offered with no writer"
+    );
     // Plots are drawn in the report.
     let drawn = |client: Client| async move {
         let v = client

@@ -141,7 +141,9 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
     assert_eq!(cell(&old, "section:best")["html"].as_str().unwrap(), best);
     assert_eq!(v3["versions"].as_array().unwrap().len(), 3);
 
-    // Without a writer model, no prose: the reason, and nothing stored.
+    // Without a writer model, no prose: the page is told not to offer it,
+    // and asked anyway, the reason, and nothing stored.
+    assert_eq!(v3["writer"], false, "no writer configured");
     let r = http()
         .post(server.url(&format!("/api/reports/{id}/prose")))
         .json(&json!({ "base": 3 }))
@@ -258,7 +260,9 @@ async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
     };
     let (server, study) = common::planted_server(|s| s.writer = Some(writer)).await;
     let r = http().post(server.url(&format!("/api/studies/{study}/reports"))).send().await.unwrap();
-    let id = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let created = r.json::<Value>().await.unwrap();
+    assert_eq!(created["writer"], true, "the page offers prose where a writer is configured");
+    let id = created["id"].as_i64().unwrap();
     let prose = |server: &TestServer, base: i64| {
         http()
             .post(server.url(&format!("/api/reports/{id}/prose")))

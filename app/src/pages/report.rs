@@ -410,7 +410,10 @@ fn Editor(initial: ReportView) -> impl IntoView {
                     <button id="report-restore" on:click=restore>"Restore this version"</button>
                 </Show>
                 <button id="report-regenerate" on:click=regenerate disabled=old title="Rewrites the cells written from the findings with what the data says now; cells you changed stay as they are">"Regenerate findings"</button>
-                <button id="report-prose" on:click=prose disabled=old title="A language model rewrites the findings as prose, given only the findings; they stay in the report">"Rewrite as prose"</button>
+                // Offered only where the server has a writer model to ask.
+                <Show when=move || state.with(|v| v.writer)>
+                    <button id="report-prose" on:click=prose disabled=old title="A language model rewrites the findings as prose, given only the findings; they stay in the report">"Rewrite as prose"</button>
+                </Show>
                 <button id="report-publish" on:click=publish disabled=old>"Publish a read-only link"</button>
                 <a id="export-html" href=format!("/api/reports/{id}/export.html") download>"Export HTML"</a>
                 <a id="export-md" href=format!("/api/reports/{id}/export.md") download>"Export markdown"</a>

@@ -91,6 +91,7 @@ mod tests {
             ],
             versions: vec![],
             shares: vec![],
+            writer: false,
         };
         let html = export_html(&view, "window.Plotly = {}; /* </script> */");
         assert!(html.contains("<strong>kept</strong>"));

@@ -215,6 +215,7 @@ pub async fn rendered(
         } else {
             vec![]
         },
+        writer: owner && service.writer.is_some(),
     };
     Ok((view, parts.into_iter().map(|(m, _)| m).collect()))
 }

@@ -100,6 +100,10 @@ pub struct ReportView {
     pub cells: Vec<RenderedCell>,
     pub versions: Vec<VersionInfo>,
     pub shares: Vec<ShareView>,
+    /// Whether the server has a writer model to rewrite the findings as
+    /// prose: the page offers it only then.
+    #[serde(default)]
+    pub writer: bool,
 }
 
 /// A report in a study's list.
