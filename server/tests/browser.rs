@@ -1009,7 +1009,11 @@ async fn a_worker_is_added_seen_up_and_revoked_from_its_page() {
         .map(|(token, _)| token.to_string())
         .unwrap_or_else(|| panic!("{shown}"));
     assert_eq!(token.len(), 64, "{shown}");
-    assert!(shown.ends_with(&format!("tunebook worker --server {}", server.url(""))), "{shown}");
+    let command = format!(
+        "tunebook worker --server {} --profiles ~/.config/tunebook/profiles",
+        server.url("")
+    );
+    assert!(shown.ends_with(&command), "{shown}");
     let state =
         text_when(&client, "#workers tr[data-worker='gpu-1'] td:nth-child(2)", "its row", |t| {
             !t.is_empty()

@@ -25,6 +25,10 @@ pub async fn revoke_worker(name: String) -> Result<(), ServerFnError> {
     answer(ops::workers::revoke(&service()?.db, &name).await)
 }
 
+/// Where the worker's command looks for its engine profiles: the folder
+/// `tunebook worker` reads when run away from a checkout.
+const WORKER_PROFILES: &str = "~/.config/tunebook/profiles";
+
 #[component]
 pub fn WorkersPage() -> impl IntoView {
     let add = ServerAction::<AddWorker>::new();
@@ -73,9 +77,9 @@ pub fn WorkersPage() -> impl IntoView {
                 {move || add.value().get().map(|result| match result {
                     Ok(token) => view! {
                         <div id="worker-token" class="notice">
-                            <p>"Its token, shown only now. On the worker's machine, with its engine profiles in place, run:"</p>
+                            <p>"Its token, shown only now. On the worker's machine, with its engine profiles in the folder the command names (change it to where they are), run:"</p>
                             <pre>{format!(
-                                "TUNEBOOK_WORKER_TOKEN={token} tunebook worker --server {}",
+                                "TUNEBOOK_WORKER_TOKEN={token} tunebook worker --server {} --profiles {WORKER_PROFILES}",
                                 origin()
                             )}</pre>
                         </div>
