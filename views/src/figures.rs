@@ -120,17 +120,43 @@ pub fn preload_for(path: &str) -> Option<String> {
 }
 
 /// The order to show a setting's values in: numerically when every value
-/// is a number, else as text; the engine's default (`""`) first.
+/// is a number; cache and weight types by precision, the finest first
+/// (f32, f16, bf16, q8_0, … q4_0); else as text; the engine's default
+/// (`""`) first.
 pub fn value_order(values: &[String]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..values.len()).collect();
-    let numbers: Option<Vec<f64>> =
-        values.iter().filter(|v| !v.is_empty()).map(|v| v.parse().ok()).collect();
+    let given = || values.iter().filter(|v| !v.is_empty());
+    let numbers: Option<Vec<f64>> = given().map(|v| v.parse().ok()).collect();
+    let types: Option<Vec<f64>> = given().map(|v| precision(v)).collect();
     let key = |i: &usize| values[*i].parse::<f64>().unwrap_or(f64::NEG_INFINITY);
-    match numbers {
-        Some(_) => order.sort_by(|a, b| key(a).total_cmp(&key(b))),
-        None => order.sort_by(|a, b| values[*a].cmp(&values[*b])),
+    let finest = |i: &usize| precision(&values[*i]).unwrap_or(f64::INFINITY);
+    match (numbers, types) {
+        (Some(_), _) => order.sort_by(|a, b| key(a).total_cmp(&key(b))),
+        (None, Some(_)) => order.sort_by(|a, b| finest(b).total_cmp(&finest(a))),
+        (None, None) => order.sort_by(|a, b| values[*a].cmp(&values[*b])),
     }
     order
+}
+
+/// About how many bits a number of a cache or weight type keeps (`q5_1`
+/// a little more than `q5_0`, `bf16` a little less than `f16`); `None` for
+/// anything else.
+fn precision(value: &str) -> Option<f64> {
+    match value {
+        "f32" => return Some(32.0),
+        "f16" => return Some(16.0),
+        "bf16" => return Some(15.9),
+        _ => {}
+    }
+    let (bits, rest) = if let Some(rest) = value.strip_prefix("iq") {
+        let (bits, rest) = rest.split_once('_')?;
+        (bits, if rest.is_empty() { None } else { Some(0.05) })
+    } else {
+        let rest = value.strip_prefix('q')?;
+        let (bits, kind) = rest.split_once('_')?;
+        (bits, Some(kind.parse::<f64>().ok()? / 10.0))
+    };
+    Some(bits.parse::<f64>().ok()? + rest?)
 }
 
 /// How a setting's value is labelled on a plot.
@@ -451,7 +477,17 @@ mod tests {
     fn values_in_order_the_default_first() {
         let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(value_order(&v(&["512", "", "64", "128"])), [1, 2, 3, 0]);
-        assert_eq!(value_order(&v(&["q8_0", "f16", "q4_0"])), [1, 2, 0]);
+        // Cache types by precision, the finest first, not as text.
+        assert_eq!(value_order(&v(&["q8_0", "f16", "q4_0"])), [1, 0, 2]);
+        let types =
+            v(&["iq4_nl", "q4_0", "bf16", "q5_1", "f32", "q8_0", "q5_0", "f16", "", "q4_1"]);
+        let ordered: Vec<&str> = value_order(&types).iter().map(|&i| types[i].as_str()).collect();
+        assert_eq!(
+            ordered,
+            ["", "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "iq4_nl", "q4_0"]
+        );
+        // Words that are not all types stay in text order.
+        assert_eq!(value_order(&v(&["on", "off", "auto"])), [2, 1, 0]);
     }
 
     #[test]
