@@ -419,12 +419,16 @@ impl Analysis {
     /// A contrast on the model's scale in the metric's own terms: a ratio
     /// to the baseline's value, or a difference.
     pub fn told(&self, d: f64) -> f64 {
+        self.told_at(self.base(), d)
+    }
+
+    /// The same for a contrast from a configuration whose value is
+    /// `there` (a ratio of a model in bytes is told against it).
+    pub fn told_at(&self, there: f64, d: f64) -> f64 {
         match (self.log, self.told_as_ratio()) {
             (true, _) => d.exp(),
-            (false, true) => {
-                let base = self.base();
-                if base.abs() > 0.0 { (base + d) / base } else { f64::NAN }
-            }
+            (false, true) if there.abs() > 0.0 => (there + d) / there,
+            (false, true) => f64::NAN,
             (false, false) => d,
         }
     }

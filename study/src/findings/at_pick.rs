@@ -22,7 +22,7 @@ use super::design::value_of;
 use super::numbers::{interval_text, within_text};
 use super::ols::t_quantile;
 use super::support::{few_items, ran_beside, unconfirmed};
-use super::verdicts::more_trials;
+use super::verdicts::{margin_at, more_trials};
 use super::{EQUIVALENCE, Finding, INTERVAL, Interval, Margins, Undetermined};
 use crate::metric::{Goal, Metric};
 
@@ -160,7 +160,7 @@ fn row(
     let at = a.design.row(settings);
     // A ratio of a model in bytes is told against the pick's own value.
     let there = a.natural(a.fit.predict(&at));
-    let m = pick_margin(a, margins, there);
+    let m = margin_at(a, margins, there);
     let (claimable, stated) = claimed(found, &factor.setting, a.metric);
     let (t95, t90) = (t_quantile(INTERVAL, a.fit.df()), t_quantile(EQUIVALENCE, a.fit.df()));
     let points: Vec<(String, Option<(f64, f64)>)> = factor
@@ -194,19 +194,18 @@ fn row(
             };
             // Measured beside the pick's values, not carried over.
             let beside = factor.is_curve() || ran_beside(a, i, &v, settings);
-            let measured = beside;
             let supported = beside && (factor.is_curve() || stated.contains(&v));
-            let versus = if measured && shown_here && est.abs() + t90 * se < m {
+            let versus = if beside && shown_here && est.abs() + t90 * se < m {
                 Versus::Within
             } else if claimable && supported && est.abs() - t95 * se > m {
                 if a.goal.oriented(est) > 0.0 { Versus::Better } else { Versus::Worse }
             } else {
                 Versus::Open
             };
-            let told = |d: f64| told_at(a, there, d);
+            let told = |d: f64| a.told_at(there, d);
             let interval =
                 Interval { est: told(est), lo: told(est - t95 * se), hi: told(est + t95 * se) };
-            Alternative { value: v, interval: Some(interval), versus, measured }
+            Alternative { value: v, interval: Some(interval), versus, measured: beside }
         })
         .collect();
     if others.is_empty() {
@@ -226,23 +225,6 @@ fn row(
         }
     });
     Some(PickRow { setting: factor.setting.clone(), value: own, others, open })
-}
-
-/// The equivalence margin on the model's scale at a point whose value is
-/// `there`: a share of it for memory modelled in bytes.
-fn pick_margin(a: &Analysis, margins: &Margins, there: f64) -> f64 {
-    let m = margins.on_model_scale(a.metric);
-    if a.told_as_ratio() && !a.log { there.abs() * m.exp_m1() } else { m }
-}
-
-/// A contrast at a point whose value is `there`, in the metric's terms.
-fn told_at(a: &Analysis, there: f64, d: f64) -> f64 {
-    match (a.log, a.told_as_ratio()) {
-        (true, _) => d.exp(),
-        (false, true) if there.abs() > 0.0 => (there + d) / there,
-        (false, true) => f64::NAN,
-        (false, false) => d,
-    }
 }
 
 /// A finding at the pick as one paragraph: which settings to keep, which

@@ -58,9 +58,13 @@ pub(super) fn interval(a: &Analysis, est: f64, se: f64, level: f64) -> Interval 
 
 /// The equivalence margin of `a`'s metric on its model's scale.
 pub(super) fn margin(a: &Analysis, margins: &Margins) -> f64 {
+    margin_at(a, margins, a.base())
+}
+
+/// The same where the value is `there` (memory, in bytes: a share of it).
+pub(super) fn margin_at(a: &Analysis, margins: &Margins, there: f64) -> f64 {
     let m = margins.on_model_scale(a.metric);
-    // Memory is modelled in bytes: its margin is a share of the baseline's.
-    if a.told_as_ratio() && !a.log { a.base().abs() * m.exp_m1() } else { m }
+    if a.told_as_ratio() && !a.log { there.abs() * m.exp_m1() } else { m }
 }
 
 /// Values of a factor, each with its contrast against the base (estimate
