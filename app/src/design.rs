@@ -209,11 +209,13 @@ pub const PRESETS: &[Preset] = &[
 ];
 
 impl Preset {
-    /// The rows whose settings the engine has.
-    pub fn rows_for(&self, params: &[ParamView], next_key: &mut u32) -> Vec<VaryRow> {
+    /// The rows whose settings the engine has; where trials run without a
+    /// GPU (`gpu` false), not those that place layers on one.
+    pub fn rows_for(&self, params: &[ParamView], gpu: bool, next_key: &mut u32) -> Vec<VaryRow> {
         self.rows
             .iter()
             .filter(|(name, _, _)| params.iter().any(|p| p.name == *name))
+            .filter(|(name, _, _)| gpu || !tunebook_views::GPU_PLACEMENT.contains(name))
             .map(|(name, values, baseline)| {
                 *next_key += 1;
                 VaryRow {
@@ -311,7 +313,16 @@ fn list(text: &str) -> Vec<Value> {
     text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(scalar).collect()
 }
 
+/// Metrics only the KL-divergence probe measures.
+pub const DIVERGENCE: &[&str] = &["kld_mean", "kld_p99", "same_top_rate"];
+
 impl Form {
+    /// Whether an objective (or a bound on one) reads one of `metrics`: its
+    /// probe then runs whatever its box says, and the box shows it.
+    pub fn needs(&self, metrics: &[&str]) -> bool {
+        self.objectives.iter().any(|o| metrics.contains(&o.metric.as_str()))
+    }
+
     /// The settings the form varies or fixes, as what an objective or a
     /// bound may read (`setting.ctx_size`: the largest context, or at
     /// least 32K of it); the server refuses one whose values are not
@@ -421,7 +432,7 @@ impl Form {
         }
         let mut probes = Map::new();
         probes.insert("speed".into(), Value::Object(speed));
-        if self.quality {
+        if self.quality || self.needs(&["quality_score"]) {
             probes.insert("quality".into(), json!({}));
         }
         let served = self.objectives.iter().any(|o| o.metric == "goodput_rps");
@@ -439,8 +450,7 @@ impl Form {
                 json!({ "workload": workload, "rates": list(&self.load_rates), "slo": slo }),
             );
         }
-        let divergence = ["kld_mean", "kld_p99", "same_top_rate"];
-        if self.kld || self.objectives.iter().any(|o| divergence.contains(&o.metric.as_str())) {
+        if self.kld || self.needs(DIVERGENCE) {
             probes.insert("kld".into(), json!({}));
         }
         let sizes = list(&self.context_sizes);
@@ -551,6 +561,11 @@ mod tests {
         assert_eq!(v2["probes"]["kld"], json!({}), "a divergence objective runs its probe");
         let asked = Form { kld: true, ..form.clone() }.to_json().unwrap();
         assert_eq!(asked["probes"]["kld"], json!({}));
+        let mut scored = Form { quality: false, ..form.clone() };
+        assert!(scored.to_json().unwrap()["probes"].get("quality").is_none());
+        scored.objectives[1].metric = "quality_score".into();
+        assert!(scored.needs(&["quality_score"]) && !scored.needs(DIVERGENCE));
+        assert_eq!(scored.to_json().unwrap()["probes"]["quality"], json!({}), "needed, so run");
         // Goodput as an objective runs the load probe (the chat workload
         // unless one is named), with the rates and objective typed.
         assert!(v["probes"].get("load").is_none());
@@ -600,8 +615,14 @@ mod tests {
             help: String::new(),
         };
         let mut key = 0;
-        let rows = PRESETS[0].rows_for(&[param("ctx_size"), param("threads")], &mut key);
-        assert_eq!(rows.len(), 1);
+        let params = [param("ctx_size"), param("threads"), param("n_gpu_layers")];
+        let rows = PRESETS[0].rows_for(&params, false, &mut key);
+        assert_eq!(rows.len(), 1, "without a GPU, no layers to place: {rows:?}");
         assert_eq!((rows[0].name.as_str(), rows[0].key), ("ctx_size", 1));
+        let rows = PRESETS[0].rows_for(&params, true, &mut key);
+        assert_eq!(
+            rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["n_gpu_layers", "ctx_size"]
+        );
     }
 }

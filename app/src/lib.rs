@@ -21,6 +21,11 @@ use leptos_router::path;
 /// The name of the compiled browser bundle (`/pkg/{OUTPUT_NAME}.js`, `_bg.wasm`, `.css`).
 pub const OUTPUT_NAME: &str = "tunebook";
 
+/// Said by the server (in the context of every page it renders) when it
+/// asks for a login: the page then offers to log out.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginRequired;
+
 /// The HTML document around the app.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     // The page's path, to name in its head what it will need.
@@ -31,6 +36,10 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
         .unwrap_or_default();
     #[cfg(not(feature = "ssr"))]
     let path = String::new();
+    // Marked on the body, which the browser does not hydrate, so the app
+    // renders the same header either way and the style shows "Log out"
+    // only where there is a session to close.
+    let login = use_context::<LoginRequired>().map(|_| "required");
     let plotly = plot::plotly_for(&path);
     let preload = plot::preload_for(&path);
     view! {
@@ -45,7 +54,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <HydrationScripts options />
                 <MetaTags />
             </head>
-            <body>
+            <body data-login=login>
                 <App />
             </body>
         </html>
@@ -69,6 +78,9 @@ pub fn App() -> impl IntoView {
                     <a href="/workers">"Workers"</a>
                 </nav>
                 <span class="tagline">"tuning local LLM inference, measured"</span>
+                <form class="logout" method="post" action="/logout">
+                    <button type="submit">"Log out"</button>
+                </form>
             </header>
             <Routes fallback=|| view! { <p class="empty">"Page not found."</p> }>
                 <Route path=path!("/") view=pages::home::HomePage />

@@ -60,10 +60,18 @@ async function show(id, fig, onClick) {
         (await plotly(div.tunebookPlotly)).purge(div);
         delete div.dataset.clicks;
     }
+    const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
+    if (fig.data.every((t) => count(t) === 0)) {
+        // Nothing to draw: no empty axes (the page says why it is empty).
+        if (div.tunebookPlotly) Plotly.purge(div);
+        delete div.tunebookPlotly;
+        delete div.dataset.clicks;
+        div.dataset.drawn = "0";
+        return;
+    }
     div.tunebookPlotly = src;
     const gd = await Plotly.react(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
     div.querySelector(":scope > .plot-preview")?.remove();
-    const count = (t) => (t.x || (t.dimensions && t.dimensions[0].values) || []).length;
     gd.dataset.drawn = String(fig.data.reduce((n, t) => n + count(t), 0));
     performance.mark("tunebook:plot-drawn:" + id);
     clicks(gd, onClick);

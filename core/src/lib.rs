@@ -29,6 +29,7 @@ pub mod study_checks;
 pub mod study_runner;
 pub mod trial_changes;
 pub mod trial_runner;
+pub mod trials_csv;
 pub mod views;
 pub mod write_up;
 

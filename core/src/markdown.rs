@@ -24,6 +24,33 @@ pub fn to_safe_html(markdown: &str) -> String {
         .to_string()
 }
 
+/// `markdown` as sanitized HTML with each second-level section folded: its
+/// heading the `<summary>` of a closed `<details>`, so a long write-up
+/// reads as a list of its sections' titles. Text before the first heading
+/// stays open. Each piece is cleaned by [`to_safe_html`] on its own; the
+/// tags around them are fixed here.
+pub fn to_folded_html(markdown: &str) -> String {
+    use pulldown_cmark::{Event, HeadingLevel, Tag};
+    let starts: Vec<usize> = Parser::new_ext(markdown, Options::ENABLE_TABLES)
+        .into_offset_iter()
+        .filter_map(|(event, range)| match event {
+            Event::Start(Tag::Heading { level: HeadingLevel::H2, .. }) => Some(range.start),
+            _ => None,
+        })
+        .collect();
+    let mut out = to_safe_html(&markdown[..starts.first().copied().unwrap_or(markdown.len())]);
+    for (i, &start) in starts.iter().enumerate() {
+        let section = &markdown[start..starts.get(i + 1).copied().unwrap_or(markdown.len())];
+        let (heading, body) = section.split_once('\n').unwrap_or((section, ""));
+        out.push_str(&format!(
+            "<details class=\"section\"><summary>{}</summary>{}</details>",
+            to_safe_html(heading).trim(),
+            to_safe_html(body)
+        ));
+    }
+    out
+}
+
 /// The longest run of backticks in `text`.
 fn longest_backtick_run(text: &str) -> usize {
     text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
@@ -49,6 +76,18 @@ pub fn code(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sections_fold_under_their_headings_and_code_is_not_split() {
+        let md = "Lead.\n\n## Best\n\n- **x**\n\n## Run it\n\n```sh\n## not a heading\n```\n";
+        let html = to_folded_html(md);
+        assert!(html.starts_with("<p>Lead.</p>"), "{html}");
+        assert_eq!(html.matches("<details class=\"section\">").count(), 2, "{html}");
+        assert!(html.contains("<summary><h2>Best</h2></summary><ul>"), "{html}");
+        assert!(html.contains("## not a heading"), "{html}");
+        let attack = to_folded_html("## <script>alert(1)</script>\n\n<img src=x onerror=alert(1)>");
+        assert!(!attack.contains("<script") && !attack.contains("onerror"), "{attack}");
+    }
 
     #[test]
     fn formatting_stays_and_scripts_go() {

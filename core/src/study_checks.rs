@@ -61,6 +61,32 @@ pub fn check_endpoints(
     if errors.is_empty() { Ok(()) } else { Err(StudyError(errors)) }
 }
 
+/// Checks what a study asks of this machine: a study that runs here (not
+/// on workers) may not vary where layers go when no GPU is seen.
+pub async fn check_machine(profiles: &[Profile], def: &StudyDef) -> Result<(), StudyError> {
+    let llama = profiles
+        .iter()
+        .find(|p| p.name == def.profile)
+        .is_some_and(|p| matches!(p.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython));
+    let varied: Vec<&str> = tunebook_views::GPU_PLACEMENT
+        .iter()
+        .copied()
+        .filter(|s| def.space.contains_key(*s))
+        .collect();
+    if !llama || !def.machines.is_empty() || varied.is_empty() {
+        return Ok(());
+    }
+    if !engine_bridge::memory::gpu_names().await.is_empty() {
+        return Ok(());
+    }
+    Err(StudyError(vec![format!(
+        "this machine has no GPU (nvidia-smi finds none), so every value of {} runs the \
+         same on the CPU: leave {} out, or run the study on workers that have GPUs",
+        varied.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "),
+        if varied.len() == 1 { "it" } else { "them" },
+    )]))
+}
+
 /// The planner's memory check for one study: each model file it may load
 /// read once, the machine's available memory and free GPU memory read
 /// once. It applies to llama.cpp; a configuration that leaves the split
@@ -136,6 +162,9 @@ pub async fn preview(
     def: &StudyDef,
 ) -> Result<Result<CheckView, StudyError>, sqlx::Error> {
     if let Err(e) = check_endpoints(endpoints, def) {
+        return Ok(Err(e));
+    }
+    if let Err(e) = check_machine(profiles, def).await {
         return Ok(Err(e));
     }
     let study = match check(profiles, def) {

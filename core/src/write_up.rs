@@ -128,6 +128,11 @@ fn left_out(list: &[TrialView]) -> String {
     )
 }
 
+/// Whether `list` ran on one class of machine (or on this server alone).
+pub fn one_class(list: &[TrialView]) -> bool {
+    by_machine(list).len() <= 1
+}
+
 fn by_class(def: &StudyDef, list: &[TrialView], profiles: &[Profile]) -> (Vec<Finding>, String) {
     let groups = by_machine(list);
     if groups.len() <= 1 {
@@ -214,8 +219,9 @@ pub async fn write_up(
             Some(m) => format!("{why}, on {m}"),
             None => why,
         };
+        // The unit folded: most readers want the command line.
         recipes.push_str(&format!(
-            "### Trial {trial} ({})\n\n{}\n{}\n",
+            "### Trial {trial} ({})\n\n{}\n<details><summary>As a systemd unit</summary>\n\n{}\n</details>\n\n",
             why,
             crate::markdown::fenced("sh", &r.shell),
             crate::markdown::fenced("ini", &r.unit)

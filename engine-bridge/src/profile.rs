@@ -115,6 +115,11 @@ pub struct Profile {
     /// Custom engines: setting name to command-line flag.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// Values the profile's build takes beyond the catalog's own, by
+    /// setting: a fork's cache types (`cache_type_k = ["turbo3"]`). Plain
+    /// words only; any other value of a listed setting is still refused.
+    #[serde(default)]
+    pub choices: BTreeMap<String, Vec<String>>,
     pub models: Vec<ModelEntry>,
 }
 
@@ -150,6 +155,29 @@ impl Profile {
             |message: &str| ProfileError::Invalid { path: shown.clone(), message: message.into() };
         if profile.models.is_empty() {
             return Err(invalid("no [[models]]"));
+        }
+        for (name, words) in &profile.choices {
+            let plain = |w: &String| {
+                !w.is_empty()
+                    && w.len() <= 64
+                    && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            };
+            if let Some(bad) = words.iter().find(|w| !plain(w)) {
+                return Err(invalid(&format!(
+                    "choices of `{name}`: `{}` is not a plain word (letters, digits, _)",
+                    bad.escape_debug()
+                )));
+            }
+            let catalog = profile.catalog();
+            let choice = catalog
+                .get(name)
+                .is_some_and(|p| matches!(p.domain, crate::catalog::Domain::Choice { .. }));
+            if !choice {
+                return Err(invalid(&format!(
+                    "choices: `{name}` is not a setting of {} that takes a word from a list",
+                    catalog.engine
+                )));
+            }
         }
         if profile.kind == EngineKind::External {
             match profile.url.as_deref() {
@@ -212,6 +240,7 @@ impl Profile {
             EngineKind::External => Catalog { env: vec![], ..Catalog::custom(&BTreeMap::new()) },
         };
         catalog.pinned_env = self.env.keys().cloned().collect();
+        catalog.extra_choices = self.choices.clone();
         catalog
     }
 
@@ -316,6 +345,20 @@ mod tests {
         )
         .unwrap();
         assert!(Profile::load(&path).unwrap_err().to_string().contains("no [[models]]"));
+        let models = "[[models]]\nname = \"m\"\npath = \"m.gguf\"\n";
+        let head = "name = \"p\"\nkind = \"llama-server\"\nbinary = \"x\"\n";
+        std::fs::write(&path, format!("{head}[choices]\ncache_type_k = [\"turbo3\"]\n{models}"))
+            .unwrap();
+        let p = Profile::load(&path).unwrap();
+        assert!(p.catalog().render(&[("cache_type_k".into(), "turbo3".into())].into()).is_ok());
+        for (bad, says) in [
+            ("cache_type_k = [\"-m x\"]", "not a plain word"),
+            ("ctx_size = [\"big\"]", "takes a word from a list"),
+        ] {
+            std::fs::write(&path, format!("{head}[choices]\n{bad}\n{models}")).unwrap();
+            let err = Profile::load(&path).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
         std::fs::write(&path, "name = \"p\"\nkind = \"vllm-nope\"\nbinary = \"x\"\n").unwrap();
         let err = Profile::load(&path).unwrap_err();
         assert!(matches!(err, ProfileError::Parse { .. }), "{err}");

@@ -31,7 +31,8 @@ use tunebook_app::{App, OUTPUT_NAME, shell};
 pub use tunebook_core::{
     Error, Result, Settings, announce, data_lock, db, dominance, error, events, import, machine,
     machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, report, service,
-    settings, shutdown, study_checks, study_runner, trial_changes, trial_runner, views, write_up,
+    settings, shutdown, study_checks, study_runner, trial_changes, trial_runner, trials_csv, views,
+    write_up,
 };
 
 use crate::service::Service;
@@ -125,6 +126,7 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
     // The pages' server functions call the application layer with it.
     let service = state.service.clone();
     let options = state.leptos_options.clone();
+    let with_login = state.login.is_some();
     // The browser bundle: the gzipped copy `scripts/build-site.sh` writes
     // beside each file is sent to browsers that take it (plotly.js is
     // 4.8 MB, 1.4 gzipped), without compressing on every request.
@@ -141,6 +143,7 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
         .route("/api/studies/check", post(routes::studies::check))
         .route("/api/studies/{id}", get(routes::studies::get))
         .route("/api/studies/{id}/trials", get(routes::studies::trials))
+        .route("/api/studies/{id}/trials.csv", get(routes::studies::trials_csv))
         .route("/api/studies/{id}/pareto", get(routes::studies::pareto))
         .route("/api/studies/{id}/pareto/figure", get(routes::studies::pareto_figure))
         .route("/api/studies/{id}/findings", get(routes::studies::findings))
@@ -167,7 +170,12 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
         .leptos_routes_with_context(
             &state,
             generate_route_list(App),
-            move || provide_context(service.clone()),
+            move || {
+                provide_context(service.clone());
+                if with_login {
+                    provide_context(tunebook_app::LoginRequired);
+                }
+            },
             move || shell(options.clone()),
         )
         .route("/login", get(login::form).post(login::submit))

@@ -1,7 +1,7 @@
 //! `tunebook run`, `export` and `import`: studies from the command line,
 //! into the same database the web app uses.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -192,7 +192,7 @@ pub async fn export(
     };
     list.sort_by_key(|t| t.id);
     if csv {
-        return write_csv(&list, out);
+        return Ok(crate::trials_csv::write(&list, out)?);
     }
     for t in list {
         let record = Record {
@@ -203,64 +203,6 @@ pub async fn export(
         serde_json::to_writer(&mut *out, &record)?;
         out.write_all(b"\n")?;
     }
-    Ok(())
-}
-
-/// The CSV's fixed columns, before one `setting.NAME` column per setting.
-const CSV_COLUMNS: [&str; 31] = [
-    "id",
-    "study_id",
-    "role",
-    "state",
-    "profile",
-    "model",
-    "created_ms",
-    "load_ms",
-    "ttft_ms",
-    "prefill_tps",
-    "decode_tps",
-    "client_decode_tps",
-    "prompt_tokens",
-    "tokens_requested",
-    "tokens_generated",
-    "n_ctx",
-    "peak_rss_bytes",
-    "mem_available_drop_bytes",
-    "peak_gpu_bytes",
-    "quality_score",
-    "context_pass_rate",
-    "context_tokens",
-    "ceiling_tps",
-    "pct_of_ceiling",
-    "perplexity",
-    "kld_mean",
-    "kld_p99",
-    "same_top_rate",
-    "goodput_rps",
-    "failure_kind",
-    "error",
-];
-
-fn write_csv(list: &[TrialView], out: &mut dyn Write) -> anyhow::Result<()> {
-    let names: BTreeSet<&String> = list.iter().flat_map(|t| t.settings.keys()).collect();
-    let mut w = csv::Writer::from_writer(out);
-    let mut header: Vec<String> = CSV_COLUMNS.iter().map(|c| c.to_string()).collect();
-    header.extend(names.iter().map(|n| format!("setting.{n}")));
-    w.write_record(&header)?;
-    for t in list {
-        let v = serde_json::to_value(t)?;
-        let mut row: Vec<String> = CSV_COLUMNS
-            .iter()
-            .map(|c| match &v[*c] {
-                serde_json::Value::Null => String::new(),
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .collect();
-        row.extend(names.iter().map(|n| t.settings.get(*n).cloned().unwrap_or_default()));
-        w.write_record(&row)?;
-    }
-    w.flush()?;
     Ok(())
 }
 

@@ -159,7 +159,8 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
         common::repo_root().join("target/site/pkg/tunebook_bg.wasm").is_file(),
         "the browser bundle is missing: run scripts/build-site.sh"
     );
-    let server = TestServer::start().await;
+    // A fork's profile: a cache type it names that this build lacks.
+    let server = TestServer::start_forked().await;
     let driver = Driver::start().await;
     let client = driver.browser().await;
     let long = Duration::from_secs(120);
@@ -171,8 +172,29 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
 
     fill(&client, "#ctx_size", "1024").await;
     fill(&client, "#threads", "2").await;
-    fill(&client, "#cache_type_k", "q8_0").await;
-    fill(&client, "#cache_type_v", "q8_0").await;
+    // Cache types are chosen from the engine's list, the finest first.
+    let offered = client
+        .execute(
+            "return [...document.querySelectorAll('#cache_type_k option')].map(o => o.value);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(offered[0], "f32", "{offered}");
+    client
+        .find(Locator::Css("#cache_type_k"))
+        .await
+        .unwrap()
+        .select_by_value("q8_0")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("#cache_type_v"))
+        .await
+        .unwrap()
+        .select_by_value("q8_0")
+        .await
+        .unwrap();
     client
         .find(Locator::Css("#flash_attn option[value='on']"))
         .await
@@ -195,12 +217,15 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     }
     let text = row.text().await.unwrap();
     assert!(text.contains("cache_type_k=q8_0") && text.contains("flash_attn=on"), "{text}");
-    let decode = row.find(Locator::Css("td:nth-child(8)")).await.unwrap().text().await.unwrap();
+    let decode = row.find(Locator::Css("td:nth-child(9)")).await.unwrap().text().await.unwrap();
+    let study = row.find(Locator::Css("td.study")).await.unwrap().text().await.unwrap();
+    assert_eq!(study, "—", "run on its own, not in a study");
     assert!(decode.parse::<f64>().unwrap() > 0.0, "decode tok/s shown: {decode:?}");
     screenshot(&client, "trial-done").await;
 
     // A value only the engine can refuse: its own message is shown.
-    fill(&client, "#cache_type_k", "q3_bogus").await;
+    let k = client.find(Locator::Css("#cache_type_k")).await.unwrap();
+    k.select_by_value("q3_bogus").await.unwrap();
     client.find(Locator::Css("#run")).await.unwrap().click().await.unwrap();
     let failure = client
         .wait()
@@ -211,8 +236,16 @@ async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
     let cause = failure.text().await.unwrap();
     assert!(cause.contains("setting rejected") && cause.contains("q3_bogus"), "{cause}");
 
-    // A value Tunebook refuses never reaches the engine: the server's message.
-    fill(&client, "#cache_type_k", "--rpc").await;
+    // A value Tunebook refuses never reaches the engine: the server's message
+    // (a browser's request need not come from the page's list).
+    client
+        .execute(
+            "const s = document.getElementById('cache_type_k'); s.add(new Option('--rpc', '--rpc')); \
+             s.value = '--rpc'; s.dispatchEvent(new Event('change', { bubbles: true }));",
+            vec![],
+        )
+        .await
+        .unwrap();
     client.find(Locator::Css("#run")).await.unwrap().click().await.unwrap();
     let message =
         text_when(&client, "#run-error", "the validation message", |t| t.contains("--rpc")).await;
@@ -348,13 +381,18 @@ async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
     assert_eq!(marker, json!(7), "the live page was never reloaded");
     let events = client.find(Locator::Css("#events")).await.unwrap().text().await.unwrap();
     assert!(events.contains("every configuration the space allows"), "{events}");
-    // The findings, written from the data, name the best trial.
-    let findings =
-        text_when(&client, "#findings", "the findings", |t| t.contains("Best decode tok/s")).await;
-    assert!(
-        findings.contains("Best configurations") && findings.contains("— trial "),
-        "{findings}"
-    );
+    // The findings open in short, naming the best trial as not yet
+    // confirmed, with each section folded under its title.
+    let digest =
+        text_when(&client, "#digest", "the findings in short", |t| t.contains("trial")).await;
+    assert!(digest.contains("In short") && digest.contains("Not confirmed yet"), "{digest}");
+    let findings = client.find(Locator::Css("#findings")).await.unwrap().text().await.unwrap();
+    assert!(findings.contains("Best configurations"), "{findings}");
+    assert!(!findings.contains("Best decode tok/s"), "folded: {findings}");
+    let best = "//details[@class='section'][summary[contains(., 'Best configurations')]]";
+    client.find(Locator::XPath(&format!("{best}/summary"))).await.unwrap().click().await.unwrap();
+    let best = client.find(Locator::XPath(best)).await.unwrap().text().await.unwrap();
+    assert!(best.contains("Best decode tok/s") && best.contains("— trial "), "{best}");
 
     // The Pareto plot draws both trials; a click on a point opens its trial.
     drawn(&client, "pareto-plot", "2").await;
@@ -675,6 +713,18 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
     .await;
     let n = TRIALS as f64;
     assert_eq!(explore[..3], [n, 2.0 * n, n], "effect, best so far (points and line), parallel");
+    // Two settings at once: a cell for each pair of values tried, fewer
+    // than the trials.
+    let cells = eventually(Duration::from_secs(60), "the two-settings grid", || {
+        let client = client.clone();
+        async move {
+            let script = "return Number(document.getElementById('pair-plot').dataset.drawn || 0);";
+            let cells = client.execute(script, vec![]).await.ok()?.as_f64()?;
+            (cells > 0.0).then_some(cells)
+        }
+    })
+    .await;
+    assert!(cells > 1.0 && cells < n, "{cells} cells");
     println!(
         "explore panel opened: effect, best so far and parallel coordinates of {TRIALS} trials \
          drawn {:.0} ms after the click",
@@ -772,6 +822,17 @@ async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
     assert_eq!(x, json!([0, 256]));
     screenshot(&client, "trial-depth").await;
     driver.assert_quiet(&client, "a trial page", &[]).await;
+
+    // One objective: no front to choose axes for, but every trial in the
+    // order it ran with the best so far (a marker and the line's step).
+    open(&client, &server.url(&format!("/studies/{id}")), "main.study[data-hydrated='true']").await;
+    drawn(&client, "pareto-plot", "2").await;
+    let heading = client.find(Locator::Css("#pareto-plot")).await.unwrap();
+    let panel = heading.find(Locator::XPath("./ancestor::section[1]/h2")).await.unwrap();
+    assert_eq!(panel.text().await.unwrap(), "Each trial's decode tok/s, and the best so far");
+    assert!(client.find(Locator::Css("#pareto-x")).await.is_err(), "no axes to choose");
+    assert!(client.find(Locator::Css("#pareto-empty")).await.is_err(), "not said to be empty");
+    driver.assert_quiet(&client, "a study of one objective", &[]).await;
     client.close().await.unwrap();
     server.stop().await;
 }
@@ -814,6 +875,20 @@ async fn a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log() 
     })
     .await;
     assert!(log.contains("print_timing"), "the engine's own lines: {log}");
+    // Each speed's spread over the requests: percentiles, and every request
+    // drawn with its measure's median.
+    let samples: Vec<Value> = common::get_json(&server, &format!("/api/trials/{id}/samples")).await;
+    let requests = samples.len();
+    assert!(requests > 0, "no speed requests kept");
+    for measure in ["ttft_ms", "tpot_ms", "decode_tps", "prefill_tps"] {
+        let row = client
+            .find(Locator::Css(&format!("#speed-spread tr[data-measure='{measure}']")))
+            .await
+            .unwrap_or_else(|e| panic!("{measure}: {e}"));
+        let cells = row.find_all(Locator::Css("td")).await.unwrap();
+        assert_eq!(cells[0].text().await.unwrap(), requests.to_string(), "{measure}");
+    }
+    drawn(&client, "samples-plot", &(4 * (requests + 2)).to_string()).await;
     screenshot(&client, "trial-real-model").await;
     driver.assert_quiet(&client, "the real model's trial page", &[]).await;
     client.close().await.unwrap();
@@ -1118,6 +1193,90 @@ async fn a_study_on_two_machines_plots_one_at_a_time() {
     server.stop().await;
 }
 
+/// The designer refuses what cannot run, each time in words a user
+/// understands (never the grammar's own names), and its form shows what a
+/// study will do: a probe an objective needs is ticked and held, and
+/// layers are offered to place only where trials run on a GPU.
+#[tokio::test]
+async fn the_designer_refuses_what_cannot_run_in_a_users_words() {
+    let server = TestServer::start().await;
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    open(&client, &server.url("/studies/new"), "main.designer[data-hydrated='true']").await;
+
+    // A divergence objective ticks its probe's box and holds it.
+    let second = "#objective-rows tbody tr:nth-child(2) select.metric";
+    client.find(Locator::Css(second)).await.unwrap().select_by_value("kld_mean").await.unwrap();
+    let kld = client.find(Locator::Css("#kld")).await.unwrap();
+    eventually(Duration::from_secs(10), "the KL box ticked", || {
+        let kld = kld.clone();
+        async move { (kld.prop("checked").await.ok()?.as_deref() == Some("true")).then_some(()) }
+    })
+    .await;
+    assert!(kld.attr("disabled").await.unwrap().is_some(), "held while an objective needs it");
+    // Without a GPU here, the llama.cpp preset places no layers.
+    let profiles: Vec<Value> = common::get_json(&server, "/api/profiles").await;
+    client.find(Locator::Css("button.preset")).await.unwrap().click().await.unwrap();
+    text_when(&client, "#vary-rows", "the preset's rows", |t| !t.is_empty()).await;
+    let names = client
+        .execute(
+            "return [...document.querySelectorAll('#vary-rows select.setting')].map(s => s.value);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = serde_json::from_value(names).unwrap();
+    assert!(names.contains(&"cache_type_k".to_string()), "{names:?}");
+    let gpu = profiles[0]["has_gpu"].as_bool().unwrap();
+    assert_eq!(names.contains(&"n_gpu_layers".to_string()), gpu, "{names:?}");
+
+    // A study file with what cannot run, one fault at a time.
+    client.find(Locator::Css("#mode-file")).await.unwrap().click().await.unwrap();
+    let head = "name = \"refused\"\nprofile = \"demo\"\nmodel = \"tiny-llama\"\n\
+                [[objectives]]\nmetric = \"decode_tps\"\n";
+    let cases = [
+        (
+            "[space]\ncache_type_k = [\"f16\", \"q9_0\"]\n",
+            "setting `cache_type_k`: `q9_0` is not one of f32, f16",
+        ),
+        (
+            "[space]\ncache_type_k = [\"f16\", \"q8_0\"]\n[baseline]\ncache_type_k = \"q4_0\"\n",
+            "the baseline's `cache_type_k` = `q4_0` is not among the values the study tries (f16, q8_0)",
+        ),
+        (
+            "constraints = [\"flash_attn = on\"]\n[space]\nflash_attn = [\"on\", \"off\"]\n",
+            "(to compare, write `==`, not `=`)",
+        ),
+        (
+            "constraints = [\"flash_attn == on\"]\n[space]\nflash_attn = [\"on\", \"off\"]\n",
+            "a text value is quoted, \"on\"",
+        ),
+    ];
+    for (body, says) in cases {
+        // Top-level keys before the tables they would otherwise fall into.
+        let (top, tables) = match body.split_once("[space]") {
+            Some((top, rest)) => (top.to_string(), format!("[space]{rest}")),
+            None => (String::new(), body.to_string()),
+        };
+        let text = format!("{top}{head}{tables}");
+        fill(&client, "#study-file", &text).await;
+        let errors = text_when(&client, "#study-errors", says, |t| t.contains(says)).await;
+        for grammar in ["add op", "mul op", "kw when", "EOI"] {
+            assert!(!errors.contains(grammar), "{errors}");
+        }
+    }
+    if !gpu {
+        let text = format!("{head}[space]\nn_gpu_layers = [0, 99]\n");
+        fill(&client, "#study-file", &text).await;
+        let says = "this machine has no GPU";
+        let errors = text_when(&client, "#study-errors", says, |t| t.contains(says)).await;
+        assert!(errors.contains("run the study on workers that have GPUs"), "{errors}");
+    }
+    driver.assert_quiet(&client, "the designer", &[("/api/check_study", 400)]).await;
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
 /// Every page, as a person finds them after a study: each is opened in
 /// Chromium, waited on until its code has taken over (hydrated) and its
 /// data has arrived, and the test fails on any console error it left: an
@@ -1165,6 +1324,9 @@ async fn every_page_opens_without_a_console_error() {
     ];
     // The console's log reaches the test: an error put there is read back.
     open(&client, &server.url("/"), "main.home[data-hydrated='true']").await;
+    // No password, no session: nothing to log out of.
+    let logout = client.find(Locator::Css("header form.logout")).await.unwrap();
+    assert!(!logout.is_displayed().await.unwrap(), "no login, no \"Log out\"");
     client.execute("console.error('a planted error')", vec![]).await.unwrap();
     let errors = driver.console_errors(&client).await;
     assert!(errors.iter().any(|e| e.contains("a planted error")), "{errors:?}");
@@ -1180,6 +1342,29 @@ async fn every_page_opens_without_a_console_error() {
         .await;
         driver.assert_quiet(&client, &path, &[]).await;
     }
+
+    // The study's findings, drawn: each setting on each objective, the
+    // planted effects among them; and the trials as a file to download.
+    open(&client, &server.url(&format!("/studies/{study}")), "#digest li").await;
+    let script = "return [...document.querySelectorAll('.plot-importance')]\
+                  .map(d => Number(d.dataset.drawn || 0));";
+    let drawn = eventually(Duration::from_secs(60), "the importance plots", || {
+        let client = client.clone();
+        async move {
+            let v: Vec<u64> =
+                serde_json::from_value(client.execute(script, vec![]).await.ok()?).ok()?;
+            (!v.is_empty() && v.iter().all(|n| *n > 0)).then_some(v)
+        }
+    })
+    .await;
+    let findings: Value =
+        common::get_json(&server, &format!("/api/studies/{study}/findings")).await;
+    let effects = findings["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "effect");
+    assert!(effects.count() > 0, "the planted study shows effects");
+    assert!(drawn.iter().sum::<u64>() > 0, "{drawn:?}");
+    let href = client.find(Locator::Css("#trials-csv")).await.unwrap().attr("href").await.unwrap();
+    assert_eq!(href.as_deref(), Some(format!("/api/studies/{study}/trials.csv").as_str()));
+    driver.assert_quiet(&client, "the study's drawn findings", &[]).await;
     client.close().await.unwrap();
     server.stop().await;
 }

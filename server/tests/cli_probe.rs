@@ -55,7 +55,21 @@ fn readable_report_and_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("setting `threads`: `lots` is not a whole number"), "{err}");
 
+    // A type the catalog does not know is refused before anything runs; one
+    // a profile names (a fork's) that this build lacks, by the engine.
     let out = probe(&["--", "cache_type_k=q3_bogus"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`q3_bogus` is not one of f32, f16"), "{err}");
+    let fork = tempfile::tempdir().unwrap();
+    let profiles = common::fork_profiles(fork.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .arg("probe")
+        .arg(format!("--profiles={}", profiles.display()))
+        .args(["--profile", "demo", "--model", "tiny-llama", "--bandwidth-gbps", "20"])
+        .args(["--", "cache_type_k=q3_bogus"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("setting rejected") && err.contains("Unsupported cache type"), "{err}");

@@ -60,6 +60,11 @@ async fn everything_but_links_and_workers_wants_a_login() {
     assert_eq!(r.status(), StatusCode::OK);
     let r = client.get(server.url("/studies")).header(COOKIE, &cookie).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // Every page offers to log out (its style shows the button where the
+    // body says a login is required).
+    let page = r.text().await.unwrap();
+    assert!(page.contains("<body data-login=\"required\">"), "{page}");
+    assert!(page.contains("<form class=\"logout\" method=\"post\" action=\"/logout\">"));
 
     // Logged in: write a report and publish a link.
     let r = client

@@ -169,8 +169,8 @@ async fn a_setting_the_engine_capped_is_said_on_the_trial() {
 #[tokio::test]
 async fn a_setting_the_engine_rejects_fails_with_its_own_message() {
     require_demo_engine();
-    let server = TestServer::start().await;
-    // The catalog lets new cache type names through; this build rejects it.
+    // A profile may name a fork's cache types; this build rejects it.
+    let server = TestServer::start_forked().await;
     let response = submit(&server, &request(&[("cache_type_k", "q3_bogus")])).await;
     assert_eq!(response.status(), 201);
     let queued: TrialView = response.json().await.unwrap();

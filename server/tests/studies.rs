@@ -849,3 +849,30 @@ async fn llama_cpps_own_fit_can_be_the_baseline() {
     assert!(refused.text().await.unwrap().contains("fit_baseline"));
     server.stop().await;
 }
+
+/// The study page's download: every trial a row, every setting a column,
+/// the same rows the API lists.
+#[tokio::test]
+async fn a_studys_trials_download_as_csv() {
+    let (server, study) = common::planted_server(|_| {}).await;
+    let r =
+        http().get(server.url(&format!("/api/studies/{study}/trials.csv"))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/csv; charset=utf-8");
+    let file = r.headers()["content-disposition"].to_str().unwrap().to_string();
+    assert_eq!(file, format!("attachment; filename=\"study-{study}-trials.csv\""));
+    let text = r.text().await.unwrap();
+    let listed: Vec<TrialView> = get_json(&server, &format!("/api/studies/{study}/trials")).await;
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let ids: Vec<i64> = rows.records().map(|r| r.unwrap()[0].parse().unwrap()).collect();
+    let mut expected: Vec<i64> = listed.iter().map(|t| t.id).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    for name in listed[0].settings.keys() {
+        assert!(header.iter().any(|h| h == format!("setting.{name}")), "{name}: {header:?}");
+    }
+    let r = http().get(server.url("/api/studies/999999/trials.csv")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    server.stop().await;
+}

@@ -105,12 +105,31 @@ impl StudyDef {
         let mut constraints = Vec::new();
         for text in &self.constraints {
             match Constraint::parse(text) {
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => {
+                    // The commonest slip, told as such.
+                    let lone_eq = text.char_indices().any(|(i, c)| {
+                        let before = text[..i].chars().next_back();
+                        let after = text[i + 1..].chars().next();
+                        c == '='
+                            && !matches!(before, Some('=' | '!' | '<' | '>'))
+                            && after != Some('=')
+                    });
+                    let hint = if lone_eq { " (to compare, write `==`, not `=`)" } else { "" };
+                    errors.push(format!("{e}{hint}"));
+                }
                 Ok(c) => {
                     for name in c.settings() {
                         if !self.space.contains_key(&name) && !fixed.contains_key(&name) {
+                            // A word the engine has no setting of is most
+                            // likely a value left unquoted.
+                            let hint = match catalog.get(&name) {
+                                None if !name.starts_with("env.") => format!(
+                                    " (no engine setting is called that: a text value is quoted, \"{name}\")"
+                                ),
+                                _ => String::new(),
+                            };
                             errors.push(format!(
-                                "constraint `{text}` names `{name}`, which the study neither varies nor fixes"
+                                "constraint `{text}` names `{name}`, which the study neither varies nor fixes{hint}"
                             ));
                         }
                     }
@@ -183,6 +202,19 @@ impl StudyDef {
         if space.params.iter().any(|p| p.name == model) && !baseline.contains_key(model) {
             baseline.insert(model.to_string(), self.model.clone());
         }
+        // Every trial is compared with the baseline: it must be a point of
+        // the space, or no setting's effect could be measured from it.
+        for p in &space.params {
+            if let Some(value) = baseline.get(&p.name)
+                && let Some(why) = outside(&p.domain, value)
+            {
+                errors.push(format!(
+                    "the baseline's `{}` = `{value}` {why}: the baseline is what every trial is \
+                     compared with, so it must be one of the values tried",
+                    p.name
+                ));
+            }
+        }
         if errors.is_empty() {
             // The baseline is the reference, so a bound on a setting may
             // exclude it; the search keeps within the bound.
@@ -243,6 +275,25 @@ impl StudyDef {
             .map(|(name, _)| name)
             .collect();
         Ok(Study { def: self.clone(), space, baseline, objectives, bounds, probes, request_time })
+    }
+}
+
+/// Why `value` is not a value of `domain`, if it is not (on a range:
+/// between its ends, whatever the step).
+fn outside(domain: &Domain, value: &str) -> Option<String> {
+    match domain {
+        Domain::Values(v) if !v.iter().any(|x| x == value) => {
+            Some(format!("is not among the values the study tries ({})", v.join(", ")))
+        }
+        Domain::Values(_) => None,
+        Domain::Int { min, max, .. } => match value.trim().parse::<i64>() {
+            Ok(v) if (*min..=*max).contains(&v) => None,
+            _ => Some(format!("is outside the range {min}..{max}")),
+        },
+        Domain::Float { min, max, .. } => match value.trim().parse::<f64>() {
+            Ok(v) if v >= *min - 1e-9 && v <= *max + 1e-9 => None,
+            _ => Some(format!("is outside the range {min}..{max}")),
+        },
     }
 }
 

@@ -156,9 +156,27 @@ fn no_objective_and_unsatisfiable_constraints() {
     let never = SEEDS.replace("constraints = [", "constraints = ['ctx_size < 1000', ");
     let e = check(&never).unwrap_err().to_string();
     assert!(e.contains("baseline breaks `ctx_size < 1000`"), "{e}");
-    let never = never.replace("ctx_size = 4096", "ctx_size = 512");
+    let outside = never.replace("ctx_size = 4096", "ctx_size = 512");
+    let e = check(&outside).unwrap_err().to_string();
+    assert!(
+        e.contains("the baseline's `ctx_size` = `512` is outside the range 2048..16384"),
+        "{e}"
+    );
+    // A baseline between the grid's points that only it satisfies.
+    let never = SEEDS
+        .replace("constraints = [", "constraints = ['ctx_size == 3000', ")
+        .replace("ctx_size = 4096", "ctx_size = 3000");
     let e = check(&never).unwrap_err().to_string();
     assert!(e.contains("no configuration satisfies the constraints"), "{e}");
+    let listed = SEEDS.replace("cache_type_k = \"f16\"", "cache_type_k = \"q5_1\"");
+    let e = check(&listed).unwrap_err().to_string();
+    assert!(e.contains("the baseline's `cache_type_k` = `q5_1` is not among the values"), "{e}");
+    let lone = SEEDS.replace("when cache_type_v", "when cache_type_v = \"f16\" and cache_type_v");
+    let e = check(&lone).unwrap_err().to_string();
+    assert!(e.contains("(to compare, write `==`, not `=`)"), "{e}");
+    let bare = SEEDS.replace("constraints = [", "constraints = ['flash_attn == on', ");
+    let e = check(&bare).unwrap_err().to_string();
+    assert!(e.contains("a text value is quoted, \"on\""), "{e}");
     let typo = SEEDS.replace("when cache_type_v", "when cache_typ_v");
     assert!(check(&typo).unwrap_err().to_string().contains("neither varies nor fixes"));
 }

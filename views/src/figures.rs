@@ -61,10 +61,19 @@ pub fn pareto_figure(points: &[Point], x_title: &str, y_title: &str) -> Value {
 }
 
 /// A study's Pareto plot: two metrics as [`pareto_figure`], three as
-/// [`pareto3_figure`]; `label` names a metric. Returns the points drawn and
-/// the figure.
+/// [`pareto3_figure`], and one (a study of one objective, where the front
+/// is the best trial) as each trial in the order it ran with the best so
+/// far ([`best_so_far_figure`]); `label` names a metric. Returns the points
+/// drawn and the figure.
 pub fn pareto_plot(view: &ParetoView, label: &dyn Fn(&str) -> String) -> (usize, Value) {
     let p = view;
+    if let [metric] = p.metrics.as_slice() {
+        let mut points: Vec<(i64, f64)> =
+            p.points.iter().filter_map(|pt| Some((pt.trial_id, *pt.values.first()?))).collect();
+        points.sort_by_key(|(id, _)| *id);
+        let maximize = p.goals.first().is_none_or(|g| g == "max");
+        return (points.len(), best_so_far_figure(&points, maximize, &label(metric)));
+    }
     if p.metrics.len() >= 3 {
         let points: Vec<(i64, [f64; 3], bool, String)> = p
             .points
@@ -224,6 +233,11 @@ pub fn best_so_far_figure(points: &[(i64, f64)], maximize: bool, metric: &str) -
         .collect();
     let n: Vec<usize> = (1..=points.len()).collect();
     let kind = if points.len() > 1000 { "scattergl" } else { "scatter" };
+    // Counts of trials: whole numbers, a tick each while they are few.
+    let mut x_axis = json!({ "title": { "text": "trials finished" }, "tickformat": "d" });
+    if points.len() <= 12 {
+        x_axis["dtick"] = json!(1);
+    }
     json!({
         "data": [
             {
@@ -247,7 +261,7 @@ pub fn best_so_far_figure(points: &[(i64, f64)], maximize: bool, metric: &str) -
             },
         ],
         "layout": {
-            "xaxis": { "title": { "text": "trials finished" } },
+            "xaxis": x_axis,
             "yaxis": { "title": { "text": metric } },
             "legend": { "orientation": "h" },
             "margin": { "l": 70, "r": 20, "t": 20, "b": 60 },
@@ -442,6 +456,31 @@ mod tests {
         assert_eq!(front["customdata"], json!([2, 1]));
         assert_eq!(fig["data"][0]["customdata"], json!([3]));
         assert_eq!(fig["layout"]["xaxis"]["title"]["text"], "decode tok/s");
+    }
+
+    #[test]
+    fn one_objective_is_drawn_trial_by_trial_with_the_best_so_far() {
+        let point = |id, v| crate::types::ParetoPointView {
+            trial_id: id,
+            values: vec![v],
+            on_front: false,
+            differs: String::new(),
+            config: vec![],
+        };
+        let view = ParetoView {
+            metrics: vec!["ttft_ms".into()],
+            goals: vec!["min".into()],
+            points: vec![point(7, 30.0), point(3, 50.0), point(9, 40.0)],
+            settings: vec![],
+            machines: vec![],
+            machine: None,
+        };
+        let (drawn, fig) = pareto_plot(&view, &|m| format!("label {m}"));
+        assert_eq!(drawn, 3, "every trial is drawn, not none");
+        assert_eq!(fig["data"][0]["customdata"], json!([3, 7, 9]), "in the order they ran");
+        assert_eq!(fig["data"][1]["y"], json!([50.0, 30.0, 30.0]), "lower is better");
+        assert_eq!(fig["layout"]["yaxis"]["title"]["text"], "label ttft_ms");
+        assert_eq!(fig["layout"]["xaxis"]["dtick"], 1, "whole trials, not 1.5 of one");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::types::{ProfileView, RunRequest, TrialState, TrialView};
 /// The engine profiles this server may run.
 #[server]
 pub async fn list_profiles() -> Result<Vec<ProfileView>, ServerFnError> {
-    Ok(ops::catalog::profiles(&service()?.profiles))
+    Ok(ops::catalog::profiles(&service()?.profiles, ops::catalog::has_gpu().await))
 }
 
 /// Every trial, newest first.
@@ -104,6 +104,19 @@ fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
 
     let current =
         move || profiles.with_value(|all| all.iter().find(|p| p.name == profile.get()).cloned());
+    // The engine's cache types (the finest first, then the profile's own):
+    // a list, not free text.
+    let cache_options = move |chosen: RwSignal<String>| {
+        current()
+            .map(|p| p.cache_types)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| {
+                let is = t == chosen.get_untracked();
+                view! { <option value=t.clone() selected=is>{t.clone()}</option> }
+            })
+            .collect_view()
+    };
     let action = ServerAction::<RunTrial>::new();
     Effect::new(move |_| {
         if let Some(Ok(trial)) = action.value().get() {
@@ -180,11 +193,15 @@ fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
             </label>
             <label>
                 "K cache type (-ctk)"
-                <input id="cache_type_k" list="cache-types" bind:value=cache_type_k />
+                <select id="cache_type_k" prop:value=move || cache_type_k.get() on:change=move |ev| cache_type_k.set(event_target_value(&ev))>
+                    {move || cache_options(cache_type_k)}
+                </select>
             </label>
             <label>
                 "V cache type (-ctv)"
-                <input id="cache_type_v" list="cache-types" bind:value=cache_type_v />
+                <select id="cache_type_v" prop:value=move || cache_type_v.get() on:change=move |ev| cache_type_v.set(event_target_value(&ev))>
+                    {move || cache_options(cache_type_v)}
+                </select>
             </label>
             <label>
                 "Flash attention (-fa)"
@@ -194,16 +211,6 @@ fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
                     <option value="off">"off"</option>
                 </select>
             </label>
-            <datalist id="cache-types">
-                {move || {
-                    current()
-                        .map(|p| p.cache_types)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|t| view! { <option value=t /> })
-                        .collect_view()
-                }}
-            </datalist>
             <button id="run" type="submit" disabled=move || action.pending().get()>
                 {move || if action.pending().get() { "Queuing…" } else { "Run" }}
             </button>
@@ -242,6 +249,7 @@ fn TrialTable(stored: Vec<TrialView>, live: LiveTrials) -> impl IntoView {
                     <tr>
                         <th>"#"</th>
                         <th>"state"</th>
+                        <th>"study"</th>
                         <th>"model"</th>
                         <th>"settings"</th>
                         <th class="num">"load s"</th>
@@ -291,6 +299,10 @@ fn TrialRow(t: TrialView) -> impl IntoView {
                 <span class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span>
                 {expected}
             </td>
+            <td class="study">{match t.study_id {
+                Some(s) => view! { <a href=format!("/studies/{s}")>{format!("study {s}")}</a> }.into_any(),
+                None => view! { <span class="muted" title="run on its own">"—"</span> }.into_any(),
+            }}</td>
             <td>{t.model.clone()}</td>
             <td class="settings">{settings}</td>
             <td class="num">{fmt(t.load_ms.map(|ms| ms / 1e3), 2)}</td>
@@ -307,7 +319,7 @@ fn TrialRow(t: TrialView) -> impl IntoView {
         <Show when=move || failed>
             <tr class="failure" data-failure-for=t.id>
                 <td></td>
-                <td colspan="13">
+                <td colspan="14">
                     <strong>{cause.clone()}</strong>
                     <pre class="engine-error">{t.error.clone().unwrap_or_default()}</pre>
                 </td>

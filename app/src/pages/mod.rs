@@ -68,6 +68,10 @@ pub(crate) const MORE_METRICS: &[(&str, &str)] = &[
     ("prefill_tps", "prefill tok/s"),
     ("ttft_ms", "TTFT ms"),
     ("peak_rss_bytes", "peak RSS"),
+    ("quality_score", "quality"),
+    ("same_top_rate", "same top token"),
+    ("kld_mean", "KL divergence, mean"),
+    ("kld_p99", "KL divergence, p99"),
 ];
 
 /// (name, label) of the study's objectives, then of `more` not among them.

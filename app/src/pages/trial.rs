@@ -131,6 +131,7 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
         </section>
         <section class="panel">
             <h2>"Samples"</h2>
+            <SpeedSpread samples=d.samples.clone() />
             <Show when={let n = d.samples.len(); move || n > 0} fallback=|| view! { <p class="muted">"No samples recorded."</p> }>
                 <table class="trials" id="samples">
                     <thead><tr>
@@ -161,6 +162,45 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
                 <pre>{d.measurement.clone().unwrap_or_default()}</pre>
             </details>
         </section>
+    }
+}
+
+/// How the trial's requests spread: each measure's percentiles, and every
+/// request drawn in the order it ran.
+#[component]
+fn SpeedSpread(samples: Vec<crate::types::SampleView>) -> impl IntoView {
+    let rows = tunebook_views::spread::rows(&samples);
+    let figure = tunebook_views::spread::figure(&samples);
+    #[cfg(feature = "hydrate")]
+    if let Some(figure) = figure.clone() {
+        Effect::new(move |_| crate::plot::draw("samples-plot", &figure, None));
+    }
+    let shown = figure.is_some();
+    let n = rows.first().map_or(0, |r| r.n);
+    view! {
+        <Show when=move || shown>
+            <p class="muted">{format!("Over the trial's {n} measured requests; the trial's value is their median.")}</p>
+            <table class="trials" id="speed-spread">
+                <thead><tr>
+                    <th></th><th class="num">"requests"</th><th class="num">"min"</th><th class="num">"p50"</th>
+                    <th class="num">"p90"</th><th class="num">"p99"</th><th class="num">"max"</th>
+                </tr></thead>
+                <tbody>
+                    {rows.iter().map(|r| {
+                        let d = if r.key.ends_with("_ms") { 1 } else { 2 };
+                        view! {
+                            <tr data-measure=r.key>
+                                <th>{r.label}</th><td class="num">{r.n}</td>
+                                <td class="num">{fmt(Some(r.min), d)}</td><td class="num">{fmt(Some(r.p50), d)}</td>
+                                <td class="num">{fmt(Some(r.p90), d)}</td><td class="num">{fmt(Some(r.p99), d)}</td>
+                                <td class="num">{fmt(Some(r.max), d)}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <div id="samples-plot" class="plot plot-short"></div>
+        </Show>
     }
 }
 

@@ -7,24 +7,49 @@ use engine_bridge::catalog::CACHE_TYPES;
 use tunebook_study::{Goal, Metric};
 use tunebook_views::types::{MetricView, ParamView, ProfileView};
 
-/// The profiles as the browser may see them (names, not paths).
-pub fn profiles(profiles: &[Profile]) -> Vec<ProfileView> {
+/// The profiles as the browser may see them (names, not paths), on a
+/// machine with a GPU or not (`has_gpu`, see [`has_gpu`]).
+pub fn profiles(profiles: &[Profile], has_gpu: bool) -> Vec<ProfileView> {
     profiles
         .iter()
         .map(|p| ProfileView {
             name: p.name.clone(),
+            has_gpu,
             engine: p.kind.name().to_string(),
             description: p.description.clone(),
             models: p.models.iter().map(|m| m.name.clone()).collect(),
-            cache_types: CACHE_TYPES.iter().map(|s| s.to_string()).collect(),
+            // The finest first, then the profile's own.
+            cache_types: {
+                let known: Vec<String> = CACHE_TYPES.iter().map(|s| s.to_string()).collect();
+                let own = p.choices.get("cache_type_k").into_iter().flatten().cloned();
+                let ordered = tunebook_views::figures::value_order(&known).into_iter();
+                ordered.map(|i| known[i].clone()).chain(own).collect()
+            },
             params: {
                 let catalog = p.catalog();
                 let env = catalog.env.iter().map(env_param);
                 let models: Vec<String> = p.models.iter().map(|m| m.name.clone()).collect();
-                catalog.params.iter().cloned().chain(env).map(|p| param_view(&p, &models)).collect()
+                catalog
+                    .params
+                    .iter()
+                    .cloned()
+                    .chain(env)
+                    .map(|param| {
+                        let mut view = param_view(&param, &models);
+                        view.choices.extend(
+                            p.choices.get(view.name.as_str()).into_iter().flatten().cloned(),
+                        );
+                        view
+                    })
+                    .collect()
             },
         })
         .collect()
+}
+
+/// Whether this machine has a GPU that nvidia-smi sees.
+pub async fn has_gpu() -> bool {
+    !engine_bridge::memory::gpu_names().await.is_empty()
 }
 
 /// The metrics a study can optimize or bound.

@@ -84,7 +84,20 @@ pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, Findi
     let (found, markdown) = crate::write_up::write_up(db, &row, &list, &service.profiles).await?;
     let facts = views::studies::facts_of(&row.definition, &list);
     let open = super::settle::open_questions(service, &row.definition, &found, &facts, &list);
-    let html = crate::markdown::to_safe_html(&markdown);
+    // In short first, then each section folded under its title. The short
+    // version is of one class of machine: across several, the sections
+    // compare them.
+    let digest = match crate::write_up::one_class(&list) {
+        true => tunebook_study::findings::digest(&found),
+        false => None,
+    };
+    let digest = digest.map_or(String::new(), |d| {
+        format!(
+            "<section class=\"digest\" id=\"digest\"><h3>In short</h3>{}</section>",
+            crate::markdown::to_safe_html(&d)
+        )
+    });
+    let html = format!("{digest}{}", crate::markdown::to_folded_html(&markdown));
     let too_noisy = found
         .iter()
         .filter_map(|f| match f {
@@ -92,7 +105,16 @@ pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, Findi
             _ => None,
         })
         .collect();
-    let view = FindingsView { markdown, html, count: found.len(), too_noisy, open };
+    // Drawn for one class of machine only, as the summary is.
+    let objectives: Vec<tunebook_study::Metric> = views::studies::measures_of(&row.definition)
+        .into_iter()
+        .filter_map(|(m, _)| m.metric())
+        .collect();
+    let importance = match crate::write_up::one_class(&list) {
+        true => views::importance::importance(&found, &objectives),
+        false => Vec::new(),
+    };
+    let view = FindingsView { markdown, html, count: found.len(), too_noisy, open, importance };
     Ok((found, view))
 }
 

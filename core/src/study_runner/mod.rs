@@ -84,6 +84,9 @@ impl Studies {
         check_endpoints(&self.ctx.endpoints, def)
             .and_then(|()| check(&self.ctx.profiles, def).map(drop))
             .map_err(crate::Error::Invalid)?;
+        crate::study_checks::check_machine(&self.ctx.profiles, def)
+            .await
+            .map_err(crate::Error::Invalid)?;
         let (def, fitted) = match def.fit_baseline {
             true => self.fitted_baseline(def).await?,
             false => (def.clone(), None),

@@ -2,6 +2,7 @@
 //! storage returns: storage speaks its own rows ([`crate::db`]), and this is
 //! the one place they become the app's types.
 
+pub mod importance;
 pub mod reports;
 pub mod studies;
 pub mod trials;

@@ -96,7 +96,8 @@ impl Catalog {
     /// llama.cpp's `llama-server`.
     pub fn llama_server() -> Self {
         use Domain::*;
-        let cache = Choice { choices: CACHE_TYPES, open: true };
+        // The types llama.cpp takes; a fork's others are the profile's to name.
+        let cache = Choice { choices: CACHE_TYPES, open: false };
         Self {
             engine: "llama-server",
             params: vec![
@@ -224,6 +225,7 @@ impl Catalog {
             ],
             env: env(&[CUDA_ENV, GGML_ENV]),
             pinned_env: vec![],
+            extra_choices: BTreeMap::new(),
         }
     }
 
@@ -268,6 +270,7 @@ impl Catalog {
             ],
             env: env(&[CUDA_ENV, GGML_ENV]),
             pinned_env: vec![],
+            extra_choices: BTreeMap::new(),
         }
     }
 
@@ -354,6 +357,7 @@ impl Catalog {
             ],
             env: env(&[CUDA_ENV, TORCH_ENV, VLLM_ENV]),
             pinned_env: vec![],
+            extra_choices: BTreeMap::new(),
         }
     }
 
@@ -432,6 +436,7 @@ impl Catalog {
             ],
             env: env(&[CUDA_ENV, TORCH_ENV, SGLANG_ENV]),
             pinned_env: vec![],
+            extra_choices: BTreeMap::new(),
         }
     }
 
@@ -453,6 +458,7 @@ impl Catalog {
                 .collect(),
             env: env(&[CUDA_ENV]),
             pinned_env: vec![],
+            extra_choices: BTreeMap::new(),
         }
     }
 }
@@ -504,5 +510,13 @@ mod tests {
             [("batch".to_string(), "--max-batch".to_string())].into();
         let args = Catalog::custom(&custom).render(&settings(&[("batch", "64")])).unwrap().args;
         assert_eq!(args, ["--max-batch", "64"]);
+        // llama-server's cache types are llama.cpp's, and a profile's own.
+        let mut cat = Catalog::llama_server();
+        let err = cat.render(&settings(&[("cache_type_k", "q9_0")])).unwrap_err();
+        assert!(err.to_string().contains("`q9_0` is not one of f32, f16"), "{err}");
+        cat.extra_choices.insert("cache_type_k".into(), vec!["turbo3".into()]);
+        let args = cat.render(&settings(&[("cache_type_k", "turbo3")])).unwrap().args;
+        assert_eq!(args, ["-ctk", "turbo3"]);
+        assert!(cat.render(&settings(&[("cache_type_v", "turbo3")])).is_err(), "K only");
     }
 }

@@ -141,6 +141,11 @@ pub struct Catalog {
     /// (the GPUs a profile is given, say).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pinned_env: Vec<String>,
+    /// Words the profile's build takes beyond a closed choice's own (a
+    /// fork's cache types, `turbo3`, say), by setting: see
+    /// [`crate::Profile::choices`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_choices: BTreeMap<String, Vec<String>>,
 }
 
 /// Settings turned into what the engine is given.
@@ -193,7 +198,7 @@ pub const ENV_PREFIX: &str = "env.";
 
 /// K/V cache types llama.cpp accepts (`-ctk`, `-ctv`).
 pub const CACHE_TYPES: &[&str] =
-    &["f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"];
+    &["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "iq4_nl", "q4_0"];
 
 impl Catalog {
     /// Looks up a parameter by name.
@@ -250,6 +255,14 @@ impl Catalog {
                 // Not a flag: the launch puts the named model's path where
                 // the engine takes its model (see `engine::plan`).
                 param.render(value)?;
+                continue;
+            }
+            let extra = self.extra_choices.get(param.name.as_ref());
+            if let (Some(words), Domain::Choice { .. }) = (extra, &param.domain)
+                && words.iter().any(|w| w == value)
+            {
+                // Checked as plain words where the profile was read.
+                out.args.extend([param.flag.to_string(), value.to_string()]);
                 continue;
             }
             match param.phase {
@@ -573,11 +586,11 @@ mod tests {
 
     #[test]
     fn open_choices_accept_new_words_but_never_flags() {
-        let cat = Catalog::llama_server();
-        let args = cat.render(&settings(&[("cache_type_k", "turbo3")])).unwrap().args;
-        assert_eq!(args, ["-ctk", "turbo3"]);
-        for bad in ["--rpc", "q4_0 -m x", ""] {
-            let err = cat.render(&settings(&[("cache_type_k", bad)])).unwrap_err();
+        let cat = Catalog::vllm();
+        let args = cat.render(&settings(&[("kv_cache_dtype", "fp4_new")])).unwrap().args;
+        assert_eq!(args, ["--kv-cache-dtype", "fp4_new"]);
+        for bad in ["--rpc", "fp8 -m x", ""] {
+            let err = cat.render(&settings(&[("kv_cache_dtype", bad)])).unwrap_err();
             assert!(matches!(err, SettingError::NotAChoice { .. }), "{bad}: {err}");
         }
     }

@@ -69,6 +69,24 @@ pub async fn trials(
     Ok(Json(crate::views::all::<_, TrialView>(trials::of_study(&state.service.db, id).await?)))
 }
 
+/// The study's trials as a CSV file, one row each and a column per setting
+/// (the page's download; `tunebook export --format csv` writes the same).
+pub async fn trials_csv(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<axum::response::Response> {
+    use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+    use axum::response::IntoResponse;
+    ops::studies::row(&state.service.db, id).await?;
+    let mut list: Vec<TrialView> =
+        crate::views::all(trials::of_study(&state.service.db, id).await?);
+    list.sort_by_key(|t| t.id);
+    let text = crate::trials_csv::to_string(&list);
+    let file = format!("attachment; filename=\"study-{id}-trials.csv\"");
+    Ok(([(CONTENT_TYPE, "text/csv; charset=utf-8".to_string()), (CONTENT_DISPOSITION, file)], text)
+        .into_response())
+}
+
 /// What "settle this" names: a setting and a metric the findings hold not
 /// determined.
 #[derive(Deserialize)]

@@ -71,6 +71,14 @@ impl TestServer {
         Self::start_with(settings, data).await
     }
 
+    /// A server whose demo profile is a fork's (see [`fork_profiles`]).
+    pub async fn start_forked() -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let mut settings = Self::settings(data.path().to_path_buf());
+        settings.profiles_dir = fork_profiles(data.path());
+        Self::start_with(settings, data).await
+    }
+
     /// Default test settings for a data folder.
     pub fn settings(data: PathBuf) -> Settings {
         let mut s = Settings::with_data_dir(data);
@@ -179,4 +187,19 @@ pub fn cut_short_study() -> serde_json::Value {
         "budget": { "max_trials": 3 },
         "probes": { "speed": { "prompt_tokens": 32, "n_predict": 8, "repeats": 3, "warmup": 0 } }
     })
+}
+
+/// The demo profile as a fork's would be: the same engine and models,
+/// naming a cache type (`q3_bogus`) that this build does not take, so that
+/// the engine, not Tunebook, refuses it. Written into `dir`; returns the
+/// profiles folder.
+pub fn fork_profiles(dir: &std::path::Path) -> PathBuf {
+    let text = std::fs::read_to_string(repo_root().join("profiles/demo.toml")).unwrap();
+    let tools = repo_root().join(".tools").display().to_string();
+    let text = text.replace("../.tools", &tools);
+    let folder = dir.join("fork-profiles");
+    std::fs::create_dir_all(&folder).unwrap();
+    let choices = "\n[choices]\ncache_type_k = [\"q3_bogus\"]\n";
+    std::fs::write(folder.join("demo.toml"), format!("{text}{choices}")).unwrap();
+    folder
 }

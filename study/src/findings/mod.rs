@@ -26,6 +26,7 @@ mod boundary;
 mod cites;
 pub mod confirmed;
 mod design;
+mod digest;
 mod files;
 mod free_wins;
 mod noise;
@@ -51,6 +52,7 @@ use serde::{Deserialize, Serialize};
 
 pub use at_pick::{Alternative, PickRow, Versus};
 pub use boundary::{boundary, mark_missed};
+pub use digest::digest;
 pub use files::FileRow;
 pub use numbers::{num, value_text};
 pub use paired::{MAX_ITEMS, parse_verdicts};

@@ -28,7 +28,7 @@ fn p_text(p: f64) -> String {
     if p < 0.0001 { "p < 0.0001".into() } else { format!("p = {p:.4}") }
 }
 
-fn config_text(settings: &Settings) -> String {
+pub(super) fn config_text(settings: &Settings) -> String {
     settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 

@@ -127,6 +127,37 @@ pub struct FindingsView {
     /// What the findings leave open that the page offers to settle.
     #[serde(default)]
     pub open: Vec<OpenQuestion>,
+    /// Each objective's settings by how much they move it, as the findings
+    /// judged them: the page draws them (see `importance::figure`).
+    #[serde(default)]
+    pub importance: Vec<ImportanceView>,
+}
+
+/// How much each varied setting moves one metric, against the baseline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImportanceView {
+    /// The metric's name and its label.
+    pub metric: String,
+    pub label: String,
+    /// What the numbers are in: `%` (a ratio's change), `points` (a
+    /// share's), or the metric's own unit for a plain difference.
+    pub unit: String,
+    /// The equivalence margin in the same unit: within it is "no effect".
+    pub margin: Option<f64>,
+    pub rows: Vec<ImportanceRow>,
+}
+
+/// One setting's furthest change on a metric, with its 95 % interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImportanceRow {
+    pub setting: String,
+    /// The value that changed the metric most (`""`: none measured).
+    pub value: String,
+    pub est: Option<f64>,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+    /// `effect`, `no_effect` (within the margin) or `open` (not determined).
+    pub verdict: String,
 }
 
 /// A setting whose effect on a metric the findings could not tell yet,

@@ -17,6 +17,10 @@ pub struct ProfileView {
     /// The settings the engine takes, for the study designer.
     #[serde(default)]
     pub params: Vec<ParamView>,
+    /// Whether this server's machine has a GPU (nvidia-smi sees one): the
+    /// designer offers layers to place only where there is.
+    #[serde(default)]
+    pub has_gpu: bool,
 }
 
 /// One setting of an engine's catalog.

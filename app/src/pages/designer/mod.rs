@@ -84,15 +84,32 @@ fn check_input(
     set: fn(&mut Form, bool),
     label: &'static str,
 ) -> impl IntoView {
+    probe_input(form, id, get, set, |_| false, label)
+}
+
+/// A probe's checkbox: ticked and held while an objective needs the probe
+/// (`needed`), which then runs whatever the box said before.
+fn probe_input(
+    form: RwSignal<Form>,
+    id: &'static str,
+    get: fn(&Form) -> bool,
+    set: fn(&mut Form, bool),
+    needed: fn(&Form) -> bool,
+    label: &'static str,
+) -> impl IntoView {
     view! {
         <label class="check">
             <input
                 type="checkbox"
                 id=id
-                prop:checked=move || form.with(get)
+                prop:checked=move || form.with(|f| get(f) || needed(f))
+                prop:disabled=move || form.with(needed)
                 on:change=move |ev| form.update(|f| set(f, event_target_checked(&ev)))
             />
             {label}
+            <Show when=move || form.with(needed)>
+                <span class="muted needed">" (an objective needs it)"</span>
+            </Show>
         </label>
     }
 }
@@ -240,7 +257,10 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                                     <button type="button" class="preset" on:click=move |_| {
                                         let preset = PRESETS.iter().find(|p| p.label == label).expect("a preset");
                                         let mut k = next_key.get_value();
-                                        let rows = preset.rows_for(&params.get_untracked(), &mut k);
+                                        // Layers to place where trials run on a GPU: here, or on workers.
+                                        let gpu = current().is_some_and(|p| p.has_gpu)
+                                            || !form.with_untracked(|f| f.machines.trim().is_empty());
+                                        let rows = preset.rows_for(&params.get_untracked(), gpu, &mut k);
                                         form.update(|f| {
                                             f.vary = rows;
                                             f.constraints = preset.constraints.to_string();
@@ -368,9 +388,10 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     <label>"Prompt tokens" {text_input(form, "prompt-tokens", |f| &f.prompt_tokens, |f, v| f.prompt_tokens = v)}</label>
                     <label>"Tokens to generate" {text_input(form, "n-predict", |f| &f.n_predict, |f, v| f.n_predict = v)}</label>
                     <label>"Repeats" {text_input(form, "repeats", |f| &f.repeats, |f, v| f.repeats = v)}</label>
-                    {check_input(form, "quality", |f| f.quality, |f, v| f.quality = v,
-                        "Quality: the known-answer prompt suite")}
-                    {check_input(form, "kld", |f| f.kld, |f, v| f.kld = v,
+                    {probe_input(form, "quality", |f| f.quality, |f, v| f.quality = v,
+                        |f| f.needs(&["quality_score"]), "Quality: the known-answer prompt suite")}
+                    {probe_input(form, "kld", |f| f.kld, |f, v| f.kld = v,
+                        |f| f.needs(crate::design::DIVERGENCE),
                         "Quality: KL divergence from the baseline (llama-perplexity)")}
                     <label>"Context recall: sizes in tokens (blank: none)" {text_input(form, "context-sizes", |f| &f.context_sizes, |f, v| f.context_sizes = v)}</label>
                     <label>"Context recall: depths (0 to 1)" {text_input(form, "context-depths", |f| &f.context_depths, |f, v| f.context_depths = v)}</label>

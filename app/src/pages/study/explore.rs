@@ -1,8 +1,9 @@
 //! A study's results seen from other sides than the Pareto front: the effect
 //! of each varied setting on a metric (every trial, grouped by value), the
-//! best so far as trials finished, and parallel coordinates over every
-//! setting at once. All three come from one answer of the server: the done
-//! trials' values of one metric and their settings.
+//! best so far as trials finished, two settings at once (a grid of cells,
+//! each its trials' median), and parallel coordinates over every setting.
+//! All four come from one answer of the server: the done trials' values of
+//! one metric and their settings.
 
 use leptos::prelude::*;
 
@@ -18,6 +19,8 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
     let metrics = crate::pages::metric_choices(&objectives, crate::pages::MORE_METRICS);
     let metric = RwSignal::new(metrics[0].0.clone());
     let setting = RwSignal::new(String::new());
+    // The second setting of the two-at-once grid ("": the next one).
+    let setting2 = RwSignal::new(String::new());
     // Asked for only while the panel is open: the page of a large study
     // stays quick, and what is not looked at costs nothing.
     let open = RwSignal::new(false);
@@ -50,8 +53,22 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
             names.iter().find(|n| ***n == chosen).or(names.first()).map(|n| n.to_string())
         })
     });
+    // The second setting: the one chosen, else the first that is not the first.
+    let shown2 = Memo::new(move |_| {
+        let (chosen, first) = (setting2.get(), shown.get());
+        view_.with(|v| {
+            let names: Vec<&String> = v.as_ref()?.settings.iter().map(|s| &s.name).collect();
+            let other = |n: &&&String| Some(**n) != first.as_ref();
+            names
+                .iter()
+                .find(|n| ***n == chosen && other(n))
+                .or(names.iter().find(other))
+                .map(|n| n.to_string())
+        })
+    });
     let figures = Memo::new(move |_| {
         let shown = shown.get();
+        let shown2 = shown2.get();
         view_.with(|v| {
             let v = v.as_ref()?;
             let title = label(&v.metrics[0]);
@@ -59,11 +76,24 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
             let trail: Vec<(i64, f64)> =
                 v.points.iter().map(|p| (p.trial_id, p.values[0])).collect();
             let best = best_so_far_figure(&trail, maximize, &title);
-            let effect = shown.and_then(|name| {
+            let effect = shown.clone().and_then(|name| {
                 let s = v.settings.iter().position(|s| s.name == name)?;
                 let points: Vec<(i64, u32, f64)> =
                     v.points.iter().map(|p| (p.trial_id, p.config[s], p.values[0])).collect();
                 Some(effect_figure(&v.settings[s].values, &points, &name, &title))
+            });
+            let pair = shown.as_ref().zip(shown2).and_then(|(a, b)| {
+                let i = v.settings.iter().position(|s| &s.name == a)?;
+                let j = v.settings.iter().position(|s| s.name == b)?;
+                let points: Vec<(u32, u32, f64)> =
+                    v.points.iter().map(|p| (p.config[i], p.config[j], p.values[0])).collect();
+                let (sa, sb) = (&v.settings[i], &v.settings[j]);
+                Some(tunebook_views::pair::figure(
+                    (a, &sa.values),
+                    (&b, &sb.values),
+                    &points,
+                    &title,
+                ))
             });
             let settings: Vec<(String, Vec<String>)> =
                 v.settings.iter().map(|s| (s.name.clone(), s.values.clone())).collect();
@@ -71,7 +101,7 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
             let values: Vec<f64> = v.points.iter().map(|p| p.values[0]).collect();
             let parallel = (!settings.is_empty())
                 .then(|| parallel_figure(&settings, &configs, &values, &title));
-            Some((v.points.len(), effect, best, parallel))
+            Some((v.points.len(), effect, best, parallel, pair))
         })
     });
     #[cfg(feature = "hydrate")]
@@ -79,7 +109,7 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
         let click = crate::plot::open_trial_on_click();
         Effect::new(move |_| {
             figures.with(|f| {
-                let Some((_, effect, best, parallel)) = f.as_ref().filter(|f| f.0 > 0) else {
+                let Some((_, effect, best, parallel, pair)) = f.as_ref().filter(|f| f.0 > 0) else {
                     return;
                 };
                 if let Some(fig) = effect {
@@ -88,6 +118,9 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
                 crate::plot::draw("best-plot", best, Some(&click));
                 if let Some(fig) = parallel {
                     crate::plot::draw("parallel-plot", fig, Some(&click));
+                }
+                if let Some(fig) = pair {
+                    crate::plot::draw("pair-plot", fig, None);
                 }
             })
         });
@@ -115,16 +148,30 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
             })
         })
     };
+    let setting2_options = move || {
+        view_.with(|v| {
+            v.as_ref().map(|v| {
+                v.settings
+                    .iter()
+                    .map(|s| {
+                        let is = Some(&s.name) == shown2.get_untracked().as_ref();
+                        view! { <option value=s.name.clone() selected=is>{s.name.clone()}</option> }
+                    })
+                    .collect_view()
+            })
+        })
+    };
     let has_points = move || figures.with(|f| f.as_ref().is_some_and(|f| f.0 > 0));
     view! {
         <details id="explore">
         // A click (or Enter, or Space) on the summary toggles the panel.
         <summary on:click=move |_| open.update(|o| *o = !*o)>
-            "The effect of each setting, the best so far, every setting at once"
+            "The effect of each setting, the best so far, two settings and every setting at once"
         </summary>
         <div class="plot-axes">
             <label>"metric " <select id="explore-metric" on:change=move |ev| metric.set(event_target_value(&ev))>{metric_options}</select></label>
             <label>"setting " <select id="explore-setting" on:change=move |ev| setting.set(event_target_value(&ev))>{setting_options}</select></label>
+            <label>"with " <select id="explore-setting2" on:change=move |ev| setting2.set(event_target_value(&ev))>{setting2_options}</select></label>
             <MachinePicker
                 id="explore-machine"
                 choices=Signal::derive(move || view_.with(|v| v.as_ref().map(|v| (v.machines.clone(), v.machine.clone()))))
@@ -144,6 +191,10 @@ pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -
                 <div id="best-plot" class="plot"></div>
             </figure>
         </div>
+        <figure>
+            <figcaption>"Two settings at once (each cell the median of its trials)"</figcaption>
+            <div id="pair-plot" class="plot"></div>
+        </figure>
         <figure>
             <figcaption>"Every setting at once (drag along an axis to filter)"</figcaption>
             <div id="parallel-plot" class="plot"></div>

@@ -10,6 +10,7 @@ use leptos::prelude::*;
 
 mod api;
 mod explore;
+mod importance;
 mod live;
 mod open;
 mod trials_table;
@@ -158,7 +159,10 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
                 }}
             </section>
             <section class="panel">
-                <h2>"Pareto front"</h2>
+                <h2>{match study.objectives.as_slice() {
+                    [one] => format!("Each trial's {}, and the best so far", one.label),
+                    _ => "Pareto front".to_string(),
+                }}</h2>
                 <ParetoPlot id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
             </section>
         </div>
@@ -172,7 +176,7 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
             <explore::Explore id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
         </section>
         <section class="panel">
-            <h2>"Trials"</h2>
+            <h2>"Trials" <a class="download" id="trials-csv" href=format!("/api/studies/{id}/trials.csv") download="">"Download CSV"</a></h2>
             <TrialsTable id first=study.first_page.clone() live objectives=study.objectives.clone() baseline=baseline.get_value() />
         </section>
         <section class="panel">
@@ -286,10 +290,7 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
     }
     // Any metric can be the third axis, the objectives first.
     let z_options = {
-        let all = super::metric_choices(
-            &objectives,
-            &[super::MORE_METRICS, &[("quality_score", "quality")]].concat(),
-        );
+        let all = super::metric_choices(&objectives, super::MORE_METRICS);
         all.into_iter()
             .map(|(name, l)| {
                 let is = name == z.get_untracked();
@@ -307,14 +308,20 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
             })
             .collect_view()
     };
-    view! {
-        <div class="plot-axes">
+    // One objective has no front to choose axes for: its trials in order.
+    let axes = (names.len() > 1).then(|| {
+        view! {
             <label>"x " <select id="pareto-x" on:change=move |ev| x.set(event_target_value(&ev))>{options(x)}</select></label>
             <label>"y " <select id="pareto-y" on:change=move |ev| y.set(event_target_value(&ev))>{options(y)}</select></label>
             <label>"z " <select id="pareto-z" on:change=move |ev| z.set(event_target_value(&ev))>
                 <option value="" selected=move || z.get_untracked().is_empty()>"(none: two dimensions)"</option>
                 {z_options}
             </select></label>
+        }
+    });
+    view! {
+        <div class="plot-axes">
+            {axes}
             <MachinePicker
                 id="pareto-machine"
                 choices=Signal::derive(move || shown.with(|p| p.as_ref().map(|p| (p.machines.clone(), p.machine.clone()))))
@@ -367,6 +374,7 @@ fn Findings(id: i64, finished: Signal<u64>) -> impl IntoView {
                 view! {
                     {warning}
                     <div class="findings" id="findings" inner_html=f.html.clone()></div>
+                    <div class="findings"><importance::Importance views=f.importance.clone() /></div>
                     <OpenFindings id open=f.open.clone() settle />
                 }
                 .into_any()

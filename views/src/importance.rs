@@ -1,0 +1,112 @@
+//! Each setting's importance on one metric, drawn: its furthest change
+//! against the baseline with the 95 % interval, the "no effect" margin as
+//! a band, and what is not determined yet marked as such at zero, never as
+//! a small effect.
+
+use serde_json::{Value, json};
+
+use crate::types::ImportanceView;
+
+/// The figure of `view`, the largest change at the top.
+pub fn figure(view: &ImportanceView) -> Value {
+    // Plotly draws categories from the bottom: the first row goes last.
+    let rows: Vec<_> = view.rows.iter().rev().collect();
+    let trace = |verdict: &str, name: &str, color: &str| {
+        let chosen: Vec<_> = rows.iter().filter(|r| r.verdict == verdict).collect();
+        let est: Vec<f64> = chosen.iter().map(|r| r.est.unwrap_or(0.0)).collect();
+        let plus: Vec<f64> =
+            chosen.iter().map(|r| r.hi.zip(r.est).map_or(0.0, |(h, e)| h - e)).collect();
+        let minus: Vec<f64> =
+            chosen.iter().map(|r| r.est.zip(r.lo).map_or(0.0, |(e, l)| e - l)).collect();
+        let text: Vec<String> = chosen
+            .iter()
+            .map(|r| match (r.verdict.as_str(), r.value.as_str()) {
+                ("open", _) => "not determined yet".to_string(),
+                (_, "") => "the engine's default".to_string(),
+                (_, v) => format!("at {v}"),
+            })
+            .collect();
+        json!({
+            "type": "scatter",
+            "mode": "markers",
+            "orientation": "h",
+            "name": name,
+            "x": est,
+            "y": chosen.iter().map(|r| r.setting.as_str()).collect::<Vec<_>>(),
+            "text": text,
+            "error_x": { "type": "data", "symmetric": false, "array": plus, "arrayminus": minus,
+                         "visible": verdict != "open", "color": color },
+            "marker": { "color": color, "size": 10,
+                        "symbol": if verdict == "open" { "circle-open" } else { "circle" } },
+            "hovertemplate": "%{y} %{text}: %{x}<extra></extra>",
+        })
+    };
+    let unit = if view.unit.is_empty() { String::new() } else { format!(" ({})", view.unit) };
+    let shapes: Vec<Value> = view
+        .margin
+        .filter(|m| *m > 0.0)
+        .map(|m| {
+            json!({ "type": "rect", "xref": "x", "yref": "paper", "x0": -m, "x1": m, "y0": 0, "y1": 1,
+                    "fillcolor": "#adb5bd", "opacity": 0.2, "line": { "width": 0 } })
+        })
+        .into_iter()
+        .collect();
+    json!({
+        "data": [
+            trace("effect", "changes it", "#d9480f"),
+            trace("no_effect", "no effect, within the margin", "#495057"),
+            trace("open", "not determined yet", "#868e96"),
+        ],
+        "layout": {
+            "xaxis": { "title": { "text": format!("{} against the baseline{unit}", view.label) },
+                       "zeroline": true },
+            "yaxis": { "type": "category", "automargin": true },
+            "shapes": shapes,
+            "legend": { "orientation": "h" },
+            "margin": { "l": 120, "r": 20, "t": 20, "b": 50 },
+            "height": 120 + 32 * view.rows.len().max(1),
+            "uirevision": "keep",
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ImportanceRow;
+
+    #[test]
+    fn intervals_as_error_bars_the_open_at_zero_without_one() {
+        let row = |s: &str, verdict: &str, i: Option<(f64, f64, f64)>| ImportanceRow {
+            setting: s.into(),
+            value: "2".into(),
+            est: i.map(|x| x.0),
+            lo: i.map(|x| x.1),
+            hi: i.map(|x| x.2),
+            verdict: verdict.into(),
+        };
+        let view = ImportanceView {
+            metric: "decode_tps".into(),
+            label: "decode tok/s".into(),
+            unit: "%".into(),
+            margin: Some(3.0),
+            rows: vec![
+                row("threads", "effect", Some((-20.0, -25.0, -14.0))),
+                row("batch", "no_effect", Some((1.0, -1.0, 2.5))),
+                row("ctx", "open", None),
+            ],
+        };
+        let fig = figure(&view);
+        assert_eq!(fig["data"][0]["y"], json!(["threads"]));
+        assert_eq!(fig["data"][0]["error_x"]["array"], json!([6.0]));
+        assert_eq!(fig["data"][0]["error_x"]["arrayminus"], json!([5.0]));
+        assert_eq!(fig["data"][2]["x"], json!([0.0]));
+        assert_eq!(fig["data"][2]["error_x"]["visible"], false);
+        assert_eq!(fig["data"][2]["text"], json!(["not determined yet"]));
+        assert_eq!(fig["layout"]["shapes"][0]["x1"], 3.0);
+        assert_eq!(
+            fig["layout"]["xaxis"]["title"]["text"],
+            "decode tok/s against the baseline (%)"
+        );
+    }
+}

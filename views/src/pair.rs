@@ -1,0 +1,82 @@
+//! Two settings at once: a grid of their values with each cell coloured by
+//! the median of its trials on one metric (a contour plot of a grid that
+//! has words on its axes as often as numbers). Drawn with scatter markers,
+//! which the quick build of plotly.js has.
+
+use serde_json::{Value, json};
+
+use crate::figures::value_order;
+
+/// The median of `v` (not empty).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+/// Setting `a` across, `b` up; `points` are (a's value index, b's value
+/// index, metric); a cell's size grows with its trials.
+pub fn figure(
+    a: (&str, &[String]),
+    b: (&str, &[String]),
+    points: &[(u32, u32, f64)],
+    metric: &str,
+) -> Value {
+    let label = |v: &str| if v.is_empty() { "default".to_string() } else { v.to_string() };
+    let (mut x, mut y, mut z, mut n) = (vec![], vec![], vec![], vec![]);
+    for i in value_order(a.1) {
+        for j in value_order(b.1) {
+            let mut cell: Vec<f64> = points
+                .iter()
+                .filter(|p| p.0 as usize == i && p.1 as usize == j)
+                .map(|p| p.2)
+                .collect();
+            if cell.is_empty() {
+                continue;
+            }
+            n.push(cell.len());
+            z.push(median(&mut cell));
+            x.push(label(&a.1[i]));
+            y.push(label(&b.1[j]));
+        }
+    }
+    let most = n.iter().copied().max().unwrap_or(1) as f64;
+    let size: Vec<f64> = n.iter().map(|k| 14.0 + 26.0 * (*k as f64 / most).sqrt()).collect();
+    json!({
+        "data": [{
+            "type": "scatter",
+            "mode": "markers",
+            "x": x,
+            "y": y,
+            "text": n.iter().map(|k| format!("{k} trial{}", if *k == 1 { "" } else { "s" })).collect::<Vec<_>>(),
+            "marker": { "color": z, "size": size, "colorscale": "Viridis", "showscale": true,
+                        "colorbar": { "title": { "text": metric } }, "symbol": "square" },
+            "hovertemplate": "%{x}, %{y}: median %{marker.color} over %{text}<extra></extra>",
+        }],
+        "layout": {
+            "xaxis": { "title": { "text": a.0 }, "type": "category" },
+            "yaxis": { "title": { "text": b.0 }, "type": "category" },
+            "showlegend": false,
+            "margin": { "l": 80, "r": 20, "t": 20, "b": 60 },
+            "uirevision": "keep",
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cell_is_the_median_of_its_trials_in_value_order() {
+        let a = vec!["8".to_string(), "2".to_string()];
+        let b = vec!["q8_0".to_string(), "f16".to_string()];
+        let points = [(0, 0, 10.0), (0, 0, 30.0), (0, 0, 20.0), (1, 1, 5.0)];
+        let fig = figure(("threads", &a), ("cache_type_k", &b), &points, "decode");
+        let trace = &fig["data"][0];
+        assert_eq!(trace["x"], json!(["2", "8"]), "numbers in order");
+        assert_eq!(trace["y"], json!(["f16", "q8_0"]));
+        assert_eq!(trace["marker"]["color"], json!([5.0, 20.0]));
+        assert_eq!(trace["text"], json!(["1 trial", "3 trials"]));
+    }
+}
