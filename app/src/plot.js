@@ -78,8 +78,12 @@ async function show(id, fig, onClick) {
 }
 
 export function draw(id, figure, onClick) {
-    // onClick: a function, or undefined for a plot without clicks.
-    return show(id, JSON.parse(figure), onClick);
+    // onClick: a function, or undefined for a plot without clicks. Where
+    // plotly.js cannot be had, the page goes on without the plot (the
+    // failed load is in the console already).
+    return show(id, JSON.parse(figure), onClick).catch((e) => {
+        console.warn("plot " + id + " not drawn: " + e.message);
+    });
 }
 
 // The draw under way or done for each element: its address and its promise.
