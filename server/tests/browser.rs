@@ -895,6 +895,65 @@ async fn a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log() 
     server.stop().await;
 }
 
+/// A trial's page opened as soon as it is queued moves on through its
+/// phases by itself (never reloaded), following the engine's log as it
+/// runs, and ends on the finished trial with its measurements.
+#[tokio::test]
+async fn a_running_trials_page_follows_it_live_through_its_phases_and_its_log() {
+    common::require_demo_engine();
+    let server = TestServer::start().await;
+    let driver = Driver::start().await;
+    let client = driver.browser().await;
+    // The real model answers its eight questions after the speed probe: a
+    // trial long enough to be seen running.
+    let trial = json!({
+        "profile": "demo",
+        "model": "smollm2-135m",
+        "settings": { "ctx_size": "1024", "threads": "2" }
+    });
+    let created = http().post(server.url("/api/trials")).json(&trial).send().await.unwrap();
+    let id = created.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    open(&client, &server.url(&format!("/trials/{id}")), "main.trial[data-hydrated='true']").await;
+    client.execute("window.tunebookMarker = 9;", vec![]).await.unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    let mut log_while_running = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let now = client
+            .execute(
+                "return [document.getElementById('trial-state')?.innerText || '',
+                         document.getElementById('log-tail')?.innerText || ''];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let (state, log) = (now[0].as_str().unwrap().to_string(), now[1].as_str().unwrap_or(""));
+        if state == "probing" && log.lines().count() > 3 {
+            log_while_running = true;
+        }
+        if !state.is_empty() && seen.last() != Some(&state) {
+            seen.push(state.clone());
+        }
+        if state == "done" || state == "failed" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the page stopped at {seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen.last().map(String::as_str), Some("done"), "{seen:?}");
+    assert!(seen.len() >= 2, "a phase before the end was shown: {seen:?}");
+    assert!(log_while_running, "the engine's log was followed while it probed: {seen:?}");
+    let marker = client.execute("return window.tunebookMarker;", vec![]).await.unwrap();
+    assert_eq!(marker, json!(9), "the page was never reloaded");
+    text_when(&client, "#trial-metrics", "the finished trial's measurements", |t| {
+        t.contains("decode tok/s") && t.contains("quality")
+    })
+    .await;
+    driver.assert_quiet(&client, "a running trial's page", &[]).await;
+    client.close().await.unwrap();
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn two_studies_of_the_same_space_compare_side_by_side() {
     common::require_demo_engine();
