@@ -1421,6 +1421,11 @@ async fn every_page_opens_without_a_console_error() {
     let effects = findings["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "effect");
     assert!(effects.count() > 0, "the planted study shows effects");
     assert!(drawn.iter().sum::<u64>() > 0, "{drawn:?}");
+    client
+        .execute("document.querySelector('.importance').scrollIntoView();", vec![])
+        .await
+        .unwrap();
+    screenshot(&client, "study-importance").await;
     let href = client.find(Locator::Css("#trials-csv")).await.unwrap().attr("href").await.unwrap();
     assert_eq!(href.as_deref(), Some(format!("/api/studies/{study}/trials.csv").as_str()));
     driver.assert_quiet(&client, "the study's drawn findings", &[]).await;

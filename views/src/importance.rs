@@ -62,9 +62,10 @@ pub fn figure(view: &ImportanceView) -> Value {
                        "zeroline": true },
             "yaxis": { "type": "category", "automargin": true },
             "shapes": shapes,
-            "legend": { "orientation": "h" },
-            "margin": { "l": 120, "r": 20, "t": 20, "b": 50 },
-            "height": 120 + 32 * view.rows.len().max(1),
+            // Above the plot: below, it would sit on the axis's title.
+            "legend": { "orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom" },
+            "margin": { "l": 120, "r": 20, "t": 40, "b": 50 },
+            "height": 140 + 32 * view.rows.len().max(1),
             "uirevision": "keep",
         },
     })
