@@ -1420,6 +1420,9 @@ async fn every_page_opens_without_a_console_error() {
         common::get_json(&server, &format!("/api/studies/{study}/findings")).await;
     let effects = findings["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "effect");
     assert!(effects.count() > 0, "the planted study shows effects");
+    let importance = findings["importance"].as_array().unwrap();
+    assert_eq!(importance.len(), drawn.len(), "a plot for each objective");
+    assert!(importance.iter().any(|v| v["rows"][0]["verdict"] == "effect"), "{importance:?}");
     assert!(drawn.iter().sum::<u64>() > 0, "{drawn:?}");
     client
         .execute("document.querySelector('.importance').scrollIntoView();", vec![])

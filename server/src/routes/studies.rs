@@ -172,11 +172,19 @@ pub struct Written {
     html: String,
     /// What the findings leave open, and the runs that would settle each.
     open: Vec<OpenQuestion>,
+    /// Each objective's settings by how far they move it.
+    importance: Vec<tunebook_views::types::ImportanceView>,
 }
 
 /// What the study's trials show: each finding with the trials it cites,
 /// all of them as one markdown document, and what they leave open.
 pub async fn findings(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<Written>> {
     let (findings, view) = ops::studies::findings(&state.service, id).await?;
-    Ok(Json(Written { findings, markdown: view.markdown, html: view.html, open: view.open }))
+    Ok(Json(Written {
+        findings,
+        markdown: view.markdown,
+        html: view.html,
+        open: view.open,
+        importance: view.importance,
+    }))
 }
