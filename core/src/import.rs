@@ -19,8 +19,57 @@ pub struct Record {
     pub measurement: Option<serde_json::Value>,
 }
 
-/// Parses an import without touching the database.
+/// Parses an import without touching the database; every measurement is
+/// one a trial could have (the worker API's rule), or nothing is taken.
 pub fn parse_import(text: &str, is_csv: bool, profile: &str) -> Result<Vec<TrialView>, String> {
+    let trials = parse_any(text, is_csv, profile)?;
+    for (i, t) in trials.iter().enumerate() {
+        if let Some(why) = implausible(t) {
+            return Err(format!("record {}: {why}", i + 1));
+        }
+    }
+    Ok(trials)
+}
+
+/// Measures that are counts, speeds, sizes or times: never negative.
+const AT_LEAST_ZERO: &[&str] = &[
+    "load_ms",
+    "ttft_ms",
+    "prefill_tps",
+    "decode_tps",
+    "client_decode_tps",
+    "prompt_tokens",
+    "tokens_requested",
+    "tokens_generated",
+    "n_ctx",
+    "peak_rss_bytes",
+    "peak_gpu_bytes",
+    "context_tokens",
+    "ceiling_tps",
+    "pct_of_ceiling",
+    "perplexity",
+    "kld_mean",
+    "kld_p99",
+    "goodput_rps",
+];
+/// Measures that are shares: between 0 and 1.
+const SHARES: &[&str] = &["quality_score", "context_pass_rate", "same_top_rate"];
+
+/// Why `t` holds a value no trial could have measured, if it does.
+fn implausible(t: &TrialView) -> Option<String> {
+    let v = serde_json::to_value(t).ok()?;
+    for (name, value) in v.as_object()? {
+        let Some(x) = value.as_f64() else { continue };
+        let bad = (AT_LEAST_ZERO.contains(&name.as_str()) && !(x.is_finite() && x >= 0.0))
+            || (SHARES.contains(&name.as_str()) && !(0.0..=1.0).contains(&x));
+        if bad {
+            return Some(format!("`{name}` = {x} is not a measurement"));
+        }
+    }
+    None
+}
+
+fn parse_any(text: &str, is_csv: bool, profile: &str) -> Result<Vec<TrialView>, String> {
     if is_csv {
         return parse_csv(text, profile);
     }
@@ -79,6 +128,8 @@ fn parse_csv(text: &str, profile: &str) -> Result<Vec<TrialView>, String> {
             let mut object = serde_json::Map::new();
             let mut settings = BTreeMap::new();
             for (name, value) in header.iter().zip(row.iter()) {
+                // What the export guarded from spreadsheets, as it was.
+                let value = crate::trials_csv::unguarded(value);
                 if let Some(s) = name.strip_prefix("setting.") {
                     if !value.is_empty() {
                         settings.insert(s.to_string(), value.to_string());
@@ -273,6 +324,27 @@ mod tests {
         let e = parse_import("id,profile\n1,p\n", true, "p").unwrap_err();
         assert!(e.contains("no `state` column"), "{e}");
         assert_eq!(parse_import("\n", false, "p").unwrap_err(), "no records");
+        // What the worker API refuses, an import refuses too.
+        let csv = "state,profile,model,decode_tps\ndone,p,m,40\ndone,p,m,-5\n";
+        let e = parse_import(csv, true, "p").unwrap_err();
+        assert_eq!(e, "record 2: `decode_tps` = -5 is not a measurement");
+        let e = parse_import("state,profile,model,quality_score\ndone,p,m,1.5\n", true, "p");
+        assert!(e.unwrap_err().contains("`quality_score` = 1.5"));
+    }
+
+    #[test]
+    fn a_csv_export_reads_back_as_it_was() {
+        let mut t = TrialView::new(
+            "p",
+            "m",
+            [("note".into(), "=1+1".into()), ("n_gpu_layers".into(), "-1".into())].into(),
+            tunebook_views::types::TrialState::Failed,
+        );
+        t.error = Some("@SUM(A1)".into());
+        let text = crate::trials_csv::to_string(std::slice::from_ref(&t));
+        let back = parse_import(&text, true, "p").unwrap();
+        assert_eq!(back[0].settings, t.settings);
+        assert_eq!(back[0].error, t.error);
     }
 
     #[test]

@@ -13,15 +13,22 @@ pub fn to_safe_html(markdown: &str) -> String {
     let mut unsafe_html = String::new();
     html::push_html(&mut unsafe_html, Parser::new_ext(markdown, options));
     ammonia::Builder::default()
-        .attribute_filter(|element, attribute, value| {
-            let local = value.starts_with('/') && !value.starts_with("//");
-            match (element, attribute) {
-                ("img", "src") if !local => None,
-                _ => Some(value.into()),
-            }
+        .attribute_filter(|element, attribute, value| match (element, attribute) {
+            ("img", "src") if !local(value) => None,
+            _ => Some(value.into()),
         })
         .clean(&unsafe_html)
         .to_string()
+}
+
+/// Whether `url` stays on this server, as a browser reads it: a path from
+/// the root, in the characters a path is written with. A browser reads
+/// `\` as `/` and drops tabs and newlines, so `/\host`, `/<TAB>/host` and
+/// the like would leave it: anything but those characters is refused.
+fn local(url: &str) -> bool {
+    let mut chars = url.chars();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/-._~%?=&+:@!$'()*,;#".contains(c);
+    chars.next() == Some('/') && !matches!(chars.next(), Some('/')) && url.chars().all(plain)
 }
 
 /// `markdown` as sanitized HTML with each second-level section folded: its
@@ -87,6 +94,44 @@ mod tests {
         assert!(html.contains("## not a heading"), "{html}");
         let attack = to_folded_html("## <script>alert(1)</script>\n\n<img src=x onerror=alert(1)>");
         assert!(!attack.contains("<script") && !attack.contains("onerror"), "{attack}");
+    }
+
+    #[test]
+    fn images_only_from_this_server_however_the_address_is_written() {
+        for outside in [
+            "/\\evil.example/t.png",
+            "/\t/evil.example/t.png",
+            "/&#9;/evil.example/t.png",
+            "/&#x0A;/evil.example/t.png",
+            "/\\/evil.example/t.png",
+            "//evil.example/t.png",
+            "https://evil.example/t.png",
+            " /\\evil.example/t.png",
+        ] {
+            let html = to_safe_html(&format!("<img src=\"{outside}\">"));
+            assert!(!html.contains("evil.example"), "{outside:?} → {html}");
+        }
+        assert!(to_safe_html("<img src=\"/pkg/a-b_c.png?v=1\">").contains("/pkg/a-b_c.png?v=1"));
+    }
+
+    proptest::proptest! {
+        /// Whatever follows the first `/`, an image that survives cleaning
+        /// names a path of this server, as a browser would read it.
+        #[test]
+        fn no_image_address_survives_that_a_browser_reads_as_elsewhere(
+            rest in "[/\\\\ \t\n\ra-z.:%&#;x0-9]{0,12}"
+        ) {
+            let html = to_safe_html(&format!("<img src=\"/{rest}\">"));
+            if let Some(at) = html.find("<img src=\"") {
+                let src = &html[at + 10..];
+                let src = &src[..src.find('"').unwrap()];
+                // A browser's reading: `\` is `/`, tabs and newlines gone.
+                let read: String =
+                    src.replace('\\', "/").chars().filter(|c| !"\t\n\r".contains(*c)).collect();
+                proptest::prop_assert!(!read.starts_with("//"), "{src:?} from {rest:?}");
+                proptest::prop_assert!(src.chars().all(|c| !c.is_whitespace()), "{src:?}");
+            }
+        }
     }
 
     #[test]

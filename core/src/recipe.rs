@@ -13,6 +13,30 @@ pub struct Recipe {
     pub unit: String,
 }
 
+/// The command line the server's own profile gives `model` with
+/// `settings`, as a trial stores it (`{"program", "args", "env",
+/// "display"}`): what a worker's trial records, since a worker reports what
+/// it measured, never what to run. `None` where the profile is not this
+/// server's, is an external endpoint, or refuses the settings.
+pub fn planned_command(
+    profiles: &[engine_bridge::Profile],
+    profile: &str,
+    model: &str,
+    settings: &engine_bridge::Settings,
+) -> Option<serde_json::Value> {
+    let profile = profiles.iter().find(|p| p.name == profile)?;
+    if profile.kind == engine_bridge::profile::EngineKind::External {
+        return None;
+    }
+    let spec = engine_bridge::plan(profile, model, settings, 0).ok()?;
+    Some(serde_json::json!({
+        "program": spec.program,
+        "args": spec.args,
+        "env": spec.env,
+        "display": spec.display(),
+    }))
+}
+
 /// The recipe for a trial's stored command (`{"program", "args", "env"}`),
 /// `load_ms` its measured load time; `None` for an external endpoint.
 pub fn recipe(command: &str, load_ms: Option<f64>, description: &str) -> Option<Recipe> {

@@ -62,26 +62,26 @@ pub fn check_endpoints(
 }
 
 /// Checks what a study asks of this machine: a study that runs here (not
-/// on workers) may not vary where layers go when no GPU is seen.
+/// on workers) may not vary where layers go when its engine's build has
+/// no GPU to put them on.
 pub async fn check_machine(profiles: &[Profile], def: &StudyDef) -> Result<(), StudyError> {
-    let llama = profiles
-        .iter()
-        .find(|p| p.name == def.profile)
-        .is_some_and(|p| matches!(p.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython));
+    let Some(profile) = profiles.iter().find(|p| p.name == def.profile) else { return Ok(()) };
     let varied: Vec<&str> = tunebook_views::GPU_PLACEMENT
         .iter()
         .copied()
         .filter(|s| def.space.contains_key(*s))
         .collect();
-    if !llama || !def.machines.is_empty() || varied.is_empty() {
+    if !def.machines.is_empty() || varied.is_empty() {
         return Ok(());
     }
-    if !engine_bridge::memory::gpu_names().await.is_empty() {
+    // The build's own word: a CPU-only llama.cpp lists no device.
+    if engine_bridge::devices::offload_devices(profile).await.is_none_or(|d| !d.is_empty()) {
         return Ok(());
     }
     Err(StudyError(vec![format!(
-        "this machine has no GPU (nvidia-smi finds none), so every value of {} runs the \
-         same on the CPU: leave {} out, or run the study on workers that have GPUs",
+        "this engine's build has no GPU to place layers on (its --list-devices names none), so \
+         every value of {} runs the same on the CPU: leave {} out, or run the study on workers \
+         that have GPUs",
         varied.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "),
         if varied.len() == 1 { "it" } else { "them" },
     )]))
@@ -152,6 +152,46 @@ impl FitCheck {
     }
 }
 
+/// Checks that are CPU work (a study's, a preview's count) run one at a
+/// time, off the request threads.
+static HEAVY: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+/// How long a preview may spend counting what the constraints allow and
+/// the planner rules out; past it the count is left out.
+const COUNT_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Of the grid (up to 200,000 configurations), how many the constraints
+/// allow (`None`: not counted, too many or past `deadline`), how many of
+/// those the planner says cannot fit, and a few of them with why.
+fn count(
+    study: &Study,
+    fit: &FitCheck,
+    deadline: std::time::Instant,
+) -> (Option<u64>, u64, Vec<String>) {
+    let (mut not_fit, mut examples) = (0, Vec::new());
+    if study.space.grid_size() > 200_000 {
+        return (None, 0, examples);
+    }
+    let mut n = 0;
+    for (i, config) in study.space.grid().enumerate() {
+        if i % 256 == 0 && std::time::Instant::now() > deadline {
+            return (None, 0, Vec::new());
+        }
+        if !study.space.allows(&config) {
+            continue;
+        }
+        n += 1;
+        if let Some(reason) = fit.will_not_fit(&config) {
+            not_fit += 1;
+            if examples.len() < 3 {
+                let what: Vec<String> = config.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                examples.push(format!("{}: {reason}", what.join(" ")));
+            }
+        }
+    }
+    (Some(n), not_fit, examples)
+}
+
 /// What the designer shows before a study runs: the size of its space, what
 /// the planner rules out, and how long it should take going by earlier
 /// trials of the same model.
@@ -167,29 +207,27 @@ pub async fn preview(
     if let Err(e) = check_machine(profiles, def).await {
         return Ok(Err(e));
     }
-    let study = match check(profiles, def) {
+    // The checks are CPU work: off the request threads, one at a time, and
+    // the count bounded, so that the pages keep answering meanwhile.
+    let _turn = HEAVY.acquire().await.expect("never closed");
+    let (owned, def_owned) = (profiles.to_vec(), def.clone());
+    let study = match tokio::task::spawn_blocking(move || check(&owned, &def_owned))
+        .await
+        .expect("a study check does not panic")
+    {
         Ok(s) => s,
         Err(e) => return Ok(Err(e)),
     };
     let profile = profiles.iter().find(|p| p.name == def.profile).expect("checked");
     let fit = FitCheck::new(profile, &study).await;
     let grid_size = study.space.grid_size().min(u64::MAX as u128) as u64;
-    let (mut allowed, mut not_fit, mut examples) = (None, 0, Vec::new());
-    if study.space.grid_size() <= 200_000 {
-        let mut n = 0;
-        for config in study.space.grid().filter(|c| study.space.allows(c)) {
-            n += 1;
-            if let Some(reason) = fit.will_not_fit(&config) {
-                not_fit += 1;
-                if examples.len() < 3 {
-                    let what: Vec<String> =
-                        config.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    examples.push(format!("{}: {reason}", what.join(" ")));
-                }
-            }
-        }
-        allowed = Some(n);
-    }
+    let deadline = std::time::Instant::now() + COUNT_FOR;
+    let (study, (allowed, not_fit, examples)) = tokio::task::spawn_blocking(move || {
+        let counted = count(&study, &fit, deadline);
+        (study, counted)
+    })
+    .await
+    .expect("a count does not panic");
     let budget = u64::from(def.budget.max_trials);
     let planned = allowed.map_or(budget, |a| a.min(budget));
     let runnable = allowed.map_or(planned, |a| planned.min(a - not_fit));

@@ -77,6 +77,14 @@ fn inert(text: &str) -> String {
     if formula { format!("'{text}") } else { text.to_string() }
 }
 
+/// A cell as it was before [`inert`] guarded it: what an import reads.
+pub fn unguarded(cell: &str) -> &str {
+    match cell.strip_prefix('\'') {
+        Some(rest) if inert(rest) != rest => rest,
+        _ => cell,
+    }
+}
+
 /// The trials as CSV text.
 pub fn to_string(list: &[TrialView]) -> String {
     let mut out = Vec::new();
@@ -117,5 +125,8 @@ mod tests {
         assert_eq!(&rows[1][at("decode_tps")], "51.5");
         assert_eq!(&rows[1][at("setting.threads")], "4");
         assert_eq!(&rows[1][at("setting.n_gpu_layers")], "");
+        // An import reads back what was guarded, and only that.
+        assert_eq!(unguarded(&rows[0][at("error")]), "=HYPERLINK(\"http://x\")");
+        assert_eq!(unguarded("'quoted"), "'quoted");
     }
 }

@@ -17,9 +17,10 @@ use crate::views::studies::{by_machine, findings_of, metrics, objectives_of};
 /// the best found, each against its own class's baseline.
 pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)]) -> String {
     let cell = |s: String| s.replace('|', "\\|");
+    // Names a worker gave are shown as they are, never read as markdown.
     let names: Vec<String> = groups
         .iter()
-        .map(|(m, _)| cell(m.clone().unwrap_or_else(|| "this server".into())))
+        .map(|(m, _)| cell(m.as_deref().map_or("this server".into(), crate::markdown::code)))
         .collect();
     let mut rows = vec![
         format!("| | {} |", names.join(" | ")),
@@ -31,7 +32,7 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
     };
     rows.push(row("Workers", &|list| {
         let names: BTreeSet<&str> = list.iter().filter_map(|t| t.worker.as_deref()).collect();
-        names.into_iter().collect::<Vec<_>>().join(", ")
+        names.into_iter().map(crate::markdown::code).collect::<Vec<_>>().join(", ")
     }));
     rows.push(row("Trials done / failed", &|list| {
         let n = |s: TrialState| list.iter().filter(|t| t.state == s).count();
@@ -144,7 +145,7 @@ fn by_class(def: &StudyDef, list: &[TrialView], profiles: &[Profile]) -> (Vec<Fi
     let mut text = format!("## Per machine, side by side\n\n{}\n", side_by_side(def, &groups));
     for (machine, trials) in &groups {
         let found = findings_of(def, trials, profiles);
-        let name = machine.as_deref().unwrap_or("this server");
+        let name = machine.as_deref().map_or("this server".into(), crate::markdown::code);
         text.push_str(&format!("## On {name}\n\n{}\n\n", nested(&findings::markdown(&found))));
         all.extend(found);
     }
@@ -216,7 +217,7 @@ pub async fn write_up(
         }
         let Some(r) = crate::recipe::of_trial(db, id, t).await? else { continue };
         let why = match &t.machine {
-            Some(m) => format!("{why}, on {m}"),
+            Some(m) => format!("{why}, on {}", crate::markdown::code(m)),
             None => why,
         };
         // The unit folded: most readers want the command line.
@@ -284,5 +285,29 @@ mod tests {
         );
         let (_, clean) = findings_markdown(&def, &list[..6], &[]);
         assert!(!clean.contains("Left out"));
+    }
+
+    #[test]
+    fn a_workers_names_are_shown_never_read_as_markdown() {
+        let def = StudyDef::from_toml(
+            "name = \"s\"\nprofile = \"p\"\nmodel = \"m\"\n[space]\nubatch_size = [128, 512]\n\
+             [[objectives]]\nmetric = \"decode_tps\"\n",
+        )
+        .unwrap();
+        let on = |machine: &str, worker: &str| TrialView {
+            decode_tps: Some(10.0),
+            machine: Some(machine.into()),
+            worker: Some(worker.into()),
+            ..TrialView::new("p", "m", BTreeMap::new(), TrialState::Done)
+        };
+        let evil = "[click](http://evil.example) *x*";
+        let groups = vec![(Some(evil.to_string()), vec![on(evil, "<img src=x>")])];
+        let text = side_by_side(&def, &groups);
+        let html = crate::markdown::to_safe_html(&text);
+        assert!(
+            !html.contains("<a ") && !html.contains("<em>") && !html.contains("<img"),
+            "{html}"
+        );
+        assert!(html.contains("<code>[click](http://evil.example) *x*</code>"), "{html}");
     }
 }

@@ -37,7 +37,8 @@ pub async fn fitted(
     settings: &Settings,
 ) -> Result<Option<Fitted>, String> {
     let Some(tool) = tool(profile) else { return Ok(None) };
-    let catalog = Catalog::llama_server();
+    // The profile's own catalog: with the words its build takes.
+    let catalog = profile.catalog();
     let rendered = catalog.render(settings).map_err(|e| e.to_string())?;
     let mut command = tokio::process::Command::new(&tool);
     command.arg("-m").arg(model).args(&rendered.args).envs(&rendered.env);

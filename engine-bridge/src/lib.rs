@@ -23,6 +23,7 @@ pub mod ask;
 pub mod catalog;
 pub mod chat;
 pub mod children;
+pub mod devices;
 pub mod endpoints;
 pub mod engine;
 pub mod failure;

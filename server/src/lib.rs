@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::FromRef;
+use axum::http::{HeaderValue, header};
 use axum::routing::{delete, get, post};
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
@@ -26,6 +27,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
 use tower_http::services::ServeDir;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tunebook_app::{App, OUTPUT_NAME, shell};
 
 pub use tunebook_core::{
@@ -122,6 +124,17 @@ pub async fn launch(
     Ok(())
 }
 
+/// The pages' Content-Security-Policy: everything from this server alone
+/// (an image or a request elsewhere is refused even if some text got past
+/// the sanitizer), no plugins, and no framing by another site. Inline
+/// scripts and styles stay allowed: the app's hydration starts from an
+/// inline script, and plotly.js styles inline; WebAssembly needs its own
+/// word.
+const POLICY: &str = "default-src 'self'; script-src 'self' 'unsafe-inline' 'wasm-unsafe-eval'; \
+    style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; \
+    connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; \
+    frame-ancestors 'none'";
+
 fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
     // The pages' server functions call the application layer with it.
     let service = state.service.clone();
@@ -181,10 +194,34 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
         .nest_service("/pkg", bundle)
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
+            move || {
+                if with_login {
+                    provide_context(tunebook_app::LoginRequired);
+                }
+            },
+            shell,
+        ))
         // Pages and API answers gzipped for clients that take it (never the
         // live feeds: server-sent events are left as they are).
         .layer(CompressionLayer::new())
+        // What a page may load and who may frame it (see `POLICY`).
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(POLICY),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        ))
         .layer(axum::middleware::from_fn_with_state(state.clone(), login::require))
         // Outermost: nothing from another site reaches the login or a handler.
         .layer(axum::middleware::from_fn_with_state(allowed_hosts, same_origin::guard))

@@ -62,19 +62,25 @@ pub struct PlanReport {
 pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
     let invalid = |e: String| Stopped::error(Why::Invalid, e);
     let settings = parse_settings(&args.settings).map_err(|e| invalid(format!("{e:#}")))?;
-    // The settings are llama-server's, checked as a study's would be.
-    Catalog::llama_server().render(&settings).map_err(|e| invalid(e.to_string()))?;
-    let info = ModelInfo::read(&args.model).map_err(|e| invalid(e.to_string()))?;
-    let fitted = match &args.profile {
+    let profile = match &args.profile {
         Some(name) => {
             let profiles = engine_bridge::Profile::load_dir(&args.profiles)?;
-            let profile = profiles.iter().find(|p| &p.name == name).ok_or_else(|| {
+            let profile = profiles.into_iter().find(|p| &p.name == name).ok_or_else(|| {
                 invalid(format!("no engine profile `{name}` in {}", args.profiles.display()))
             })?;
-            engine_bridge::fit::fitted(profile, &args.model, &settings)
-                .await
-                .map_err(anyhow::Error::msg)?
+            Some(profile)
         }
+        None => None,
+    };
+    // The settings are llama-server's (with the words the profile's build
+    // takes), checked as a study's would be.
+    let catalog = profile.as_ref().map_or_else(Catalog::llama_server, |p| p.catalog());
+    catalog.render(&settings).map_err(|e| invalid(e.to_string()))?;
+    let info = ModelInfo::read(&args.model).map_err(|e| invalid(e.to_string()))?;
+    let fitted = match &profile {
+        Some(profile) => engine_bridge::fit::fitted(profile, &args.model, &settings)
+            .await
+            .map_err(anyhow::Error::msg)?,
         None => None,
     };
     let placement = Placement::of(&settings, 0).map_err(invalid)?;

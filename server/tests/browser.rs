@@ -1308,7 +1308,7 @@ async fn the_designer_refuses_what_cannot_run_in_a_users_words() {
         ),
         (
             "constraints = [\"flash_attn == on\"]\n[space]\nflash_attn = [\"on\", \"off\"]\n",
-            "a text value is quoted, \"on\"",
+            "if it is a value, quote it: \"on\"",
         ),
     ];
     for (body, says) in cases {
@@ -1327,7 +1327,7 @@ async fn the_designer_refuses_what_cannot_run_in_a_users_words() {
     if !gpu {
         let text = format!("{head}[space]\nn_gpu_layers = [0, 99]\n");
         fill(&client, "#study-file", &text).await;
-        let says = "this machine has no GPU";
+        let says = "this engine's build has no GPU to place layers on";
         let errors = text_when(&client, "#study-errors", says, |t| t.contains(says)).await;
         assert!(errors.contains("run the study on workers that have GPUs"), "{errors}");
     }

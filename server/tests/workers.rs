@@ -341,7 +341,7 @@ async fn a_study_on_two_classes_of_machine_runs_in_parallel_and_keeps_them_apart
     assert!(text.contains("## Per machine, side by side"), "{text}");
     assert!(text.contains("| | box-a | box-b |"), "{text}");
     assert!(text.contains("| Workers | a1, a2 | b1 |"), "{text}");
-    assert!(text.contains("## On box-a") && text.contains("## On box-b"), "{text}");
+    assert!(text.contains("## On `box-a`") && text.contains("## On `box-b`"), "{text}");
     assert_eq!(text.matches("### Best configurations").count(), 2, "one per machine: {text}");
 
     // The Pareto front is one class's at a time, the first unless asked.

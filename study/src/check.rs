@@ -124,7 +124,7 @@ impl StudyDef {
                             // likely a value left unquoted.
                             let hint = match catalog.get(&name) {
                                 None if !name.starts_with("env.") => format!(
-                                    " (no engine setting is called that: a text value is quoted, \"{name}\")"
+                                    " (no engine setting is called that: if it is a value, quote it: \"{name}\")"
                                 ),
                                 _ => String::new(),
                             };

@@ -176,7 +176,7 @@ fn no_objective_and_unsatisfiable_constraints() {
     assert!(e.contains("(to compare, write `==`, not `=`)"), "{e}");
     let bare = SEEDS.replace("constraints = [", "constraints = ['flash_attn == on', ");
     let e = check(&bare).unwrap_err().to_string();
-    assert!(e.contains("a text value is quoted, \"on\""), "{e}");
+    assert!(e.contains("if it is a value, quote it: \"on\""), "{e}");
     let typo = SEEDS.replace("when cache_type_v", "when cache_typ_v");
     assert!(check(&typo).unwrap_err().to_string().contains("neither varies nor fixes"));
 }

@@ -1,5 +1,6 @@
 //! Each setting's importance on one metric, drawn: its furthest change
-//! against the baseline with the 95 % interval, the "no effect" margin as
+//! against the baseline with its interval (95 % for an effect, 90 % for a
+//! "no effect", the equivalence test's), the "no effect" margin as
 //! a band, and what is not determined yet marked as such at zero, never as
 //! a small effect.
 

@@ -9,6 +9,6 @@ pub mod spread;
 pub mod types;
 
 /// Settings that place a llama.cpp model's layers on GPUs: every value runs
-/// alike on a machine without one, so the designer leaves them out there
+/// alike with a build that has none, so the designer leaves them out there
 /// and the server refuses to vary them.
 pub const GPU_PLACEMENT: &[&str] = &["n_gpu_layers", "main_gpu", "split_mode", "tensor_split"];

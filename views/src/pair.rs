@@ -41,6 +41,10 @@ pub fn figure(
         }
     }
     let most = n.iter().copied().max().unwrap_or(1) as f64;
+    // Each axis in value order, whichever cells are missing.
+    let order = |values: &[String]| -> Vec<String> {
+        value_order(values).into_iter().map(|i| label(&values[i])).collect()
+    };
     let size: Vec<f64> = n.iter().map(|k| 14.0 + 26.0 * (*k as f64 / most).sqrt()).collect();
     json!({
         "data": [{
@@ -54,8 +58,10 @@ pub fn figure(
             "hovertemplate": "%{x}, %{y}: median %{marker.color} over %{text}<extra></extra>",
         }],
         "layout": {
-            "xaxis": { "title": { "text": a.0 }, "type": "category" },
-            "yaxis": { "title": { "text": b.0 }, "type": "category" },
+            "xaxis": { "title": { "text": a.0 }, "type": "category",
+                       "categoryorder": "array", "categoryarray": order(a.1) },
+            "yaxis": { "title": { "text": b.0 }, "type": "category",
+                       "categoryorder": "array", "categoryarray": order(b.1) },
             "showlegend": false,
             "margin": { "l": 80, "r": 20, "t": 20, "b": 60 },
             "uirevision": "keep",
@@ -78,5 +84,7 @@ mod tests {
         assert_eq!(trace["y"], json!(["f16", "q8_0"]));
         assert_eq!(trace["marker"]["color"], json!([5.0, 20.0]));
         assert_eq!(trace["text"], json!(["1 trial", "3 trials"]));
+        assert_eq!(fig["layout"]["xaxis"]["categoryarray"], json!(["2", "8"]));
+        assert_eq!(fig["layout"]["yaxis"]["categoryarray"], json!(["f16", "q8_0"]));
     }
 }

@@ -13,7 +13,7 @@ use crate::types::{ProfileView, RunRequest, TrialState, TrialView};
 /// The engine profiles this server may run.
 #[server]
 pub async fn list_profiles() -> Result<Vec<ProfileView>, ServerFnError> {
-    Ok(ops::catalog::profiles(&service()?.profiles, ops::catalog::has_gpu().await))
+    Ok(ops::catalog::profiles(&service()?.profiles).await)
 }
 
 /// Every trial, newest first.
@@ -104,11 +104,14 @@ fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
 
     let current =
         move || profiles.with_value(|all| all.iter().find(|p| p.name == profile.get()).cloned());
-    // The engine's cache types (the finest first, then the profile's own):
-    // a list, not free text.
-    let cache_options = move |chosen: RwSignal<String>| {
+    // The engine's cache types for K or V (the finest first, then those
+    // the profile names for that one): a list, not free text.
+    let cache_options = move |name: &'static str, chosen: RwSignal<String>| {
         current()
-            .map(|p| p.cache_types)
+            .map(|p| {
+                let own = p.params.into_iter().find(|x| x.name == name).map(|x| x.choices);
+                own.unwrap_or(p.cache_types)
+            })
             .unwrap_or_default()
             .into_iter()
             .map(|t| {
@@ -194,13 +197,13 @@ fn RunForm(profiles: Vec<ProfileView>, live: LiveTrials) -> impl IntoView {
             <label>
                 "K cache type (-ctk)"
                 <select id="cache_type_k" prop:value=move || cache_type_k.get() on:change=move |ev| cache_type_k.set(event_target_value(&ev))>
-                    {move || cache_options(cache_type_k)}
+                    {move || cache_options("cache_type_k", cache_type_k)}
                 </select>
             </label>
             <label>
                 "V cache type (-ctv)"
                 <select id="cache_type_v" prop:value=move || cache_type_v.get() on:change=move |ev| cache_type_v.set(event_target_value(&ev))>
-                    {move || cache_options(cache_type_v)}
+                    {move || cache_options("cache_type_v", cache_type_v)}
                 </select>
             </label>
             <label>

@@ -22,7 +22,7 @@ pub async fn add_worker(name: String) -> Result<String, ServerFnError> {
 
 #[server]
 pub async fn revoke_worker(name: String) -> Result<(), ServerFnError> {
-    answer(ops::workers::revoke(&service()?.db, &name).await)
+    answer(ops::workers::revoke(&*service()?, &name).await)
 }
 
 /// Where the worker's command looks for its engine profiles: the folder

@@ -78,6 +78,23 @@ pub async fn revoke_worker(db: &Db, name: &str) -> Result<bool, sqlx::Error> {
     Ok(done.rows_affected() > 0)
 }
 
+/// Fails the trials meant for worker `name` alone that have not finished
+/// (queued, or in flight on it), with `why`; their ids.
+pub async fn fail_targeted(db: &Db, name: &str, why: &str) -> Result<Vec<i64>, sqlx::Error> {
+    let sql = format!(
+        "UPDATE trials SET state = 'failed', failure_kind = $1, error = $2, \
+         lease_expires_ms = NULL, finished_ms = $3 \
+         WHERE target = $4 AND (state = 'queued' OR state IN {IN_FLIGHT}) RETURNING id"
+    );
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(engine_bridge::FailureKind::Interrupted.label())
+        .bind(why)
+        .bind(now_ms())
+        .bind(name)
+        .fetch_all(&db.pool)
+        .await
+}
+
 /// A profile a worker registered: its name, engine and models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerProfile {

@@ -7,12 +7,17 @@ use engine_bridge::catalog::CACHE_TYPES;
 use tunebook_study::{Goal, Metric};
 use tunebook_views::types::{MetricView, ParamView, ProfileView};
 
-/// The profiles as the browser may see them (names, not paths), on a
-/// machine with a GPU or not (`has_gpu`, see [`has_gpu`]).
-pub fn profiles(profiles: &[Profile], has_gpu: bool) -> Vec<ProfileView> {
+/// The profiles as the browser may see them (names, not paths), each with
+/// whether its build can place layers on a GPU here (see [`has_gpu`]).
+pub async fn profiles(profiles: &[Profile]) -> Vec<ProfileView> {
+    let mut gpus = Vec::with_capacity(profiles.len());
+    for p in profiles {
+        gpus.push(has_gpu(p).await);
+    }
     profiles
         .iter()
-        .map(|p| ProfileView {
+        .zip(gpus)
+        .map(|(p, has_gpu)| ProfileView {
             name: p.name.clone(),
             has_gpu,
             engine: p.kind.name().to_string(),
@@ -47,9 +52,11 @@ pub fn profiles(profiles: &[Profile], has_gpu: bool) -> Vec<ProfileView> {
         .collect()
 }
 
-/// Whether this machine has a GPU that nvidia-smi sees.
-pub async fn has_gpu() -> bool {
-    !engine_bridge::memory::gpu_names().await.is_empty()
+/// Whether `profile`'s engine can place layers on a GPU here: false only
+/// where its build says it has no device to offload to (a CPU-only
+/// llama.cpp); other engines, and builds that cannot be asked, may.
+pub async fn has_gpu(profile: &Profile) -> bool {
+    engine_bridge::devices::offload_devices(profile).await.is_none_or(|d| !d.is_empty())
 }
 
 /// The metrics a study can optimize or bound.

@@ -43,15 +43,24 @@ pub async fn list(db: &Db) -> Result<Vec<WorkerView>> {
         .collect())
 }
 
+/// The longest name a worker may have: it is shown on pages and in
+/// findings, and it names the machine in a study's targets.
+const MAX_NAME: usize = 64;
+
 /// Adds a worker named `name`; its token. The name is checked and must be new.
 pub async fn add(db: &Db, name: &str) -> Result<String> {
     let name = name.trim();
     if name.is_empty()
+        || name.len() > MAX_NAME
         || name == "any"
+        || name.starts_with('.')
         || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
+        let shown: String = name.chars().take(MAX_NAME).collect();
         return Err(Error::BadRequest(format!(
-            "a worker's name is letters, digits, `-`, `_` and `.` (and not `any`): `{name}`"
+            "a worker's name is up to {MAX_NAME} letters, digits, `-`, `_` and `.`, not \
+             starting with `.` (and not `any`): `{}`",
+            shown.escape_debug()
         )));
     }
     if queue::workers(db).await?.iter().any(|w| w.name == name) {
@@ -60,7 +69,15 @@ pub async fn add(db: &Db, name: &str) -> Result<String> {
     Ok(queue::create_worker(db, name).await?)
 }
 
-/// Revokes a worker's token: it can take no more trials.
-pub async fn revoke(db: &Db, name: &str) -> Result<()> {
-    if queue::revoke_worker(db, name).await? { Ok(()) } else { Err(Error::NotFound) }
+/// Revokes a worker's token: it can take no more trials, and the trials
+/// meant for it alone fail, said why, instead of waiting for it forever.
+pub async fn revoke(service: &crate::service::Service, name: &str) -> Result<()> {
+    let db = &service.db;
+    if !queue::revoke_worker(db, name).await? {
+        return Err(Error::NotFound);
+    }
+    for id in queue::fail_targeted(db, name, &format!("its worker `{name}` was revoked")).await? {
+        crate::announce::trial(db, &service.events, id).await?;
+    }
+    Ok(())
 }

@@ -81,8 +81,12 @@ impl Studies {
         self: &Arc<Self>,
         def: &StudyDef,
     ) -> Result<(i64, JoinHandle<()>), crate::Error> {
-        check_endpoints(&self.ctx.endpoints, def)
-            .and_then(|()| check(&self.ctx.profiles, def).map(drop))
+        check_endpoints(&self.ctx.endpoints, def).map_err(crate::Error::Invalid)?;
+        // CPU work: off the request threads.
+        let (profiles, owned) = (self.ctx.profiles.clone(), def.clone());
+        tokio::task::spawn_blocking(move || check(&profiles, &owned).map(drop))
+            .await
+            .expect("a study check does not panic")
             .map_err(crate::Error::Invalid)?;
         crate::study_checks::check_machine(&self.ctx.profiles, def)
             .await

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::ops;
 
 pub async fn profiles(State(state): State<AppState>) -> Json<Vec<ProfileView>> {
-    Json(ops::catalog::profiles(&state.service.profiles, ops::catalog::has_gpu().await))
+    Json(ops::catalog::profiles(&state.service.profiles).await)
 }
 
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<TrialView>>> {

@@ -44,7 +44,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Worker>>> {
 }
 
 pub async fn revoke(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode> {
-    ops::workers::revoke(&state.service.db, &name).await?;
+    ops::workers::revoke(&state.service, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -312,6 +312,20 @@ fn implausible(result: &TrialResult) -> Option<String> {
             _ => {}
         }
     }
+    // Times are this side of a year ago and a day ahead (clocks drift):
+    // an estimate built on `i64::MAX` would be nonsense for every trial after.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    const DAY_MS: i64 = 86_400_000;
+    for name in ["started_ms", "finished_ms"] {
+        if let Some(v) = result.columns.get(name).filter(|v| !v.is_null()) {
+            let ok = v.as_i64().is_some_and(|t| t > now - 365 * DAY_MS && t < now + DAY_MS);
+            if !ok {
+                return Some(format!("`{name}` = {v} is not a time of the last year"));
+            }
+        }
+    }
     // Stored as its label ("out of memory"); its name is taken too.
     let known = |k: &Value| {
         engine_bridge::FailureKind::ALL.iter().any(|kind| {
@@ -349,6 +363,13 @@ pub async fn result(
     append_log(service, trial, &body.log).await;
     if !queue::finish(&service.db, trial, id, &body).await? {
         return Err(refused());
+    }
+    // What to run is the server's to write, from its own profile.
+    if let Some(t) = trials::get(&service.db, trial).await?
+        && let Some(command) =
+            crate::recipe::planned_command(&service.profiles, &t.profile, &t.model, &t.settings())
+    {
+        trials::set_command(&service.db, trial, &command).await?;
     }
     tracing::info!(worker = %name, trial, "trial finished by its worker");
     announce::trial(&service.db, &service.events, trial).await?;

@@ -104,10 +104,12 @@ fn size(metric: Metric, x: f64) -> String {
 
 /// The effects claimed, the largest first on each metric.
 fn matters(findings: &[Finding]) -> Option<String> {
-    let mut effects: BTreeMap<Metric, Vec<(f64, &str)>> = BTreeMap::new();
+    // (size, setting, where it was shown when not at the baseline)
+    let mut effects: BTreeMap<Metric, Vec<(f64, &str, String)>> = BTreeMap::new();
     for f in findings {
-        if let Finding::Effect { setting, metric, size_pct, .. } = f {
-            effects.entry(*metric).or_default().push((*size_pct, setting));
+        if let Finding::Effect { setting, metric, size_pct, at, .. } = f {
+            let at = at.as_ref().map_or(String::new(), |(p, v)| format!(" with `{p}` = {v}"));
+            effects.entry(*metric).or_default().push((*size_pct, setting, at));
         }
     }
     let together: Vec<String> = findings
@@ -129,7 +131,7 @@ fn matters(findings: &[Finding]) -> Option<String> {
             let each: Vec<String> = list
                 .iter()
                 .take(SHOWN)
-                .map(|(x, s)| format!("`{s}` ({} apart)", size(metric, *x)))
+                .map(|(x, s, at)| format!("`{s}` ({} apart{at})", size(metric, *x)))
                 .collect();
             format!("on {}: {}", metric.label(), each.join(", "))
         })
@@ -146,12 +148,17 @@ fn not_matters(findings: &[Finding]) -> Option<String> {
         Finding::NoEffect { setting, metric, .. } => Some((*metric, setting.as_str())),
         _ => None,
     }));
+    // Where a claim does not reach everywhere, the reader is told so.
+    let partial = findings
+        .iter()
+        .any(|f| matches!(f, Finding::NoEffect { unshown, .. } if !unshown.is_empty()));
     (!list.is_empty()).then(|| {
         let parts: Vec<String> = list
             .iter()
             .map(|(m, settings)| format!("on {}: {}", m.label(), some_names(settings)))
             .collect();
-        format!("**What does not matter**, within the margin — {}.", parts.join("; "))
+        let reach = if partial { " (some only where they were tried: see below)" } else { "" };
+        format!("**What does not matter**, within the margin — {}{reach}.", parts.join("; "))
     })
 }
 

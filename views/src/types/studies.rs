@@ -147,7 +147,8 @@ pub struct ImportanceView {
     pub rows: Vec<ImportanceRow>,
 }
 
-/// One setting's furthest change on a metric, with its 95 % interval.
+/// One setting's furthest change on a metric, with its interval: 95 % for
+/// an effect, 90 % for a "no effect" (the equivalence test's own).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ImportanceRow {
     pub setting: String,

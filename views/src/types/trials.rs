@@ -17,8 +17,9 @@ pub struct ProfileView {
     /// The settings the engine takes, for the study designer.
     #[serde(default)]
     pub params: Vec<ParamView>,
-    /// Whether this server's machine has a GPU (nvidia-smi sees one): the
-    /// designer offers layers to place only where there is.
+    /// Whether the profile's engine can place layers on a GPU here (a
+    /// CPU-only llama.cpp build cannot): the designer offers layers to
+    /// place only where it can.
     #[serde(default)]
     pub has_gpu: bool,
 }

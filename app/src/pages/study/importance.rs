@@ -26,7 +26,7 @@ pub fn Importance(views: Vec<ImportanceView>) -> impl IntoView {
         view! {
             <details class="section importance" open>
                 <summary><h2>"Which settings matter, drawn"</h2></summary>
-                <p class="muted">"Each setting's furthest change against the baseline with its 95 % interval; the grey band is the margin within which \"no effect\" is claimed; an open circle at zero is not determined yet."</p>
+                <p class="muted">"Each setting's furthest change against the baseline, with its interval: 95 % for an effect, 90 % for a \"no effect\" (the equivalence test's); the grey band is the margin within which \"no effect\" is claimed; an open circle at zero is not determined yet."</p>
                 {plots}
             </details>
         }

@@ -248,7 +248,8 @@ fn InFlight(t: TrialView) -> impl IntoView {
 fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -> impl IntoView {
     let names: Vec<String> = objectives.iter().map(|o| o.metric.clone()).collect();
     let x = RwSignal::new(names.first().cloned().unwrap_or_default());
-    let y = RwSignal::new(names.get(1).cloned().unwrap_or_else(|| x.get_untracked()));
+    // One objective has no second axis: its trials are drawn in order.
+    let y = RwSignal::new(names.get(1).cloned().unwrap_or_default());
     // A third objective, for the three-dimensional view ("": none).
     let z = RwSignal::new(names.get(2).cloned().unwrap_or_default());
     // The class of machine shown, in a study run on several ("": the first).

@@ -48,7 +48,8 @@ pub const COLUMNS: &[Column] = &[
     c("role", Text, IN_ROW | IN_HISTORY | IN_IMPORT),
     c("settings", Text, IN_ROW | IN_HISTORY | IN_IMPORT),
     // JSON: the program, its arguments and environment, and `display`.
-    c("command", Text, IN_ROW | IN_RESULT),
+    // Never a worker's to say: the server writes it from the profile.
+    c("command", Text, IN_ROW),
     c("created_ms", Int, IN_ROW | IN_IMPORT),
     c("started_ms", Int, IN_ROW | IN_RESULT),
     c("finished_ms", Int, IN_RESULT),
