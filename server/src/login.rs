@@ -35,6 +35,10 @@ pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Most addresses whose failures are remembered at once.
 const MAX_TRACKED: usize = 10_000;
 
+/// Where the wrong guesses of addresses past [`MAX_TRACKED`] are counted,
+/// together (no client has this address).
+const OVERFLOW: IpAddr = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+
 /// When a session was opened and last used.
 struct Session {
     opened: Instant,
@@ -79,6 +83,13 @@ impl Login {
     fn open(&self, password: &str, from: IpAddr, now: Instant) -> Result<String, Refusal> {
         let mut failures = self.failures.lock().expect("failures");
         failures.retain(|_, (since, _)| now.duration_since(*since) < FAILURE_WINDOW);
+        // Past the addresses tracked one by one, the rest share one count:
+        // a new address is never a fresh set of guesses.
+        let from = if failures.len() < MAX_TRACKED || failures.contains_key(&from) {
+            from
+        } else {
+            OVERFLOW
+        };
         if let Some((since, n)) = failures.get(&from)
             && *n >= MAX_FAILURES
         {
@@ -89,9 +100,7 @@ impl Login {
         // Digests compared, not the password: the time taken tells nothing
         // about how much of it was right.
         if sha256(password) != self.password_sha256 {
-            if failures.len() < MAX_TRACKED || failures.contains_key(&from) {
-                failures.entry(from).or_insert((now, 0)).1 += 1;
-            }
+            failures.entry(from).or_insert((now, 0)).1 += 1;
             return Err(Refusal::WrongPassword);
         }
         failures.remove(&from);
@@ -328,6 +337,23 @@ mod tests {
         let other: IpAddr = "10.0.0.2".parse().unwrap();
         assert!(login.open("pw", other, now).is_ok(), "another address is not held up");
         assert!(login.open("pw", ME, now + FAILURE_WINDOW).is_ok(), "after the window");
+    }
+
+    #[test]
+    fn addresses_past_those_tracked_share_one_count() {
+        let login = Login::new("pw");
+        let now = Instant::now();
+        for i in 0..MAX_TRACKED as u32 {
+            let at = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            assert_eq!(login.open("guess", at, now), Err(Refusal::WrongPassword));
+        }
+        // Every new address after that draws on the same few guesses.
+        let fresh = |i: u32| IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0000 + i));
+        for i in 0..MAX_FAILURES as u32 {
+            assert_eq!(login.open("guess", fresh(i), now), Err(Refusal::WrongPassword));
+        }
+        assert!(matches!(login.open("guess", fresh(999), now), Err(Refusal::TooMany(_))));
+        assert!(login.open("pw", fresh(1000), now + FAILURE_WINDOW).is_ok(), "after the window");
     }
 
     #[test]

@@ -274,6 +274,10 @@ async fn main_inner() -> anyhow::Result<()> {
         } => {
             let mut settings = common.settings()?;
             settings.site_root = site_root.unwrap_or_else(tunebook::places::site);
+            // Spaces are no password: refused rather than taken for one.
+            if password.as_deref().is_some_and(|p| !p.is_empty() && p.trim().is_empty()) {
+                anyhow::bail!("TUNEBOOK_PASSWORD is only spaces: set a real password, or none");
+            }
             settings.password = password.filter(|p| !p.is_empty());
             settings.allowed_hosts = allowed_hosts;
             if !addr.ip().is_loopback() && settings.password.is_none() {

@@ -150,6 +150,16 @@ async fn small_requests_cannot_ask_for_the_server_s_stack_memory_or_time() {
     let (status, body) = answer(check(greedy)).await;
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("probes.speed.repeats: 100000000, over the limit of 100"), "{body}");
+    // A front on a thousand metrics is refused, not attempted.
+    let mut one = study(json!({ "threads": [1, 2] }));
+    one["budget"] = json!({ "max_trials": 1 });
+    let r = http().post(server.url("/api/studies")).json(&one).send().await.unwrap();
+    let id = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+    let many = vec!["decode_tps"; 1000].join(",");
+    let url = server.url(&format!("/api/studies/{id}/pareto?metrics={many}"));
+    let (status, body) = answer(http().get(url)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("1000 metrics asked for, over the limit of 8"), "{body}");
     // Still alive, and still checking.
     let (status, body) = answer(check(study(json!({ "threads": [1, 2] })))).await;
     assert_eq!(status, 200, "{body}");
@@ -230,6 +240,22 @@ async fn a_second_tunebook_on_the_same_data_folder_leaves_the_first_alone() {
     let t: TrialView = common::get_json(&server, &format!("/api/trials/{}", trial.id)).await;
     assert_eq!(t.state, TrialState::Loading, "{t:?}");
     server.stop().await;
+}
+
+/// A password of spaces is no password: the server will not take it for
+/// one and open itself to the network.
+#[test]
+fn a_password_of_spaces_opens_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .args(["serve", "--addr", "0.0.0.0:0"])
+        .arg(format!("--data-dir={}", data.path().display()))
+        .env("TUNEBOOK_PASSWORD", "   ")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("TUNEBOOK_PASSWORD is only spaces"), "{said}");
 }
 
 #[tokio::test]

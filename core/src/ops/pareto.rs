@@ -8,6 +8,9 @@ use crate::db::trials;
 use crate::error::{Error, Result};
 use crate::service::Service;
 
+/// The most metrics a front is asked on: a plot draws three.
+const MAX_METRICS: usize = 8;
+
 /// Done trials on `metrics` (the objectives when empty), of one class of
 /// machine where the study ran on several (`machine`, or the first).
 pub async fn front(
@@ -16,6 +19,12 @@ pub async fn front(
     metrics: &[String],
     machine: Option<&str>,
 ) -> Result<ParetoView> {
+    if metrics.len() > MAX_METRICS {
+        return Err(Error::BadRequest(format!(
+            "{} metrics asked for, over the limit of {MAX_METRICS}",
+            metrics.len()
+        )));
+    }
     let db = &service.db;
     let row = super::studies::row(db, id).await?;
     let def = &row.definition;
