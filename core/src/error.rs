@@ -42,8 +42,59 @@ pub enum Error {
 /// Results default to this crate's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What a request is told when another program holds the database.
+const DATABASE_HELD: &str = "the database is held by another program (or another \
+    Tunebook): nothing was stored; try again once it lets go";
+
+/// What a request is told when a write found the disk full.
+const DISK_FULL: &str =
+    "the server's disk is full: nothing was stored; free some space and try again";
+
 impl Error {
+    /// Whether a write failed for want of disk space (SQLite's `SQLITE_FULL`,
+    /// PostgreSQL's `disk_full`, `ENOSPC` from a file).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => {
+                matches!(e.code().as_deref(), Some("13" | "53100"))
+                    || e.message().contains("disk is full")
+                    || e.message().contains("No space left")
+            }
+            Error::Io(e) => e.raw_os_error() == Some(28),
+            _ => false,
+        }
+    }
+
+    /// Whether the database stayed locked by someone else past the wait
+    /// (SQLite's `SQLITE_BUSY`; PostgreSQL's `lock_not_available`).
+    pub fn is_database_held(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => {
+                matches!(e.code().as_deref(), Some("5" | "55P03"))
+                    || e.message().contains("database is locked")
+            }
+            _ => false,
+        }
+    }
+
+    /// What a user is told of a fault outside the request, if it is one.
+    fn outside(&self) -> Option<&'static str> {
+        if self.is_disk_full() {
+            Some(DISK_FULL)
+        } else if self.is_database_held() {
+            Some(DATABASE_HELD)
+        } else {
+            None
+        }
+    }
+
     pub fn status_code(&self) -> StatusCode {
+        if self.is_disk_full() {
+            return StatusCode::INSUFFICIENT_STORAGE;
+        }
+        if self.is_database_held() {
+            return StatusCode::SERVICE_UNAVAILABLE;
+        }
         match self {
             Error::BadRequest(_) | Error::Invalid(_) => StatusCode::BAD_REQUEST,
             Error::NotFound => StatusCode::NOT_FOUND,
@@ -66,6 +117,11 @@ impl Error {
             | Error::Unauthorized(m) => m,
             Error::Invalid(e) => e.0.join("\n"),
             Error::NotFound => "not found".into(),
+            other if other.outside().is_some() => {
+                let said = other.outside().unwrap_or_default();
+                tracing::error!(error = ?other, "{said}");
+                said.into()
+            }
             other => {
                 tracing::error!(error = ?other, "request failed");
                 "the server could not read or write its database or files".into()
@@ -79,6 +135,9 @@ impl IntoResponse for Error {
         let status = self.status_code();
         let message = if let Error::Unavailable(m) = &self {
             m.clone()
+        } else if let Some(said) = self.outside() {
+            tracing::error!(error = ?self, "{said}");
+            said.to_string()
         } else if status.is_server_error() {
             tracing::error!(error = ?self, "request failed");
             "internal server error".to_string()

@@ -9,6 +9,7 @@ pub mod exit_status;
 pub mod login;
 pub mod plan_cli;
 pub mod probe_cli;
+pub mod room;
 pub mod routes;
 pub mod same_origin;
 pub mod study_cli;
@@ -222,6 +223,9 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
             header::REFERRER_POLICY,
             HeaderValue::from_static("same-origin"),
         ))
+        // Writes wait for room on the disk (after the login: no one else
+        // learns how full it is).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), room::guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), login::require))
         // Outermost: nothing from another site reaches the login or a handler.
         .layer(axum::middleware::from_fn_with_state(allowed_hosts, same_origin::guard))

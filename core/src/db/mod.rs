@@ -33,6 +33,15 @@ impl Kind {
     }
 }
 
+/// The one row a write's `RETURNING` gave. Such writes are read with
+/// `fetch_all`, never `fetch_one`: SQLite reports a failure to commit (a
+/// full disk) only once the statement is stepped to its end, and a
+/// statement left after its first row keeps the write lock and hides the
+/// error, so the write would be acknowledged and lost.
+pub fn only<T>(rows: Vec<T>) -> Result<T, sqlx::Error> {
+    rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)
+}
+
 /// A connection pool with its migrations applied.
 #[derive(Clone)]
 pub struct Db {

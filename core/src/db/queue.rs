@@ -62,8 +62,10 @@ pub async fn authenticate(db: &Db, token: &str) -> Result<Option<(i64, String)>,
     )
     .bind(now_ms())
     .bind(sha256(token))
-    .fetch_optional(&db.pool)
-    .await?;
+    .fetch_all(&db.pool)
+    .await?
+    .into_iter()
+    .next();
     Ok(found)
 }
 
@@ -215,8 +217,9 @@ pub async fn claim(
         .bind(now_ms() + lease_ms)
         .bind(name)
         .bind(list)
-        .fetch_optional(&db.pool)
+        .fetch_all(&db.pool)
         .await
+        .map(|ids| ids.into_iter().next())
 }
 
 /// Renews worker `worker`'s lease on `trial` and records the phase it is

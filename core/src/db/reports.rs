@@ -46,14 +46,16 @@ pub async fn insert(
     notebook: &impl Serialize,
 ) -> Result<i64, sqlx::Error> {
     let mut tx = db.pool.begin().await?;
-    let (id,): (i64,) = sqlx::query_as(
-        "INSERT INTO reports (study_id, title, created_ms) VALUES ($1, $2, $3) RETURNING id",
-    )
-    .bind(study_id)
-    .bind(title)
-    .bind(now_ms())
-    .fetch_one(&mut *tx)
-    .await?;
+    let id: i64 = super::only(
+        sqlx::query_scalar(
+            "INSERT INTO reports (study_id, title, created_ms) VALUES ($1, $2, $3) RETURNING id",
+        )
+        .bind(study_id)
+        .bind(title)
+        .bind(now_ms())
+        .fetch_all(&mut *tx)
+        .await?,
+    )?;
     add_version(&mut tx, id, 1, title, notebook, "written from the findings").await?;
     tx.commit().await?;
     Ok(id)

@@ -99,8 +99,9 @@ pub async fn insert(db: &Db, def: &StudyDef) -> Result<i64, sqlx::Error> {
     .bind(definition)
     .bind(StudyState::Running.as_str())
     .bind(now_ms())
-    .fetch_one(&db.pool)
+    .fetch_all(&db.pool)
     .await
+    .and_then(super::only)
 }
 
 pub async fn get(db: &Db, id: i64) -> Result<Option<StudyRow>, sqlx::Error> {

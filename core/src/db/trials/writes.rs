@@ -60,8 +60,9 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     .bind(t.study.as_ref().map(|s| s.note))
     .bind(t.target)
     .bind(t.machine)
-    .fetch_one(&db.pool)
+    .fetch_all(&db.pool)
     .await
+    .and_then(crate::db::only)
 }
 
 /// Moves a trial to a new phase.
@@ -375,7 +376,7 @@ pub async fn import(db: &Db, records: &[TrialRow]) -> Result<Vec<i64>, sqlx::Err
         for c in columns::carried_in(IN_IMPORT) {
             q = columns::bind(q, c.kind, values.get(c.name));
         }
-        let row = q.bind(now_ms()).fetch_one(&mut *tx).await?;
+        let row = crate::db::only(q.bind(now_ms()).fetch_all(&mut *tx).await?)?;
         ids.push(sqlx::Row::try_get(&row, 0)?);
     }
     tx.commit().await?;
