@@ -57,7 +57,8 @@ pub fn new_token() -> String {
 pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result<RunnerContext> {
     // Before anything else: the engines recorded here may be another
     // Tunebook's, running.
-    let lock = Arc::new(data_lock::take(&settings.data_dir)?);
+    let lock =
+        Arc::new(data_lock::take(&settings.data_dir)?.with_database(&settings.database_url).await?);
     let db = Db::connect(&settings.database_url).await?;
     let profiles = Arc::new(Profile::load_dir(&settings.profiles_dir)?);
     // Engines a killed Tunebook left running hold memory and ports: stop them.

@@ -235,6 +235,20 @@ async fn a_second_tunebook_on_the_same_data_folder_leaves_the_first_alone() {
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("another Tunebook"), "{said}");
+    // Nor one with its own data folder on the same database.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let db = TestServer::settings(server.data.path().to_path_buf()).database_url;
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .args(["run", "--resume", "999"])
+        .arg(format!("--data-dir={}", elsewhere.path().display()))
+        .arg(format!("--database-url={db}"))
+        .arg(format!("--profiles={}", profiles.path().display()))
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("another Tunebook is using the database"), "{said}");
     // The first one's trial runs on, its engine untouched.
     assert_eq!(records(), 1, "the engine record is still there");
     let t: TrialView = common::get_json(&server, &format!("/api/trials/{}", trial.id)).await;
