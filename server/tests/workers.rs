@@ -339,8 +339,9 @@ async fn a_study_on_two_classes_of_machine_runs_in_parallel_and_keeps_them_apart
     let found: Value = common::get_json(&server, &format!("/api/studies/{id}/findings")).await;
     let text = found["markdown"].as_str().unwrap();
     assert!(text.contains("## Per machine, side by side"), "{text}");
-    assert!(text.contains("| | box-a | box-b |"), "{text}");
-    assert!(text.contains("| Workers | a1, a2 | b1 |"), "{text}");
+    // Names a worker gave are shown as they are, never read as markdown.
+    assert!(text.contains("| | `box-a` | `box-b` |"), "{text}");
+    assert!(text.contains("| Workers | `a1`, `a2` | `b1` |"), "{text}");
     assert!(text.contains("## On `box-a`") && text.contains("## On `box-b`"), "{text}");
     assert_eq!(text.matches("### Best configurations").count(), 2, "one per machine: {text}");
 
