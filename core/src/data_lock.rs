@@ -24,15 +24,15 @@ pub struct DataLock {
 /// What holds the database for this Tunebook (the connection is only
 /// kept, never used again: the mutex makes it shareable).
 enum Database {
-    File(File),
-    Postgres(std::sync::Mutex<sqlx::AnyConnection>),
+    File { _held: File },
+    Postgres { _held: std::sync::Mutex<sqlx::AnyConnection> },
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Database::File(_) => "database held by a lock file",
-            Database::Postgres(_) => "database held by an advisory lock",
+            Database::File { .. } => "database held by a lock file",
+            Database::Postgres { .. } => "database held by an advisory lock",
         })
     }
 }
@@ -62,7 +62,7 @@ impl DataLock {
                 .truncate(false)
                 .open(&lock)?;
             match file.try_lock() {
-                Ok(()) => self._database = Some(Database::File(file)),
+                Ok(()) => self._database = Some(Database::File { _held: file }),
                 Err(TryLockError::WouldBlock) => return Err(taken()),
                 Err(TryLockError::Error(e)) => return Err(e.into()),
             }
@@ -77,7 +77,7 @@ impl DataLock {
             if !row.try_get::<bool, _>("held")? {
                 return Err(taken());
             }
-            self._database = Some(Database::Postgres(std::sync::Mutex::new(conn)));
+            self._database = Some(Database::Postgres { _held: std::sync::Mutex::new(conn) });
         }
         Ok(self)
     }

@@ -46,6 +46,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 const DATABASE_HELD: &str = "the database is held by another program (or another \
     Tunebook): nothing was stored; try again once it lets go";
 
+/// What a request is told when the database file is damaged.
+const DAMAGED: &str = "the server's database file is damaged: nothing was read or stored; \
+    restore it from a backup (the server's log says where it is)";
+
 /// What a request is told when a write found the disk full.
 const DISK_FULL: &str =
     "the server's disk is full: nothing was stored; free some space and try again";
@@ -83,6 +87,8 @@ impl Error {
             Some(DISK_FULL)
         } else if self.is_database_held() {
             Some(DATABASE_HELD)
+        } else if matches!(self, Error::Database(e) if crate::db::is_damaged(e)) {
+            Some(DAMAGED)
         } else {
             None
         }
@@ -92,7 +98,7 @@ impl Error {
         if self.is_disk_full() {
             return StatusCode::INSUFFICIENT_STORAGE;
         }
-        if self.is_database_held() {
+        if self.outside().is_some() {
             return StatusCode::SERVICE_UNAVAILABLE;
         }
         match self {

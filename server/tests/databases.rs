@@ -393,6 +393,19 @@ async fn an_unknown_database_scheme_is_a_clear_error() {
     assert!(err.to_string().contains("use sqlite://… or postgres://…"), "{err}");
 }
 
+/// A damaged SQLite file is said at once, in words, not retried until the
+/// pool gives up.
+#[tokio::test]
+async fn a_damaged_database_file_is_said_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tunebook.db");
+    std::fs::write(&file, vec![0x5au8; 20_000]).unwrap();
+    let url = format!("sqlite://{}?mode=rwc", file.display());
+    let err = Db::connect(&url).await.err().unwrap().to_string();
+    assert!(err.contains(&format!("the database file {} is damaged", file.display())), "{err}");
+    assert!(err.contains("restore it from a backup"), "{err}");
+}
+
 /// Reports: versions made only from the newest, any version read back,
 /// links shown until revoked.
 async fn exercise_reports(db: &Db) {

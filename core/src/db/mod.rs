@@ -42,6 +42,26 @@ pub fn only<T>(rows: Vec<T>) -> Result<T, sqlx::Error> {
     rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)
 }
 
+/// Whether `e` says the database file is not one, or is damaged
+/// (SQLite's `SQLITE_NOTADB`, `SQLITE_CORRUPT`).
+pub fn is_damaged(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("11" | "26")))
+}
+
+/// `e` said in a user's words when the file is damaged.
+fn damaged(url: &str, e: sqlx::Error) -> sqlx::Error {
+    if !is_damaged(&e) {
+        return e;
+    }
+    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    let path = path.split('?').next().unwrap_or(path);
+    sqlx::Error::Protocol(format!(
+        "the database file {path} is damaged ({}): restore it from a backup, or move it aside \
+         to start with an empty one",
+        e.as_database_error().map_or(String::new(), |d| d.message().to_string())
+    ))
+}
+
 /// A connection pool with its migrations applied.
 #[derive(Clone)]
 pub struct Db {
@@ -59,6 +79,16 @@ impl Db {
             create_sqlite_parent(url)?;
         }
         let options = Self::connect_options(url)?;
+        if kind == Kind::Sqlite {
+            // A damaged file is said at once, not retried until the pool
+            // gives up half a minute later.
+            use sqlx::Connection;
+            let mut one = sqlx::AnyConnection::connect_with(&options).await?;
+            if let Err(e) = one.execute("SELECT count(*) FROM sqlite_master").await {
+                return Err(damaged(url, e));
+            }
+            one.close().await?;
+        }
         let pool = AnyPoolOptions::new()
             .max_connections(if kind == Kind::Sqlite { 4 } else { 8 })
             .after_connect(move |conn, _meta| {
