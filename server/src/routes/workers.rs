@@ -423,4 +423,62 @@ mod tests {
             assert_eq!(implausible(&failed), None, "{kind}");
         }
     }
+
+    /// A column's value as a worker could send it: anything JSON holds.
+    fn any_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|x| serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)),
+            ".{0,40}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(2, 8, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z]{1,4}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever a worker sends, what is accepted is single values: every
+        /// number a measurement (finite, not below zero but the memory drop),
+        /// every time of the last year, every failure a known kind.
+        #[test]
+        fn what_a_result_may_hold(
+            columns in proptest::collection::btree_map(
+                proptest::sample::select(vec![
+                    "state", "decode_tps", "ttft_ms", "started_ms", "finished_ms", "failure_kind",
+                    "mem_available_drop_bytes", "error", "props", "command",
+                ]),
+                any_value(),
+                0..8,
+            ),
+        ) {
+            let body: std::collections::BTreeMap<String, Value> =
+                columns.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let r = TrialResult { columns: body, samples: vec![], log: String::new() };
+            if implausible(&r).is_none() {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis() as i64;
+                for (name, v) in &r.columns {
+                    proptest::prop_assert!(!v.is_array() && !v.is_object(), "{name}: {v}");
+                    if let Some(x) = v.as_f64() {
+                        proptest::prop_assert!(x.is_finite(), "{name}: {v}");
+                        proptest::prop_assert!(x >= 0.0 || name == "mem_available_drop_bytes");
+                    }
+                    if name.ends_with("_ms") && name != "ttft_ms" && !v.is_null() {
+                        let t = v.as_i64().unwrap_or(i64::MIN);
+                        proptest::prop_assert!(t > now - 366 * 86_400_000 && t < now + 86_400_000);
+                    }
+                }
+            }
+        }
+    }
 }
