@@ -12,6 +12,7 @@ pub mod db;
 pub mod dominance;
 pub mod error;
 pub mod events;
+pub mod heavy;
 pub mod import;
 pub mod machine;
 pub mod machine_class;

@@ -152,9 +152,8 @@ impl FitCheck {
     }
 }
 
-/// Checks that are CPU work (a study's, a preview's count) run one at a
-/// time, off the request threads.
-static HEAVY: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+/// How long a study's check may be waited on.
+pub const CHECK_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long a preview may spend counting what the constraints allow and
 /// the planner rules out; past it the count is left out.
@@ -207,27 +206,28 @@ pub async fn preview(
     if let Err(e) = check_machine(profiles, def).await {
         return Ok(Err(e));
     }
-    // The checks are CPU work: off the request threads, one at a time, and
-    // the count bounded, so that the pages keep answering meanwhile.
-    let _turn = HEAVY.acquire().await.expect("never closed");
+    // The checks are CPU work: off the request threads, and the count
+    // bounded, so that the pages keep answering meanwhile.
     let (owned, def_owned) = (profiles.to_vec(), def.clone());
-    let study = match tokio::task::spawn_blocking(move || check(&owned, &def_owned))
-        .await
-        .expect("a study check does not panic")
-    {
-        Ok(s) => s,
-        Err(e) => return Ok(Err(e)),
+    let checked =
+        crate::heavy::run("checking the study", CHECK_FOR, move || check(&owned, &def_owned));
+    let study = match checked.await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Ok(Err(e)),
+        Err(e) => return Ok(Err(StudyError(vec![e.to_string()]))),
     };
     let profile = profiles.iter().find(|p| p.name == def.profile).expect("checked");
     let fit = FitCheck::new(profile, &study).await;
     let grid_size = study.space.grid_size().min(u64::MAX as u128) as u64;
     let deadline = std::time::Instant::now() + COUNT_FOR;
-    let (study, (allowed, not_fit, examples)) = tokio::task::spawn_blocking(move || {
+    let counted = crate::heavy::run("counting the space", CHECK_FOR, move || {
         let counted = count(&study, &fit, deadline);
         (study, counted)
-    })
-    .await
-    .expect("a count does not panic");
+    });
+    let (study, (allowed, not_fit, examples)) = match counted.await {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(StudyError(vec![e.to_string()]))),
+    };
     let budget = u64::from(def.budget.max_trials);
     let planned = allowed.map_or(budget, |a| a.min(budget));
     let runnable = allowed.map_or(planned, |a| planned.min(a - not_fit));

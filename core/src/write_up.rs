@@ -129,6 +129,9 @@ fn left_out(list: &[TrialView]) -> String {
     )
 }
 
+/// How long the findings may be waited on.
+pub const FINDINGS_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Whether `list` ran on one class of machine (or on this server alone).
 pub fn one_class(list: &[TrialView]) -> bool {
     by_machine(list).len() <= 1
@@ -195,9 +198,15 @@ pub async fn write_up(
     row: &studies::StudyRow,
     list: &[TrialView],
     profiles: &[Profile],
-) -> Result<(Vec<Finding>, String), sqlx::Error> {
+) -> crate::Result<(Vec<Finding>, String)> {
     let id = row.id;
-    let (found, mut text) = findings_markdown(&row.definition, list, profiles);
+    // CPU work: off the request threads, and waited on only so long.
+    let (def, owned, known) = (row.definition.clone(), list.to_vec(), profiles.to_vec());
+    let (found, mut text) =
+        crate::heavy::run("working out the findings", FINDINGS_FOR, move || {
+            findings_markdown(&def, &owned, &known)
+        })
+        .await?;
     text.push_str(&serving_load(db, list).await?);
     let mut shown = BTreeSet::new();
     let mut recipes = String::new();

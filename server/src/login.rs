@@ -349,7 +349,7 @@ mod tests {
         }
         // Every new address after that draws on the same few guesses.
         let fresh = |i: u32| IpAddr::V4(std::net::Ipv4Addr::from(0xc000_0000 + i));
-        for i in 0..MAX_FAILURES as u32 {
+        for i in 0..MAX_FAILURES {
             assert_eq!(login.open("guess", fresh(i), now), Err(Refusal::WrongPassword));
         }
         assert!(matches!(login.open("guess", fresh(999), now), Err(Refusal::TooMany(_))));

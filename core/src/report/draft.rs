@@ -312,8 +312,14 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
 
 /// The written cells of a study whose trials all ran on one class of machine.
 async fn fresh_cells_of(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
-    let found =
-        crate::views::studies::findings_of(&src.row.definition, &src.list, &service.profiles);
+    // CPU work: off the request threads.
+    let (def, list, profiles) =
+        (src.row.definition.clone(), src.list.clone(), service.profiles.clone());
+    let found = tokio::task::spawn_blocking(move || {
+        crate::views::studies::findings_of(&def, &list, &profiles)
+    })
+    .await
+    .expect("working out findings does not panic");
     let props: Vec<Option<String>> = {
         let mut out = Vec::new();
         for t in src.list.iter().filter(|t| t.state == TrialState::Done).take(50) {

@@ -108,6 +108,8 @@ const PROSE_TOKENS: u32 = 700;
 /// The findings rewritten as prose by the server's writer model, given only
 /// the findings as computed, added after the summary as a cell of the
 /// user's (regenerating leaves it), with the facts it was given attached.
+///
+/// The findings it starts from are worked out off the request threads.
 pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
     let Some(writer) = &service.writer else {
         return Err(Error::BadRequest(
@@ -117,7 +119,12 @@ pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
     let current = reports::get::<Notebook>(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let list = crate::views::all(trials::of_study(&service.db, row.id).await?);
-    let (_, facts) = crate::write_up::findings_markdown(&row.definition, &list, &service.profiles);
+    let (def, profiles) = (row.definition.clone(), service.profiles.clone());
+    let bound = crate::write_up::FINDINGS_FOR;
+    let (_, facts) = crate::heavy::run("working out the findings", bound, move || {
+        crate::write_up::findings_markdown(&def, &list, &profiles)
+    })
+    .await?;
     if facts.trim().is_empty() {
         return Err(Error::BadRequest("the study has no findings yet: nothing to rewrite".into()));
     }

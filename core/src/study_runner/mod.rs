@@ -84,9 +84,9 @@ impl Studies {
         check_endpoints(&self.ctx.endpoints, def).map_err(crate::Error::Invalid)?;
         // CPU work: off the request threads.
         let (profiles, owned) = (self.ctx.profiles.clone(), def.clone());
-        tokio::task::spawn_blocking(move || check(&profiles, &owned).map(drop))
-            .await
-            .expect("a study check does not panic")
+        let bound = crate::study_checks::CHECK_FOR;
+        crate::heavy::run("checking the study", bound, move || check(&profiles, &owned).map(drop))
+            .await?
             .map_err(crate::Error::Invalid)?;
         crate::study_checks::check_machine(&self.ctx.profiles, def)
             .await
