@@ -4,7 +4,7 @@
 //! requests a second take every core, and would slow the timings of
 //! other tests running beside them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! health, read-back, speed, stop, and the planner's K/V cache prediction
 //! checked against the engine's own log line.
 
-mod common;
+use crate::common;
 mod real_model;
 
 use std::path::PathBuf;

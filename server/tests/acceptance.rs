@@ -7,7 +7,7 @@
 //! must agree with the study's. A binary of its own, so that no other test
 //! shares the machine while speeds are compared.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

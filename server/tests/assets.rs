@@ -3,7 +3,7 @@
 //! answers gzipped as they go, and the live feed never (it must arrive as
 //! it happens).
 
-mod common;
+use crate::common;
 
 use common::{TestServer, http};
 use reqwest::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE};

@@ -5,7 +5,7 @@
 //! clicked through; a study of 10,000 trials opened, sorted and paged; an
 //! open finding settled from the study page.
 
-mod common;
+use crate::common;
 mod settle_page;
 
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! machines, a report for people, a clear error for a bad setting) and
 //! `tunebook run` (a study headless from a file).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

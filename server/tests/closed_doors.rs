@@ -1,7 +1,7 @@
 //! Closed doors, tried over HTTP against a real server as an attacker
 //! would: each request here worked before Tunebook refused it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `kill -9` Tunebook in the middle of a trial: the engine dies with it; start
 //! it again, and the cut-off trial is marked interrupted.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

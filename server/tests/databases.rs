@@ -1,7 +1,7 @@
 //! The same storage operations on SQLite (the default) and on a real
 //! PostgreSQL (127.0.0.1:5432 on this machine, or TUNEBOOK_TEST_POSTGRES_URL).
 
-mod common;
+use crate::common;
 
 use common::postgres::{drop_postgres, fresh_postgres};
 

@@ -6,7 +6,7 @@
 //! hangs: `real_trial.rs` and the probe timeouts; a worker that vanishes:
 //! `workers.rs`.)
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

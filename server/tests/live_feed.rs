@@ -3,7 +3,7 @@
 //! slowing it much; a watcher that reconnects with its last event id gets
 //! exactly what it missed; an id from another run is answered with a reset.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

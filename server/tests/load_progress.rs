@@ -1,7 +1,7 @@
 //! While an engine loads, the trial says so (starting, then loading the
 //! model) and how long earlier loads of the same model took.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

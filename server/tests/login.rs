@@ -2,7 +2,7 @@
 //! read-only report links (pages, data and exports), the worker API (its
 //! own tokens) and the browser bundle.
 
-mod common;
+use crate::common;
 
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};

@@ -3,7 +3,7 @@
 //! another worker and the first can no longer finish it; tokens are
 //! checked and revoked; a worker's result arrives whole.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Runs real trials against llama.cpp's own llama-server and the tiny model:
 //! the stored numbers must be positive and consistent with what was asked.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

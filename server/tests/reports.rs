@@ -5,7 +5,7 @@
 //! and exported as markdown and as one HTML file; a script typed into a
 //! cell never reaches a page, a link or an export as something that runs.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, http};
 use reqwest::StatusCode;

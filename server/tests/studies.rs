@@ -2,7 +2,7 @@
 //! engine, paused, resumed and stopped, exported and imported back, and
 //! llama-bench's own output read as trials.
 
-mod common;
+use crate::common;
 mod model_files;
 mod settling;
 

@@ -5,7 +5,7 @@
 //! spread over workers of two classes of machine runs trials in parallel
 //! and keeps the classes apart.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
