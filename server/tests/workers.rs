@@ -341,12 +341,12 @@ async fn a_study_on_two_classes_of_machine_runs_in_parallel_and_keeps_them_apart
     assert!(text.contains("## Per machine, side by side"), "{text}");
     // Names a worker gave are shown as they are, never read as markdown.
     // The classes in the order they first ran, whichever that was.
-    let (head, workers) = if text.contains("| | `box-a` | `box-b` |") {
+    let (head, who) = if text.contains("| | `box-a` | `box-b` |") {
         ("| | `box-a` | `box-b` |", "| Workers | `a1`, `a2` | `b1` |")
     } else {
         ("| | `box-b` | `box-a` |", "| Workers | `b1` | `a1`, `a2` |")
     };
-    assert!(text.contains(head) && text.contains(workers), "{text}");
+    assert!(text.contains(head) && text.contains(who), "{text}");
     assert!(text.contains("## On `box-a`") && text.contains("## On `box-b`"), "{text}");
     assert_eq!(text.matches("### Best configurations").count(), 2, "one per machine: {text}");
 
