@@ -17,7 +17,8 @@ pub struct Recipe {
 /// `settings`, as a trial stores it (`{"program", "args", "env",
 /// "display"}`): what a worker's trial records, since a worker reports what
 /// it measured, never what to run. `None` where the profile is not this
-/// server's, is an external endpoint, or refuses the settings.
+/// server's, is an external endpoint, or refuses the settings; whether
+/// the binary and model files are on this server does not matter.
 pub fn planned_command(
     profiles: &[engine_bridge::Profile],
     profile: &str,
@@ -28,7 +29,8 @@ pub fn planned_command(
     if profile.kind == engine_bridge::profile::EngineKind::External {
         return None;
     }
-    let spec = engine_bridge::plan(profile, model, settings, 0).ok()?;
+    // The worker has the files; this server need not.
+    let spec = engine_bridge::engine::plan_elsewhere(profile, model, settings, 0).ok()?;
     Some(serde_json::json!({
         "program": spec.program,
         "args": spec.args,
@@ -133,6 +135,27 @@ fn systemd_word(s: &str, dollar: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workers_command_is_the_servers_profile_even_without_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(
+            &path,
+            "name = \"gpu\"\nkind = \"llama-server\"\nbinary = \"/elsewhere/llama-server\"\n\
+             [[models]]\nname = \"m\"\npath = \"/elsewhere/m.gguf\"\n",
+        )
+        .unwrap();
+        let profiles = vec![engine_bridge::Profile::load(&path).unwrap()];
+        let settings: engine_bridge::Settings = [("threads".into(), "4".into())].into();
+        let command = planned_command(&profiles, "gpu", "m", &settings).unwrap();
+        assert_eq!(command["program"], "/elsewhere/llama-server");
+        let args = command["args"].to_string();
+        assert!(args.contains("/elsewhere/m.gguf") && args.contains("\"-t\",\"4\""), "{args}");
+        assert!(planned_command(&profiles, "other", "m", &settings).is_none());
+        let bad: engine_bridge::Settings = [("threads".into(), "lots".into())].into();
+        assert!(planned_command(&profiles, "gpu", "m", &bad).is_none());
+    }
 
     #[test]
     fn a_unit_and_a_command_line_from_a_stored_command() {

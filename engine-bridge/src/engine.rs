@@ -41,6 +41,28 @@ pub fn plan(
     settings: &Settings,
     port: u16,
 ) -> Result<LaunchSpec, PlanError> {
+    spec(profile, model, settings, port, true)
+}
+
+/// The launch [`plan`] would make, without looking for the binary and the
+/// model files: the command line to show for a machine whose files are its
+/// own (a worker's trial, as the server's profile writes it).
+pub fn plan_elsewhere(
+    profile: &Profile,
+    model: &str,
+    settings: &Settings,
+    port: u16,
+) -> Result<LaunchSpec, PlanError> {
+    spec(profile, model, settings, port, false)
+}
+
+fn spec(
+    profile: &Profile,
+    model: &str,
+    settings: &Settings,
+    port: u16,
+    files_here: bool,
+) -> Result<LaunchSpec, PlanError> {
     // A configuration may name which of the profile's files it loads.
     let model = settings
         .get(crate::catalog::MODEL_SETTING)
@@ -72,11 +94,11 @@ pub fn plan(
         spec.request = rendered.request;
         return Ok(spec);
     }
-    if !profile.binary.is_file() {
+    if files_here && !profile.binary.is_file() {
         return Err(PlanError::MissingBinary(profile.binary.clone()));
     }
     // vLLM and SGLang take model folders too.
-    if !entry.path.exists() {
+    if files_here && !entry.path.exists() {
         return Err(PlanError::MissingModel(entry.path.clone()));
     }
     let host = Ipv4Addr::LOCALHOST.to_string();
