@@ -20,8 +20,13 @@ pub async fn run<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T> {
     let waited = tokio::time::timeout(bound, async {
-        let _turn = TURNS.acquire().await.expect("never closed");
-        tokio::task::spawn_blocking(work).await
+        let turn = TURNS.acquire().await.expect("never closed");
+        // The turn goes with the work: held until it ends, waited on or not.
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            work()
+        })
+        .await
     })
     .await;
     match waited {
