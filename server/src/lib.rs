@@ -1,10 +1,11 @@
 //! Tunebook's server: the web app and the JSON API mounted on the
 //! application layer (`tunebook-core`, whose modules are re-exported here),
-//! the remote worker and the commands. `main.rs` parses the command line;
+//! the remote worker and the commands (`cli`). `main.rs` runs them;
 //! everything else is here so tests can start a server on `127.0.0.1:0`.
 
 #![recursion_limit = "512"]
 
+pub mod cli;
 pub mod exit_status;
 pub mod login;
 pub mod plan_cli;

@@ -37,5 +37,7 @@ mod real_trial;
 mod reports;
 #[path = "studies.rs"]
 mod studies;
+#[path = "views.rs"]
+mod views;
 #[path = "workers.rs"]
 mod workers;

@@ -68,23 +68,3 @@ pub fn figure(
         },
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_cell_is_the_median_of_its_trials_in_value_order() {
-        let a = vec!["8".to_string(), "2".to_string()];
-        let b = vec!["q8_0".to_string(), "f16".to_string()];
-        let points = [(0, 0, 10.0), (0, 0, 30.0), (0, 0, 20.0), (1, 1, 5.0)];
-        let fig = figure(("threads", &a), ("cache_type_k", &b), &points, "decode");
-        let trace = &fig["data"][0];
-        assert_eq!(trace["x"], json!(["2", "8"]), "numbers in order");
-        assert_eq!(trace["y"], json!(["f16", "q8_0"]));
-        assert_eq!(trace["marker"]["color"], json!([5.0, 20.0]));
-        assert_eq!(trace["text"], json!(["1 trial", "3 trials"]));
-        assert_eq!(fig["layout"]["xaxis"]["categoryarray"], json!(["2", "8"]));
-        assert_eq!(fig["layout"]["yaxis"]["categoryarray"], json!(["f16", "q8_0"]));
-    }
-}
