@@ -7,6 +7,8 @@ pub mod design;
 mod live;
 mod pages;
 pub mod plot;
+#[cfg(feature = "ssr")]
+pub mod status;
 pub use tunebook_views::types;
 
 /// The server function that creates a study: a door from the browser that

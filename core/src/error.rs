@@ -1,10 +1,7 @@
-//! The server's one error type: each variant knows its HTTP status; server
-//! errors are logged and their detail hidden from the client.
-
-use axum::Json;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+//! The application's one error type. Each error says what kind of failure
+//! it is ([`Kind`]: the server answers each kind with its HTTP status) and
+//! what its user is told; the detail of a fault of the server's own is
+//! logged and hidden from the client.
 
 /// Anything a request or start-up can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -94,21 +91,22 @@ impl Error {
         }
     }
 
-    pub fn status_code(&self) -> StatusCode {
+    /// What kind of failure it is.
+    pub fn kind(&self) -> Kind {
         if self.is_disk_full() {
-            return StatusCode::INSUFFICIENT_STORAGE;
+            return Kind::DiskFull;
         }
         if self.outside().is_some() {
-            return StatusCode::SERVICE_UNAVAILABLE;
+            return Kind::Unavailable;
         }
         match self {
-            Error::BadRequest(_) | Error::Invalid(_) => StatusCode::BAD_REQUEST,
-            Error::NotFound => StatusCode::NOT_FOUND,
-            Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::Gone(_) => StatusCode::GONE,
-            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::BadRequest(_) | Error::Invalid(_) => Kind::BadRequest,
+            Error::NotFound => Kind::NotFound,
+            Error::Conflict(_) => Kind::Conflict,
+            Error::Gone(_) => Kind::Gone,
+            Error::Unauthorized(_) => Kind::Unauthorized,
+            Error::Unavailable(_) => Kind::Unavailable,
+            _ => Kind::Internal,
         }
     }
 
@@ -134,22 +132,43 @@ impl Error {
             }
         }
     }
-}
 
-impl IntoResponse for Error {
-    fn into_response(self) -> Response {
-        let status = self.status_code();
-        let message = if let Error::Unavailable(m) = &self {
-            m.clone()
+    /// What a client of the JSON API is told: the request's fault as it
+    /// is, a fault outside the server in words, its own fault only as
+    /// "internal server error" (the detail is logged).
+    pub fn for_client(self) -> String {
+        if let Error::Unavailable(m) = self {
+            m
         } else if let Some(said) = self.outside() {
             tracing::error!(error = ?self, "{said}");
             said.to_string()
-        } else if status.is_server_error() {
+        } else if self.kind() == Kind::Internal {
             tracing::error!(error = ?self, "request failed");
             "internal server error".to_string()
         } else {
             self.to_string()
-        };
-        (status, Json(json!({ "error": message }))).into_response()
+        }
     }
+}
+
+/// What kind of failure an error is: who is at fault, and whether trying
+/// again may help. The server answers each with an HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The request was wrong, or a study does not check.
+    BadRequest,
+    NotFound,
+    /// Made against an outdated version.
+    Conflict,
+    /// Withdrawn.
+    Gone,
+    /// Who is asking could not be told, or may not.
+    Unauthorized,
+    /// Something needed is missing or held by another program, or the
+    /// database is damaged: nothing was done.
+    Unavailable,
+    /// A write found the disk full: nothing was stored.
+    DiskFull,
+    /// The server's own fault.
+    Internal,
 }

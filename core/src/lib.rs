@@ -22,6 +22,7 @@ pub mod ops;
 pub mod places;
 pub mod provenance;
 pub mod recipe;
+pub mod remote;
 pub mod report;
 pub mod service;
 pub mod settings;

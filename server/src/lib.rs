@@ -5,6 +5,7 @@
 
 #![recursion_limit = "512"]
 
+pub mod api_error;
 pub mod cli;
 pub mod exit_status;
 pub mod login;
@@ -34,9 +35,9 @@ use tunebook_app::{App, OUTPUT_NAME, shell};
 
 pub use tunebook_core::{
     Error, Result, Settings, announce, data_lock, db, dominance, error, events, import, machine,
-    machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, report, service,
-    settings, shutdown, study_checks, study_runner, trial_changes, trial_runner, trials_csv, views,
-    write_up,
+    machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, remote, report,
+    service, settings, shutdown, study_checks, study_runner, trial_changes, trial_runner,
+    trials_csv, views, write_up,
 };
 
 use crate::service::Service;
@@ -94,7 +95,7 @@ pub async fn launch(
         lease: settings.lease,
     });
     // Trials whose worker stopped renewing its lease go back to the queue.
-    tokio::spawn(routes::workers::sweep(service.clone(), token.clone()));
+    tokio::spawn(remote::sweep(service.clone(), token.clone()));
 
     let addr = listener.local_addr()?;
     let bundle = settings.site_root.join("pkg").join(format!("{OUTPUT_NAME}.js"));

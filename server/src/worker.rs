@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Settings;
 use crate::db::queue;
 use crate::db::trials::{self, NewTrial};
-use crate::routes::workers::Claimed;
+use crate::remote::Claimed;
 use crate::trial_runner::{self as runner, RunnerContext};
 
 /// How long to wait before asking again when the server did not answer,

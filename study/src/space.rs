@@ -9,6 +9,18 @@ use serde_json::Value as Json;
 use crate::expr::Constraint;
 use crate::limits::MAX_AXIS_VALUES;
 
+/// How many times its smallest value its largest must be for a range of
+/// numbers to be read on a log scale when the study does not say: three
+/// doublings (threads 1 to 8, a context of 2048 to 16384).
+pub const LOG_SPAN: f64 = 8.0;
+
+/// Whether numbers from `lo` to `hi` are read on a log scale: all above
+/// zero, spanning a factor of [`LOG_SPAN`] or more. The search's features
+/// and the findings' models both read a range's scale here.
+pub fn log_scale(lo: f64, hi: f64) -> bool {
+    lo > 0.0 && hi / lo >= LOG_SPAN
+}
+
 /// The values one setting takes in a study.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Domain {

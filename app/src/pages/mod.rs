@@ -36,7 +36,7 @@ pub(crate) fn answer<T>(result: tunebook_core::Result<T>) -> Result<T, ServerFnE
     result.map_err(|e| {
         let called = use_context::<Parts>().is_some_and(|p| p.uri.path().starts_with("/api/"));
         if let Some(response) = use_context::<leptos_axum::ResponseOptions>().filter(|_| called) {
-            response.set_status(e.status_code());
+            response.set_status(crate::status::of(e.kind()));
         }
         ServerFnError::new(e.for_user())
     })

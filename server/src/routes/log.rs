@@ -17,8 +17,9 @@ use futures::{Stream, StreamExt, stream};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::AppState;
+use crate::Error;
+use crate::api_error::Result;
 use crate::db::{Db, trials};
-use crate::error::{Error, Result};
 
 /// Lines sent first.
 const TAIL_LINES: usize = 100;

@@ -9,8 +9,9 @@ use serde::Deserialize;
 use tunebook_views::types::{Notebook, ReportSummary, ReportView};
 
 use crate::AppState;
+use crate::Error;
+use crate::api_error::Result;
 use crate::db::reports;
-use crate::error::{Error, Result};
 use crate::ops;
 use crate::report;
 
@@ -126,7 +127,7 @@ async fn export(state: &AppState, id: i64, version: Option<i64>, file: &str) -> 
             let html = report::export_html(&view, &plotly);
             Ok(download(html, "text/html; charset=utf-8", &format!("{name}.html")))
         }
-        _ => Err(Error::NotFound),
+        _ => Err(Error::NotFound.into()),
     }
 }
 

@@ -14,9 +14,10 @@ use tunebook_views::types::{
 };
 
 use crate::AppState;
+use crate::Error;
+use crate::api_error::Result;
 use crate::db::studies::{self, Event, StudyRow};
 use crate::db::trials;
-use crate::error::{Error, Result};
 use crate::ops;
 
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<StudyRow>>> {
@@ -27,7 +28,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<StudyRow>>> 
 /// not know, such as a URL where an endpoint's name belongs).
 fn study_of(body: serde_json::Value) -> Result<StudyDef> {
     serde_json::from_value(body)
-        .map_err(|e| Error::BadRequest(format!("the study cannot be read: {e}")))
+        .map_err(|e| Error::BadRequest(format!("the study cannot be read: {e}")).into())
 }
 
 /// Checks a study without storing it: what the designer shows as you type.
@@ -162,7 +163,7 @@ async fn pareto_view(state: &AppState, id: i64, q: ParetoQuery) -> Result<Pareto
         })
         .unwrap_or_default();
     let machine = q.machine.filter(|m| !m.is_empty());
-    ops::pareto::front(&state.service, id, &metrics, machine.as_deref()).await
+    Ok(ops::pareto::front(&state.service, id, &metrics, machine.as_deref()).await?)
 }
 
 #[derive(Serialize)]

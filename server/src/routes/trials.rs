@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use tunebook_views::types::{ProfileView, RunRequest, SampleView, TrialView};
 
 use crate::AppState;
-use crate::error::Result;
+use crate::api_error::Result;
 use crate::ops;
 
 pub async fn profiles(State(state): State<AppState>) -> Json<Vec<ProfileView>> {

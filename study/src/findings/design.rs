@@ -4,7 +4,8 @@
 //! zeros. A setting with a few values gets a column per other value; a
 //! number with many (what random and model-based searches sample) gets a
 //! line with bends at the quartiles of its values (a linear spline in its
-//! value, or its logarithm when it spans a factor of 8 or more) and a
+//! value, or its logarithm when it spans a factor of 8 or more:
+//! [`crate::space::log_scale`]) and a
 //! square term, which follows an optimum in the middle of the range or a
 //! plateau without inventing wiggles, and bends between its knots as a
 //! smooth peak does (a misfit there would pass for an interaction). Two
@@ -69,7 +70,7 @@ impl Factor {
         let coding = match numbers {
             Some(mut xs) => {
                 xs.sort_by(f64::total_cmp);
-                let log = xs[0] > 0.0 && xs[xs.len() - 1] / xs[0] >= 8.0;
+                let log = crate::space::log_scale(xs[0], xs[xs.len() - 1]);
                 let base = base.and_then(|b| b.parse::<f64>().ok()).unwrap_or(xs[xs.len() / 2]);
                 curve(xs, base, log, false)
             }

@@ -27,7 +27,7 @@
 
 use engine_bridge::Settings;
 
-use crate::space::{Domain, Param};
+use crate::space::{Domain, Param, log_scale};
 
 /// What a column's prior is, and which settings (by index) it belongs
 /// to: the regression shrinks pair columns harder than main effects, and
@@ -113,10 +113,9 @@ impl Axis {
         match domain {
             Domain::Values(v) => match numbers(v) {
                 Some(xs) if xs.len() >= 3 => {
-                    let positive = xs.iter().all(|x| *x > 0.0);
                     let (lo, hi) =
                         xs.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
-                    span(&xs, positive && hi / lo >= 8.0)
+                    span(&xs, log_scale(lo, hi))
                 }
                 _ => {
                     let values: Vec<String> = v.iter().take(MAX_WORDS + 1).cloned().collect();
@@ -127,8 +126,7 @@ impl Axis {
             Domain::Int { log, .. } | Domain::Float { log, .. } => {
                 let (lo, hi) = domain.ends();
                 let xs = numbers(&[lo, hi]).unwrap_or_default();
-                let wide = xs.len() == 2 && xs[0] >= 1.0 && xs[1] / xs[0] >= 8.0;
-                span(&xs, *log || wide)
+                span(&xs, *log || (xs.len() == 2 && log_scale(xs[0], xs[1])))
             }
         }
     }
