@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tunebook_domain::Role;
 
 use engine_bridge::engine::PlanError;
 use engine_bridge::llama_server::Health;
@@ -106,8 +107,7 @@ impl Runner {
             // A study's queued trial is its study runner's to run again;
             // one queued to settle a finding still waits for it there.
             let trial = trials::get(&ctx.db, id).await?;
-            let settling = trial.as_ref().and_then(|t| t.role.as_deref())
-                == Some(tunebook_study::settle::ROLE);
+            let settling = trial.as_ref().and_then(trials::TrialRow::role) == Some(Role::Settle);
             match trial.and_then(|t| t.study_id) {
                 Some(_) if settling => {}
                 Some(_) => {

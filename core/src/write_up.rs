@@ -3,6 +3,7 @@
 //! run each named configuration outside Tunebook.
 
 use std::collections::BTreeSet;
+use tunebook_domain::Role;
 
 use engine_bridge::Profile;
 use tunebook_study::findings::{self, Finding};
@@ -41,7 +42,7 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
     for (metric, goal) in objectives_of(def) {
         let base = |list: &[TrialView]| {
             list.iter()
-                .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
+                .find(|t| t.role == Some(Role::Baseline) && t.state == TrialState::Done)
                 .and_then(|t| Some((t.id, *metrics(t).get(&metric)?)))
         };
         rows.push(row(&format!("Baseline {}", metric.label()), &|list| match base(list) {

@@ -144,7 +144,7 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
 
     // The real model at an f16 cache passes a good part of the suite, asked
     // through its chat template.
-    let base = trials.iter().find(|t| t.role.as_deref() == Some("baseline")).unwrap();
+    let base = trials.iter().find(|t| t.role.map(|r| r.as_str()) == Some("baseline")).unwrap();
     assert!(base.quality_score.unwrap() >= 0.4, "{base:?}");
     let measured: Value = get_json(&server, &format!("/api/trials/{}/measurement", base.id)).await;
     assert_eq!(measured["quality"]["style"], "chat", "{}", measured["quality"]);

@@ -308,7 +308,7 @@ async fn settling_runs_survive_kill_9() {
     let again: Vec<&TrialView> = list.iter().filter(|t| t.id > queued[5]).collect();
     assert_eq!(again.len(), 1, "the cut-off run once again, nothing else: {list:?}");
     assert_eq!(again[0].settings, cut.settings);
-    assert_eq!(again[0].role.as_deref(), Some("settle"));
+    assert_eq!(again[0].role.map(|r| r.as_str()), Some("settle"));
     assert!(again[0].note.as_deref().unwrap().contains("interrupted"), "{:?}", again[0].note);
     signal(second.id().unwrap(), Signal::SIGTERM);
     let status = tokio::time::timeout(limit, second.wait()).await.expect("a clean stop").unwrap();

@@ -153,18 +153,21 @@ async fn exercise_studies(db: &Db) {
         model: "tiny",
         settings: &settings,
         tokens_requested: None,
-        study: part("baseline"),
+        study: part(tunebook_views::types::Role::Baseline),
         target: None,
         machine: None,
     };
     let a = trials::insert(db, &new).await.unwrap();
-    let b = trials::insert(db, &NewTrial { study: part("search"), ..new }).await.unwrap();
+    let b =
+        trials::insert(db, &NewTrial { study: part(tunebook_views::types::Role::Search), ..new })
+            .await
+            .unwrap();
     trials::finish_pruned(db, b, "predicted not to fit").await.unwrap();
     trials::append_note(db, b, "and more").await.unwrap();
     trials::set_drift(db, id, a, b, -7.5).await.unwrap();
     let list: Vec<TrialView> = views::all(trials::of_study(db, id).await.unwrap());
     assert_eq!(list.iter().map(|t| t.id).collect::<Vec<_>>(), vec![a, b]);
-    assert_eq!(list[0].role.as_deref(), Some("baseline"));
+    assert_eq!(list[0].role.map(|r| r.as_str()), Some("baseline"));
     assert_eq!(list[1].state, TrialState::Pruned);
     assert_eq!(list[1].error.as_deref(), Some("predicted not to fit"));
     assert_eq!(list[1].note.as_deref(), Some("why; and more"));

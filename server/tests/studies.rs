@@ -109,7 +109,7 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     let trials: Vec<TrialView> =
         get_json(&server, &format!("/api/studies/{}/trials", study.id)).await;
     assert_eq!(trials.len(), 6, "the six allowed configurations, the baseline first");
-    assert_eq!(trials[0].role.as_deref(), Some("baseline"));
+    assert_eq!(trials[0].role.map(|r| r.as_str()), Some("baseline"));
     assert_eq!(trials[0].settings["cache_type_k"], "f16");
     for t in &trials {
         assert_eq!(t.state, TrialState::Done, "{t:?}");
@@ -262,7 +262,7 @@ async fn the_context_size_is_an_objective_and_recall_is_counted_in_tokens() {
     assert_eq!(trials.len(), 3, "the baseline, then the two sizes the bound allows");
     for t in &trials {
         assert_eq!(t.state, TrialState::Done, "{t:?}");
-        if t.role.as_deref() != Some("baseline") {
+        if t.role.map(|r| r.as_str()) != Some("baseline") {
             assert!(ctx(t) >= 512, "the search kept within the bound: {t:?}");
         }
         // Only a size that fits the context (with the answer) can count.
@@ -788,7 +788,8 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
         "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
     });
     let (study, trials) = run_to_the_end(&server, &def).await;
-    let roles: Vec<&str> = trials.iter().map(|t| t.role.as_deref().unwrap_or("")).collect();
+    let roles: Vec<&str> =
+        trials.iter().map(|t| t.role.map(|r| r.as_str()).unwrap_or("")).collect();
     // The grid's fifteen, then the best of them and the baseline in turn;
     // a second candidate would not fit in the one trial left.
     assert_eq!(roles.len(), 21, "{roles:?}");
@@ -796,7 +797,7 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
     // The best search trial, the first of equals.
     let best = trials[..15]
         .iter()
-        .filter(|t| t.role.as_deref() == Some("search"))
+        .filter(|t| t.role.map(|r| r.as_str()) == Some("search"))
         .reduce(|a, b| if b.decode_tps > a.decode_tps { b } else { a })
         .unwrap();
     for pair in trials[15..].chunks(2) {

@@ -11,10 +11,9 @@
 use engine_bridge::Settings;
 
 use crate::findings::TrialFacts;
-pub use crate::findings::confirmed::{
-    Confirmation, ROLE_BALANCED, ROLE_BASE, ROLE_PICK, confirmations,
-};
+pub use crate::findings::confirmed::{Confirmation, confirmations};
 use crate::study::{Goal, Metric, Study};
+use tunebook_domain::Role;
 
 /// At most this many candidates are confirmed, best first.
 const MAX_CANDIDATES: usize = 3;
@@ -39,14 +38,14 @@ pub fn next(
     study: &Study,
     trials: &[TrialFacts],
     spent: usize,
-) -> Option<(Settings, &'static str, String)> {
+) -> Option<(Settings, Role, String)> {
     let pairs = study.def.budget.confirm_pairs as usize;
     if reserve(study) == 0 {
         return None;
     }
     // A best among a handful is hardly luck: a search that measured fewer
     // than four trials a pair names its best as measured.
-    let searched = trials.iter().filter(|t| t.done && t.role.as_deref() == Some("search")).count();
+    let searched = trials.iter().filter(|t| t.done && t.role == Some(Role::Search)).count();
     if searched < 4 * pairs {
         return None;
     }
@@ -65,11 +64,11 @@ pub fn next(
             return None;
         }
         let n = c.pairs.len() + 1;
-        let role = if c.balanced { ROLE_BALANCED } else { ROLE_PICK };
+        let role = if c.balanced { Role::ConfirmBalanced } else { Role::Confirm };
         return Some(if c.pending {
             (
                 study.baseline.clone(),
-                ROLE_BASE,
+                Role::ConfirmBase,
                 format!("confirmation: the baseline, pair {n} of {pairs}"),
             )
         } else {
@@ -89,7 +88,11 @@ pub fn next(
             } else {
                 "the next best, the last not holding up"
             };
-            return Some((pick, ROLE_PICK, format!("confirmation of {which}: pair 1 of {pairs}")));
+            return Some((
+                pick,
+                Role::Confirm,
+                format!("confirmation of {which}: pair 1 of {pairs}"),
+            ));
         }
     }
     // With several objectives, the balanced pick too, unless it is a best
@@ -101,25 +104,28 @@ pub fn next(
     }
     let searched: Vec<&TrialFacts> = trials
         .iter()
-        .filter(|t| t.done && matches!(t.role.as_deref(), Some("search" | "baseline")))
+        .filter(|t| t.done && matches!(t.role, Some(Role::Search | Role::Baseline)))
         .filter(|t| t.missed.is_none())
         .collect();
     let pick = crate::findings::balanced_pick(&searched, &measures)?;
     if pick == study.baseline || bests.iter().any(|c| held(c) && c.settings == pick) {
         return None;
     }
-    Some((pick, ROLE_BALANCED, format!("confirmation of the balanced pick: pair 1 of {pairs}")))
+    Some((
+        pick,
+        Role::ConfirmBalanced,
+        format!("confirmation of the balanced pick: pair 1 of {pairs}"),
+    ))
 }
 
 /// The search's feasible configurations other than the baseline, best
 /// first on the first objective (each by its best run).
 fn candidates(study: &Study, trials: &[TrialFacts]) -> Vec<Settings> {
     let Some(first) = study.objectives.first() else { return vec![] };
-    let baseline =
-        trials.iter().find(|t| t.role.as_deref() == Some("baseline")).map(|t| &t.metrics);
+    let baseline = trials.iter().find(|t| t.role == Some(Role::Baseline)).map(|t| &t.metrics);
     let mut ranked: Vec<(f64, &Settings)> = trials
         .iter()
-        .filter(|t| t.done && t.role.as_deref() == Some("search") && t.settings != study.baseline)
+        .filter(|t| t.done && t.role == Some(Role::Search) && t.settings != study.baseline)
         .filter(|t| study.observe(t.settings.clone(), Some(&t.metrics), baseline).feasible)
         .filter_map(|t| {
             Some((first.goal.oriented(first.measure.value(&t.metrics, &t.settings)?), &t.settings))
@@ -143,7 +149,7 @@ mod tests {
     /// The synthetic study's objectives: decode up, memory down.
     const GOALS: [Goal; 2] = [Goal::Max, Goal::Min];
 
-    fn trial(id: i64, settings: &Settings, role: &str, decode: Option<f64>) -> TrialFacts {
+    fn trial(id: i64, settings: &Settings, role: Role, decode: Option<f64>) -> TrialFacts {
         TrialFacts {
             id,
             settings: settings.clone(),
@@ -151,7 +157,7 @@ mod tests {
             metrics: decode
                 .map(|d| [(Metric::DecodeTps, d), (Metric::PeakRssBytes, 1.0)].into())
                 .unwrap_or_default(),
-            role: Some(role.into()),
+            role: Some(role),
             ..Default::default()
         }
     }
@@ -161,7 +167,7 @@ mod tests {
         study: &Study,
         trials: &mut Vec<TrialFacts>,
         decode: impl Fn(&Settings) -> f64,
-    ) -> Vec<&'static str> {
+    ) -> Vec<Role> {
         let mut roles = Vec::new();
         while let Some((settings, role, _)) = next(study, trials, trials.len()) {
             let id = trials.len() as i64 + 1;
@@ -182,20 +188,20 @@ mod tests {
         // The search: `lucky` measured best once, but runs as the baseline;
         // ten others slower still.
         let mut trials = vec![
-            trial(1, &base, "baseline", Some(20.0)),
-            trial(2, &lucky, "search", Some(40.0)),
-            trial(3, &good, "search", Some(30.0)),
+            trial(1, &base, Role::Baseline, Some(20.0)),
+            trial(2, &lucky, Role::Search, Some(40.0)),
+            trial(3, &good, Role::Search, Some(30.0)),
         ];
         for k in 1..=10 {
             let mut other = base.clone();
             other.insert("batch_size".into(), (64 * k).to_string());
-            trials.push(trial(trials.len() as i64 + 1, &other, "search", Some(10.0)));
+            trials.push(trial(trials.len() as i64 + 1, &other, Role::Search, Some(10.0)));
         }
         let search_end = trials.len() as i64;
         let truth = |s: &Settings| if *s == good { 30.0 } else { 20.0 };
         let roles = play(&study, &mut trials, truth);
         // `lucky` A-B three times, not holding up; then `good`, which does.
-        assert_eq!(roles, [ROLE_PICK, ROLE_BASE].repeat(6));
+        assert_eq!(roles, [Role::Confirm, Role::ConfirmBase].repeat(6));
         let done = confirmations(&trials, &[Metric::DecodeTps, Metric::PeakRssBytes]);
         assert_eq!(done.len(), 2);
         assert_eq!(done[0].settings, lucky);
@@ -231,33 +237,33 @@ mod tests {
             s if *s == lucky => (36.0, 30.0),
             _ => (20.0, 10.0),
         };
-        let run = |id: i64, s: &Settings, role: &str, m: (f64, f64)| {
+        let run = |id: i64, s: &Settings, role: Role, m: (f64, f64)| {
             let mut t = trial(id, s, role, Some(m.0));
             t.metrics.insert(Metric::PeakRssBytes, m.1);
             t
         };
-        let mut trials = vec![run(1, &base, "baseline", truth(&base))];
+        let mut trials = vec![run(1, &base, Role::Baseline, truth(&base))];
         for (s, m) in [(&fast, truth(&fast)), (&mid, truth(&mid)), (&lucky, (36.0, 11.0))] {
-            trials.push(run(trials.len() as i64 + 1, s, "search", m));
+            trials.push(run(trials.len() as i64 + 1, s, Role::Search, m));
         }
         for k in 1..=10 {
             let mut other = base.clone();
             other.insert("batch_size".into(), (64 * k).to_string());
-            trials.push(run(trials.len() as i64 + 1, &other, "search", (10.0, 50.0)));
+            trials.push(run(trials.len() as i64 + 1, &other, Role::Search, (10.0, 50.0)));
         }
         let mut roles = Vec::new();
         while let Some((settings, role, _)) = next(&study, &trials, trials.len()) {
             roles.push((role, settings.clone()));
             trials.push(run(trials.len() as i64 + 1, &settings, role, truth(&settings)));
         }
-        let picks: Vec<(&str, &Settings)> = roles.iter().step_by(2).map(|(r, s)| (*r, s)).collect();
+        let picks: Vec<(Role, &Settings)> = roles.iter().step_by(2).map(|(r, s)| (*r, s)).collect();
         // The best holds up at once; then the balanced pick, `lucky` by its
         // one lucky run, which does not hold up and is not replaced.
         assert_eq!(
             picks,
-            [(ROLE_PICK, &fast); 3]
+            [(Role::Confirm, &fast); 3]
                 .into_iter()
-                .chain([(ROLE_BALANCED, &lucky); 3])
+                .chain([(Role::ConfirmBalanced, &lucky); 3])
                 .collect::<Vec<_>>()
         );
         let done = confirmations(&trials, &[Metric::DecodeTps, Metric::PeakRssBytes]);
@@ -265,7 +271,9 @@ mod tests {
             done.iter().map(|c| c.verdict(&GOALS).unwrap().1).collect::<Vec<_>>(),
             [true, false]
         );
-        assert!(roles.iter().skip(1).step_by(2).all(|(r, s)| *r == ROLE_BASE && *s == base));
+        assert!(
+            roles.iter().skip(1).step_by(2).all(|(r, s)| *r == Role::ConfirmBase && *s == base)
+        );
     }
 
     #[test]
@@ -280,10 +288,10 @@ mod tests {
         let study = testing::study("random", "");
         let mut pick = study.baseline.clone();
         pick.insert("threads".into(), "12".into());
-        let mut trials = vec![trial(1, &study.baseline, "baseline", Some(20.0))];
-        trials.extend((0..12).map(|k| trial(k + 2, &pick, "search", Some(30.0))));
-        assert_eq!(next(&study, &trials, 13).map(|n| n.1), Some(ROLE_PICK));
-        trials.push(trial(14, &pick, ROLE_PICK, None));
+        let mut trials = vec![trial(1, &study.baseline, Role::Baseline, Some(20.0))];
+        trials.extend((0..12).map(|k| trial(k + 2, &pick, Role::Search, Some(30.0))));
+        assert_eq!(next(&study, &trials, 13).map(|n| n.1), Some(Role::Confirm));
+        trials.push(trial(14, &pick, Role::Confirm, None));
         let done = confirmations(&trials, &[Metric::DecodeTps, Metric::PeakRssBytes]);
         assert!(done[0].failed);
         assert_eq!(next(&study, &trials, 14), None, "no other candidate");

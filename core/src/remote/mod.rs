@@ -117,7 +117,7 @@ pub struct Beat {
 pub async fn heartbeat(service: &Service, id: i64, trial: i64, body: &Beat) -> Result<()> {
     let before = trials::get(&service.db, trial).await?.map(|t| t.state());
     let lease_ms = service.lease.as_millis() as i64;
-    let now = crate::views::trials::stored(body.state);
+    let now = body.state;
     if !queue::heartbeat(&service.db, trial, id, now, lease_ms).await? {
         return Err(Error::Conflict(format!("trial {trial} is no longer this worker's")));
     }

@@ -1,6 +1,7 @@
 //! What a study's trials say so far, as its runner reads them turn by
 //! turn, and why its search should end.
 
+use tunebook_domain::Role;
 use tunebook_study::{Observation, Study, confirm, settle};
 use tunebook_views::types::{TrialState, TrialView};
 
@@ -47,7 +48,7 @@ impl History {
                 .trials
                 .iter()
                 .filter(ended)
-                .find(|t| t.role.as_deref() == Some("baseline") && t.state == TrialState::Done)
+                .find(|t| t.role == Some(Role::Baseline) && t.state == TrialState::Done)
                 .cloned();
             // Observations are relative to the baseline: all again once it is known.
             if self.baseline.is_some() {
@@ -64,7 +65,7 @@ impl History {
             .trials
             .iter()
             .filter(|t| t.id > from && ended(t))
-            .filter(|t| !interrupted(t) && t.role.as_deref() != Some("rerun"))
+            .filter(|t| !interrupted(t) && t.role != Some(Role::Rerun))
             .map(|t| {
                 let m = (t.state == TrialState::Done).then(|| metrics(t));
                 study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref())

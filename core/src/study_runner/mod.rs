@@ -14,6 +14,7 @@ mod settling;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tunebook_domain::Role;
 
 use engine_bridge::{FailureKind, Settings};
 use tokio::sync::Notify;
@@ -297,9 +298,10 @@ impl Studies {
                 return conclude(ctx, id, StudyState::Done, reason).await;
             }
             // Everything is compared with the baseline: without it, stop.
-            let failed_baseline = history.trials.iter().find(|t| {
-                t.role.as_deref() == Some("baseline") && t.state.is_final() && !interrupted(t)
-            });
+            let failed_baseline = history
+                .trials
+                .iter()
+                .find(|t| t.role == Some(Role::Baseline) && t.state.is_final() && !interrupted(t));
             if let (None, Some(t)) = (&history.baseline, failed_baseline) {
                 let reason = format!(
                     "the baseline (trial {}) did not run: {}",
@@ -350,7 +352,7 @@ impl Studies {
             if !self.run_stored(&study, &history, &fit, control, trial_id, &config).await? {
                 return Ok(());
             }
-            if role == "rerun" {
+            if role == Role::Rerun {
                 self.check_drift(&study, id, &history, trial_id).await?;
             }
         }

@@ -4,7 +4,8 @@
 //! drifted.
 
 use engine_bridge::Settings;
-use tunebook_study::{Study, confirm, settle, strategy};
+use tunebook_domain::Role;
+use tunebook_study::{Study, strategy};
 use tunebook_views::types::TrialState;
 
 use super::history::History;
@@ -22,20 +23,13 @@ impl Studies {
         h: &History,
         running: &[Settings],
         strategy: &dyn strategy::Strategy,
-    ) -> Option<(Settings, &'static str, String)> {
+    ) -> Option<(Settings, Role, String)> {
         let on_workers = h.machine.is_some();
         // Queued trials (to settle a finding) have not run: the last that did.
         let last = h.trials.iter().rev().find(|t| t.state != TrialState::Queued);
         if let Some(last) = last.filter(|t| interrupted(t) && !on_workers) {
-            let role = match last.role.as_deref() {
-                Some("baseline") => "baseline",
-                Some("rerun") => "rerun",
-                Some(confirm::ROLE_PICK) => confirm::ROLE_PICK,
-                Some(confirm::ROLE_BALANCED) => confirm::ROLE_BALANCED,
-                Some(confirm::ROLE_BASE) => confirm::ROLE_BASE,
-                Some(settle::ROLE) => settle::ROLE,
-                _ => "search",
-            };
+            // Run again in the role it had; a trial of none was the search's.
+            let role = last.role.unwrap_or(Role::Search);
             return Some((
                 last.settings.clone(),
                 role,
@@ -43,7 +37,7 @@ impl Studies {
             ));
         }
         if h.baseline.is_none() {
-            return Some((study.baseline.clone(), "baseline", "the baseline".into()));
+            return Some((study.baseline.clone(), Role::Baseline, "the baseline".into()));
         }
         let rerun_every = study.def.budget.rerun_baseline_every.filter(|e| *e > 0 && !on_workers);
         if let Some(every) = rerun_every {
@@ -51,12 +45,12 @@ impl Studies {
                 .trials
                 .iter()
                 .rev()
-                .take_while(|t| !matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+                .take_while(|t| !matches!(t.role, Some(Role::Baseline | Role::Rerun)))
                 .count();
             if since >= every as usize {
                 return Some((
                     study.baseline.clone(),
-                    "rerun",
+                    Role::Rerun,
                     format!("the baseline again after {since} trials, to catch drift"),
                 ));
             }
@@ -73,7 +67,7 @@ impl Studies {
             }));
             strategy.propose(study, &seen).await?
         };
-        Some((p.config, "search", p.note))
+        Some((p.config, Role::Search, p.note))
     }
 
     /// Compares a re-run baseline with the first on the first objective and
@@ -106,7 +100,7 @@ impl Studies {
             .trials
             .iter()
             .rev()
-            .find(|t| matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+            .find(|t| matches!(t.role, Some(Role::Baseline | Role::Rerun)))
             .map_or(rerun_id, |t| t.id + 1);
         trials::set_drift(&self.ctx.db, id, from, rerun_id, pct).await?;
         let message = format!(

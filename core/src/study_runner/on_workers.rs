@@ -2,6 +2,7 @@
 //! many trials queued for a class as it has workers up.
 
 use std::collections::BTreeMap;
+use tunebook_domain::Role;
 
 use engine_bridge::Settings;
 use tunebook_study::{Study, StudyDef, strategy};
@@ -95,7 +96,7 @@ impl Studies {
                         let failed = h
                             .trials
                             .iter()
-                            .find(|t| t.role.as_deref() == Some("baseline") && t.state.is_final());
+                            .find(|t| t.role == Some(Role::Baseline) && t.state.is_final());
                         match (&h.baseline, failed) {
                             (None, Some(t)) => Some(format!(
                                 "the baseline (trial {}) did not run: {}",

@@ -5,6 +5,7 @@
 //! Queued trials are on disk before the request is answered, so a restart
 //! runs them still.
 
+use tunebook_domain::Role;
 use tunebook_study::settle::{self, Plan};
 use tunebook_study::{Metric, Study};
 use tunebook_views::types::{TrialState, TrialView};
@@ -25,7 +26,7 @@ pub const MAX_QUEUED: usize = 48;
 pub(super) fn asked(trials: &[TrialView]) -> Vec<settle::Asked> {
     trials
         .iter()
-        .filter(|t| t.role.as_deref() == Some(settle::ROLE))
+        .filter(|t| t.role == Some(Role::Settle))
         .filter(|t| {
             t.note.as_deref().is_some_and(|n| settle::FIRST_OF.iter().any(|f| n.contains(f)))
         })
@@ -40,14 +41,12 @@ pub(super) fn cut_off(h: &History) -> Option<&TrialView> {
         .iter()
         .rev()
         .find(|t| t.state != TrialState::Queued)
-        .filter(|t| t.role.as_deref() == Some(settle::ROLE) && interrupted(t))
+        .filter(|t| t.role == Some(Role::Settle) && interrupted(t))
 }
 
 /// The oldest trial queued to settle a finding, if any.
 pub(super) fn queued(h: &History) -> Option<&TrialView> {
-    h.trials
-        .iter()
-        .find(|t| t.state == TrialState::Queued && t.role.as_deref() == Some(settle::ROLE))
+    h.trials.iter().find(|t| t.state == TrialState::Queued && t.role == Some(Role::Settle))
 }
 
 /// Stores `plan`'s runs as queued trials of study `id`; their ids.
@@ -64,7 +63,7 @@ async fn queue(
             model: study.model_of(config),
             settings: config,
             tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
-            study: Some(StudyPart { study_id: id, role: settle::ROLE, note }),
+            study: Some(StudyPart { study_id: id, role: Role::Settle, note }),
             target: None,
             machine: None,
         };
@@ -89,7 +88,7 @@ impl Studies {
         let Some(cut) = cut_off(h) else { return Ok(None) };
         let note = format!(
             "{} (again: trial {} was interrupted)",
-            cut.note.as_deref().unwrap_or(settle::ROLE),
+            cut.note.as_deref().unwrap_or(Role::Settle.as_str()),
             cut.id
         );
         let new = NewTrial {
@@ -97,7 +96,7 @@ impl Studies {
             model: study.model_of(&cut.settings),
             settings: &cut.settings,
             tokens_requested: study.probes.speed.as_ref().map(|s| s.n_predict),
-            study: Some(StudyPart { study_id: id, role: settle::ROLE, note: &note }),
+            study: Some(StudyPart { study_id: id, role: Role::Settle, note: &note }),
             target: None,
             machine: None,
         };
@@ -185,7 +184,7 @@ impl Studies {
         let list: Vec<TrialView> = crate::views::all(trials::of_study(&ctx.db, id).await?);
         let waiting = list
             .iter()
-            .filter(|t| t.state == TrialState::Queued && t.role.as_deref() == Some(settle::ROLE))
+            .filter(|t| t.state == TrialState::Queued && t.role == Some(Role::Settle))
             .count();
         let (def, owned, profiles) = (row.definition.clone(), list.clone(), ctx.profiles.clone());
         let (found, facts) = tokio::task::spawn_blocking(move || {

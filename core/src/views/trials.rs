@@ -1,15 +1,16 @@
 //! Trials as the pages, the API and exports show them, built from
 //! storage's rows; and an exported trial turned back into a row to import.
 
-use tunebook_views::types::{SampleView, TrialQuery, TrialState, TrialSupport, TrialView};
+use tunebook_views::types::{SampleView, TrialQuery, TrialSupport, TrialView};
 
-use crate::db::trials::{PageQuery, SampleRow, State, TrialRow};
+use crate::db::trials::{PageQuery, SampleRow, TrialRow};
 
 impl From<TrialRow> for TrialView {
     fn from(row: TrialRow) -> Self {
         let command = row.command_display();
         let settings = row.settings();
-        let state = TrialState::parse(&row.state).unwrap_or(TrialState::Failed);
+        let state = row.state();
+        let role = row.role();
         let mismatched = row
             .mismatched
             .as_deref()
@@ -52,7 +53,7 @@ impl From<TrialRow> for TrialView {
             failure_kind: row.failure_kind,
             error: row.error,
             study_id: row.study_id,
-            role: row.role,
+            role,
             note: row.note,
             drift_pct: row.drift_pct,
             machine: row.machine,
@@ -112,16 +113,6 @@ pub fn page_query(q: &TrialQuery) -> PageQuery<'_> {
         offset: q.offset,
         limit: q.limit,
     }
-}
-
-/// A stored state as the pages name it.
-pub fn state(s: State) -> TrialState {
-    TrialState::parse(s.as_str()).expect("the same words")
-}
-
-/// A state named by the pages (or a worker) as storage keeps it.
-pub fn stored(s: TrialState) -> State {
-    State::parse(s.as_str()).expect("the same words")
 }
 
 /// An exported trial as a row to import. The export carries the command
@@ -190,7 +181,7 @@ mod tests {
         };
         let view = TrialView::from(row.clone());
         assert_eq!(view.settings["threads"], "4");
-        assert_eq!(view.state, TrialState::Done);
+        assert_eq!(view.state, tunebook_views::types::TrialState::Done);
         assert_eq!(view.mismatched["ubatch_size"], "64");
         let keys = |v: serde_json::Value| {
             v.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>()
@@ -200,13 +191,5 @@ mod tests {
             keys(serde_json::to_value(&row).unwrap())
         );
         assert_eq!(row_of(&view), TrialRow { command: None, ..row });
-    }
-
-    #[test]
-    fn every_state_has_the_same_word_in_storage_and_on_the_pages() {
-        for s in State::ALL {
-            assert_eq!(stored(state(s)), s);
-        }
-        assert_eq!(State::ALL.len(), TrialState::ALL.len());
     }
 }

@@ -6,7 +6,7 @@ use serde_json::json;
 use tunebook::db::Db;
 use tunebook::db::{studies, trials};
 use tunebook_study::StudyDef;
-use tunebook_views::types::{TrialState, TrialView};
+use tunebook_views::types::{Role, TrialState, TrialView};
 
 /// The `i`-th made-up trial of a study.
 pub fn trial(study_id: i64, i: usize) -> TrialView {
@@ -34,7 +34,7 @@ pub fn trial(study_id: i64, i: usize) -> TrialView {
         ceiling_tps: Some(60.0),
         pct_of_ceiling: Some((30.0 + 20.0 * x) / 0.6),
         study_id: Some(study_id),
-        role: Some("search".into()),
+        role: Some(Role::Search),
         note: Some("random draw".into()),
         ..TrialView::new("demo", "tiny", settings, TrialState::Done)
     }
@@ -96,7 +96,7 @@ pub async fn planted_study(db: &Db) -> anyhow::Result<i64> {
                     quality_score: Some(0.625),
                     ceiling_tps: Some(60.0),
                     study_id: Some(study),
-                    role: Some(if i == 0 { "baseline" } else { "search" }.into()),
+                    role: Some(if i == 0 { Role::Baseline } else { Role::Search }),
 
                     ..TrialView::new("demo", "tiny-llama", settings, TrialState::Done)
                 });
@@ -112,7 +112,7 @@ pub async fn planted_study(db: &Db) -> anyhow::Result<i64> {
             failure_kind: Some("out_of_memory".into()),
             error: Some("failed to allocate compute buffers".into()),
             study_id: Some(study),
-            role: Some("search".into()),
+            role: Some(Role::Search),
             ..TrialView::new("demo", "tiny-llama", settings, TrialState::Failed)
         });
     }
@@ -156,7 +156,7 @@ pub async fn two_machine_study(db: &Db) -> anyhow::Result<i64> {
                 decode_tps: Some(speed * (1.0 + i as f64 / 10.0)),
                 peak_rss_bytes: Some(800_000_000 + i as i64 * 1_000_000),
                 study_id: Some(study),
-                role: Some(if i == 0 { "baseline" } else { "search" }.into()),
+                role: Some(if i == 0 { Role::Baseline } else { Role::Search }),
                 machine: Some(machine.into()),
                 ..TrialView::new(
                     "demo",

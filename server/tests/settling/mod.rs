@@ -70,7 +70,7 @@ async fn a_finding_left_open_is_settled_by_the_runs_it_names() {
     let base = &before[0].settings;
     for (k, t) in settling.iter().enumerate() {
         assert_eq!(t.state, TrialState::Done, "{t:?}");
-        assert_eq!(t.role.as_deref(), Some("settle"));
+        assert_eq!(t.role.map(|r| r.as_str()), Some("settle"));
         assert!(t.note.as_deref().unwrap().starts_with("settle `ubatch_size` on peak_rss_bytes"));
         // Interleaved: the baseline, then the baseline with ubatch_size = 128.
         let mut want = base.clone();

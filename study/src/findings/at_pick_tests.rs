@@ -3,6 +3,7 @@
 //! threads) it does nothing, at the pick (four) it is needed.
 
 use rand::{Rng, SeedableRng};
+use tunebook_domain::Role;
 
 use super::*;
 use crate::findings::{TrialFacts, findings, markdown};
@@ -36,7 +37,7 @@ fn grid(reps: usize) -> Vec<TrialFacts> {
                         let noise = 1.0 + rng.random_range(-0.01..0.01);
                         out.push(TrialFacts {
                             id: out.len() as i64 + 1,
-                            role: out.is_empty().then(|| "baseline".to_string()),
+                            role: out.is_empty().then_some(Role::Baseline),
                             settings,
                             done: true,
                             metrics: [(Metric::DecodeTps, 10.0 * t * flash * long * noise)].into(),

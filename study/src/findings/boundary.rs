@@ -4,6 +4,7 @@
 
 use super::{Finding, TrialFacts};
 use crate::study::{Goal, Measure, StrategyKind, StudyDef, Target};
+use tunebook_domain::Role;
 
 /// What a bisection study found, or `None` for other studies (or one
 /// whose objectives cannot be read).
@@ -15,7 +16,7 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
     let first = targets.first()?;
     let Measure::Setting(setting) = &first.measure else { return None };
     let goal = first.goal;
-    let baseline = trials.iter().find(|t| t.role.as_deref() == Some("baseline"));
+    let baseline = trials.iter().find(|t| t.role == Some(Role::Baseline));
     // Why a trial did not hold, or `None` when it held.
     let miss = |t: &TrialFacts| -> Option<String> {
         if !t.done {
@@ -26,7 +27,7 @@ pub fn boundary(def: &StudyDef, trials: &[TrialFacts]) -> Option<Finding> {
     let value = |t: &TrialFacts| t.settings.get(setting)?.trim().parse::<f64>().ok();
     let rungs: Vec<(f64, &TrialFacts, Option<String>)> = trials
         .iter()
-        .filter(|t| matches!(t.role.as_deref(), Some("baseline" | "search")))
+        .filter(|t| matches!(t.role, Some(Role::Baseline | Role::Search)))
         .filter_map(|t| Some((goal.oriented(value(t)?), t, miss(t))))
         .collect();
     // A value holds when none of its runs missed.
@@ -77,7 +78,7 @@ fn broken(targets: &[Target], t: &TrialFacts, baseline: Option<&TrialFacts>) -> 
 /// the baseline read against the baseline trial).
 pub fn mark_missed(def: &StudyDef, trials: &mut [TrialFacts]) {
     let Some(targets) = targets(def) else { return };
-    let baseline = trials.iter().find(|t| t.role.as_deref() == Some("baseline")).cloned();
+    let baseline = trials.iter().find(|t| t.role == Some(Role::Baseline)).cloned();
     for t in trials.iter_mut().filter(|t| t.done) {
         t.missed = broken(&targets, t, baseline.as_ref());
     }
@@ -124,7 +125,7 @@ mod tests {
             failure: decode.is_none().then(|| ("out_of_memory".into(), "oom".into())),
             metrics: decode.map_or(BTreeMap::new(), |d| [(Metric::DecodeTps, d)].into()),
             ceiling_tps: None,
-            role: Some(role.into()),
+            role: Role::parse(role),
             drift_pct: None,
             missed: None,
             ..Default::default()

@@ -11,17 +11,11 @@ use engine_bridge::Settings;
 use super::ols::t_quantile;
 use super::{INTERVAL, Interval, TrialFacts};
 use crate::metric::{Goal, Metric};
-
-/// The role of a confirmation run of the best pick…
-pub const ROLE_PICK: &str = "confirm";
-/// …of the balanced pick (several objectives)…
-pub const ROLE_BALANCED: &str = "confirm_balanced";
-/// …and of the baseline run right after either.
-pub const ROLE_BASE: &str = "confirm_base";
+use tunebook_domain::Role;
 
 /// Whether a trial is a run of a confirmation (not of the search).
 pub fn is_confirmation(t: &TrialFacts) -> bool {
-    matches!(t.role.as_deref(), Some(ROLE_PICK | ROLE_BALANCED | ROLE_BASE))
+    matches!(t.role, Some(Role::Confirm | Role::ConfirmBalanced | Role::ConfirmBase))
 }
 
 /// One run of the pick and the baseline's run after it: their trials and
@@ -99,20 +93,20 @@ pub fn confirmations(trials: &[TrialFacts], metrics: &[Metric]) -> Vec<Confirmat
         }
         metrics.iter().map(|m| t.metrics.get(m).copied()).collect()
     };
-    let baseline = trials.iter().find(|t| t.role.as_deref() == Some("baseline")).and_then(values);
+    let baseline = trials.iter().find(|t| t.role == Some(Role::Baseline)).and_then(values);
     let searched = |settings: &Settings| -> Option<Vec<f64>> {
         let run = trials
             .iter()
-            .find(|t| t.role.as_deref() == Some("search") && &t.settings == settings)
+            .find(|t| t.role == Some(Role::Search) && &t.settings == settings)
             .and_then(values)?;
         Some(run.iter().zip(baseline.as_ref()?).map(|(a, b)| a / b).collect())
     };
     let mut out: Vec<Confirmation> = Vec::new();
     let mut waiting: Option<(i64, Vec<f64>)> = None;
     for t in trials {
-        match t.role.as_deref() {
-            Some(role @ (ROLE_PICK | ROLE_BALANCED)) => {
-                let balanced = role == ROLE_BALANCED;
+        match t.role {
+            Some(role @ (Role::Confirm | Role::ConfirmBalanced)) => {
+                let balanced = role == Role::ConfirmBalanced;
                 if out.last().is_none_or(|c| c.settings != t.settings || c.balanced != balanced) {
                     out.push(Confirmation {
                         settings: t.settings.clone(),
@@ -128,7 +122,7 @@ pub fn confirmations(trials: &[TrialFacts], metrics: &[Metric]) -> Vec<Confirmat
                 current.failed |= waiting.is_none();
                 current.pending = waiting.is_some();
             }
-            Some(ROLE_BASE) => {
+            Some(Role::ConfirmBase) => {
                 let (Some((pick, pick_values)), Some(current)) = (waiting.take(), out.last_mut())
                 else {
                     continue;

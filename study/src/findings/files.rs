@@ -103,11 +103,12 @@ mod tests {
     use super::*;
     use crate::findings::{findings, markdown};
     use crate::metric::{Goal, Measure};
+    use tunebook_domain::Role;
 
     fn trial(id: i64, file: &str, threads: &str, rss: f64, decode: f64, kld: f64) -> TrialFacts {
         TrialFacts {
             id,
-            role: (id == 1).then(|| "baseline".to_string()),
+            role: (id == 1).then_some(Role::Baseline),
             settings: [
                 ("model".to_string(), file.to_string()),
                 ("threads".to_string(), threads.to_string()),

@@ -46,6 +46,7 @@ mod text;
 mod verdicts;
 
 use std::collections::BTreeMap;
+use tunebook_domain::Role;
 
 use engine_bridge::Settings;
 use serde::{Deserialize, Serialize};
@@ -115,7 +116,7 @@ pub struct TrialFacts {
     /// The decode speed memory bandwidth allows this configuration.
     pub ceiling_tps: Option<f64>,
     /// `baseline`, `rerun` (of the baseline) or `search`.
-    pub role: Option<String>,
+    pub role: Option<Role>,
     /// How far the baseline had drifted when this trial ran, where it had.
     pub drift_pct: Option<f64>,
     /// The bound it broke, when it ran but broke one (see
@@ -388,7 +389,7 @@ pub fn findings_planned(
     }
     let baseline = trials
         .iter()
-        .find(|t| t.role.as_deref() == Some("baseline"))
+        .find(|t| t.role == Some(Role::Baseline))
         .map(|t| t.settings.clone())
         .unwrap_or_default();
     out.extend(files::compare(&done, &baseline, engine_bridge::catalog::MODEL_SETTING));

@@ -1,6 +1,7 @@
 //! Memory modelled with the planner's prediction, on a small planted grid.
 
 use std::sync::Arc;
+use tunebook_domain::Role;
 
 use rand::{Rng, SeedableRng};
 
@@ -48,7 +49,7 @@ fn grid() -> (Vec<TrialFacts>, PlanFn) {
                         let noise = 1.0 + rng.random_range(-0.005..0.005);
                         out.push(TrialFacts {
                             id: out.len() as i64 + 1,
-                            role: out.is_empty().then(|| "baseline".to_string()),
+                            role: out.is_empty().then_some(Role::Baseline),
                             settings,
                             done: true,
                             metrics: [(Metric::PeakRssBytes, truth * noise)].into(),

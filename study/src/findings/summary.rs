@@ -3,6 +3,7 @@
 //! baseline's drift between its runs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use tunebook_domain::Role;
 
 use engine_bridge::Settings;
 
@@ -112,7 +113,7 @@ pub(super) fn ceiling(done: &[&TrialFacts], found: &[Finding]) -> Option<Finding
 pub(super) fn drift(trials: &[TrialFacts], metric: Metric) -> Option<Finding> {
     let baseline: Vec<(i64, f64)> = trials
         .iter()
-        .filter(|t| t.done && matches!(t.role.as_deref(), Some("baseline" | "rerun")))
+        .filter(|t| t.done && matches!(t.role, Some(Role::Baseline | Role::Rerun)))
         .filter_map(|t| Some((t.id, *t.metrics.get(&metric)?)))
         .collect();
     let &(_, first) = baseline.first()?;

@@ -24,7 +24,7 @@ fn study(reps: usize, speed: impl Fn(u32, &str, bool) -> f64) -> Vec<TrialFacts>
                     .into();
                     out.push(TrialFacts {
                         id: out.len() as i64 + 1,
-                        role: out.is_empty().then(|| "baseline".to_string()),
+                        role: out.is_empty().then_some(Role::Baseline),
                         settings,
                         done: true,
                         failure: None,
@@ -355,7 +355,7 @@ fn the_ceiling_and_drift_are_reported() {
     // the second time; trials 7–12 flagged.
     for t in trials.iter_mut() {
         if [1, 6, 12].contains(&t.id) {
-            t.role = Some(if t.id == 1 { "baseline" } else { "rerun" }.into());
+            t.role = Some(if t.id == 1 { Role::Baseline } else { Role::Rerun });
         }
         if [1, 6].contains(&t.id) {
             t.metrics.insert(Metric::DecodeTps, 40.0);
@@ -390,7 +390,7 @@ fn the_reference_is_the_yardstick_of_a_divergence_never_its_best() {
     // is its to the digit, then two that diverge.
     let trial = |id: i64, cache: &str, kld: f64| TrialFacts {
         id,
-        role: (id == 1).then(|| "baseline".to_string()),
+        role: (id == 1).then_some(Role::Baseline),
         settings: [("cache_type_k".to_string(), cache.to_string())].into(),
         done: true,
         metrics: [(Metric::KldMean, kld), (Metric::DecodeTps, 50.0 + id as f64)].into(),

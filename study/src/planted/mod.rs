@@ -12,6 +12,7 @@ mod search_worlds;
 mod worlds;
 
 use std::collections::BTreeMap;
+use tunebook_domain::Role;
 
 use engine_bridge::{Catalog, Settings};
 use rand::{Rng, SeedableRng};
@@ -243,7 +244,7 @@ impl World {
             trials: Vec::new(),
             baseline_metrics: None,
             since: 0,
-            next: Some((study.baseline.clone(), "baseline")),
+            next: Some((study.baseline.clone(), Role::Baseline)),
         };
         let share = crate::settle::reserve(study);
         self.search(study, strategy.as_ref(), &mut rng, &mut s, budget - share).await;
@@ -261,7 +262,7 @@ impl World {
                 asked.push(crate::settle::Asked { setting: plan.setting.clone(), metric, at_pick });
             }
             for (settings, _) in plan.runs {
-                s.run(self, study, settings, crate::settle::ROLE, &mut rng);
+                s.run(self, study, settings, Role::Settle, &mut rng);
             }
         }
         self.search(study, strategy.as_ref(), &mut rng, &mut s, budget).await;
@@ -283,10 +284,10 @@ impl World {
             let (config, role) = match s.next.take() {
                 Some(next) => next,
                 None if every.is_some_and(|e| s.since >= e as usize) => {
-                    (study.baseline.clone(), "rerun")
+                    (study.baseline.clone(), Role::Rerun)
                 }
                 None => match strategy.propose(study, &s.history).await {
-                    Some(p) => (p.config, "search"),
+                    Some(p) => (p.config, Role::Search),
                     None => return,
                 },
             };
@@ -305,7 +306,7 @@ struct Searching {
     /// Searched trials since the baseline last ran.
     since: usize,
     /// What runs next, before the strategy is asked.
-    next: Option<(Settings, &'static str)>,
+    next: Option<(Settings, Role)>,
 }
 
 impl Searching {
@@ -315,7 +316,7 @@ impl Searching {
         world: &World,
         study: &Study,
         settings: Settings,
-        role: &str,
+        role: Role,
         rng: &mut impl Rng,
     ) {
         let measured = world.measure_at(&settings, self.trials.len(), rng);
@@ -323,14 +324,14 @@ impl Searching {
         if self.trials.is_empty() {
             self.baseline_metrics = sample.map(|s| s.metrics.clone());
         }
-        if role != "rerun" {
+        if role != Role::Rerun {
             let metrics = sample.map(|s| &s.metrics);
             let seen = study.observe(settings.clone(), metrics, self.baseline_metrics.as_ref());
             self.history.push(seen);
         }
         match role {
-            "search" => self.since += 1,
-            "baseline" | "rerun" => self.since = 0,
+            Role::Search => self.since += 1,
+            Role::Baseline | Role::Rerun => self.since = 0,
             _ => {}
         }
         self.trials.push(facts(self.trials.len() as i64 + 1, settings, measured, role));
@@ -338,7 +339,7 @@ impl Searching {
 }
 
 /// A planted trial as the findings see it.
-fn facts(id: i64, settings: Settings, measured: Result<Sample, String>, role: &str) -> TrialFacts {
+fn facts(id: i64, settings: Settings, measured: Result<Sample, String>, role: Role) -> TrialFacts {
     let failure = measured.as_ref().err().map(|c| (c.clone(), format!("planted {c}")));
     let sample = measured.unwrap_or_default();
     TrialFacts {
@@ -350,7 +351,7 @@ fn facts(id: i64, settings: Settings, measured: Result<Sample, String>, role: &s
         repeats: sample.repeats,
         items: sample.items,
         verdicts: sample.verdicts,
-        role: Some(role.to_string()),
+        role: Some(role),
         ..Default::default()
     }
 }

@@ -18,6 +18,7 @@
 //! both say so instead.
 
 use std::collections::BTreeMap;
+use tunebook_domain::Role;
 
 use engine_bridge::Settings;
 
@@ -27,9 +28,6 @@ use crate::study::{Metric, Study};
 mod rules;
 
 pub use rules::rule_plans;
-
-/// The role of a trial run to settle a finding.
-pub const ROLE: &str = "settle";
 
 /// Most runs one plan takes: a finding still open after that many more
 /// runs of its contrast is below what the machine can tell.
@@ -381,7 +379,7 @@ pub fn next_with(
 
 /// Trials run to settle findings so far.
 fn settled(trials: &[TrialFacts]) -> usize {
-    trials.iter().filter(|t| t.role.as_deref() == Some(ROLE)).count()
+    trials.iter().filter(|t| t.role == Some(Role::Settle)).count()
 }
 
 /// Where a finding stands among what is worth settling: an effect on an

@@ -4,6 +4,7 @@
 //! failed once, too few for any rule, its failure changed in one setting.
 
 use std::collections::BTreeMap;
+use tunebook_domain::Role;
 
 use engine_bridge::Settings;
 
@@ -129,7 +130,7 @@ fn single(study: &Study, trials: &[TrialFacts], only: i64) -> Vec<Condition> {
     let Some(failed) = trials.iter().find(|t| t.id == only) else { return vec![] };
     let differs = |t: &TrialFacts| {
         let moved = failed.settings.iter().filter(|(k, v)| t.settings.get(*k) != Some(v)).count();
-        t.role.as_deref() == Some(super::ROLE) && moved == 1
+        t.role == Some(Role::Settle) && moved == 1
     };
     if trials.iter().filter(|t| differs(t)).count() >= MAX_SINGLE {
         return vec![];

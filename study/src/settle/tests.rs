@@ -259,7 +259,7 @@ fn a_cause_that_failed_once_is_run_again_changed_in_one_setting() {
     // Two such runs made: no more.
     for (id, (setting, value)) in [(6, ("batch_size", "512")), (7, ("cache_type_k", "f16"))] {
         let mut t = done(id, with(&failed, setting, value));
-        t.role = Some(ROLE.into());
+        t.role = Some(Role::Settle);
         trials.push(t);
     }
     assert!(rule_plans(&study, &trials, &found).is_empty());
@@ -296,7 +296,7 @@ async fn the_share_settles_findings_a_search_left_open() {
         let trials = world.run(&study, seed).await;
         assert!(trials.len() <= 60, "{} trials", trials.len());
         let settling: Vec<&TrialFacts> =
-            trials.iter().filter(|t| t.role.as_deref() == Some(ROLE)).collect();
+            trials.iter().filter(|t| t.role == Some(Role::Settle)).collect();
         assert!(settling.len() >= 8, "{} settling runs", settling.len());
         // Each the baseline changed in one setting, or (a failure rule's
         // doubt) a failure changed in one.
@@ -306,7 +306,7 @@ async fn the_share_settles_findings_a_search_left_open() {
         // Or the pick (a trial the search ran) changed in one setting.
         let picks: Vec<&Settings> = trials
             .iter()
-            .filter(|t| t.done && t.role.as_deref() != Some(ROLE))
+            .filter(|t| t.done && t.role != Some(Role::Settle))
             .map(|t| &t.settings)
             .collect();
         for t in settling {
@@ -373,7 +373,7 @@ async fn a_failure_rule_s_shared_values_are_settled_one_run_each() {
                 failure: measured.as_ref().err().map(|c| (c.clone(), c.clone())),
                 metrics: measured.unwrap_or_default(),
                 settings,
-                role: Some(ROLE.into()),
+                role: Some(Role::Settle),
                 ..Default::default()
             });
             runs += 1;

@@ -64,52 +64,7 @@ pub struct RunRequest {
     pub target: Option<String>,
 }
 
-/// Where a trial is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TrialState {
-    Queued,
-    Launching,
-    Loading,
-    Probing,
-    Done,
-    Failed,
-    /// Never launched: the planner said it cannot fit, or the like.
-    Pruned,
-}
-
-impl TrialState {
-    pub const ALL: [TrialState; 7] = [
-        TrialState::Queued,
-        TrialState::Launching,
-        TrialState::Loading,
-        TrialState::Probing,
-        TrialState::Done,
-        TrialState::Failed,
-        TrialState::Pruned,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TrialState::Queued => "queued",
-            TrialState::Launching => "launching",
-            TrialState::Loading => "loading",
-            TrialState::Probing => "probing",
-            TrialState::Done => "done",
-            TrialState::Failed => "failed",
-            TrialState::Pruned => "pruned",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-
-    /// Done, failed or pruned: nothing more will happen to it.
-    pub fn is_final(self) -> bool {
-        matches!(self, TrialState::Done | TrialState::Failed | TrialState::Pruned)
-    }
-}
+pub use tunebook_domain::{Role, TrialState};
 
 impl TrialView {
     /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …),
@@ -260,7 +215,7 @@ pub struct TrialView {
     pub study_id: Option<i64>,
     /// In a study: `baseline`, `rerun` (of the baseline) or `search`.
     #[serde(default)]
-    pub role: Option<String>,
+    pub role: Option<Role>,
     /// Why it was run (the strategy's reason), and what was skipped.
     #[serde(default)]
     pub note: Option<String>,

@@ -115,7 +115,7 @@ pub(super) fn TrialsTable(
                                     </td>
                                     <td><a href=format!("/trials/{}", t.id)>{t.id}</a></td>
                                     <td>
-                                        {t.role.clone().unwrap_or_default()}
+                                        {t.role.map(|r| r.as_str()).unwrap_or_default()}
                                         {t.machine.clone().map(|m| view! {
                                             <span class="muted machine">
                                                 {format!(" on {m}{}", t.worker.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())}

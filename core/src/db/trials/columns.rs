@@ -188,6 +188,19 @@ mod tests {
     }
 
     #[test]
+    fn the_words_stored_are_the_words_sent() {
+        use tunebook_domain::{Role, TrialState};
+        for s in TrialState::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(TrialState::parse(s.as_str()), Some(s));
+        }
+        for r in Role::ALL {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+    }
+
+    #[test]
     fn imports_and_results_write_only_known_columns() {
         for c in carried_in(IN_IMPORT) {
             assert!(c.carried_in & IN_ROW != 0, "{} is imported from a row", c.name);

@@ -6,51 +6,8 @@ use std::collections::BTreeMap;
 
 use super::Db;
 
-/// Where a trial is in its life, as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    Queued,
-    Launching,
-    Loading,
-    Probing,
-    Done,
-    Failed,
-    /// Never launched: the planner said it cannot fit, or the like.
-    Pruned,
-}
-
-impl State {
-    pub const ALL: [State; 7] = [
-        State::Queued,
-        State::Launching,
-        State::Loading,
-        State::Probing,
-        State::Done,
-        State::Failed,
-        State::Pruned,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Queued => "queued",
-            State::Launching => "launching",
-            State::Loading => "loading",
-            State::Probing => "probing",
-            State::Done => "done",
-            State::Failed => "failed",
-            State::Pruned => "pruned",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-
-    /// Done, failed or pruned: nothing more will happen to it.
-    pub fn is_final(self) -> bool {
-        matches!(self, State::Done | State::Failed | State::Pruned)
-    }
-}
+/// Where a trial is in its life: the one type every layer speaks.
+pub use tunebook_domain::TrialState as State;
 
 /// A trial as stored: one field for each column [`columns::IN_ROW`]
 /// marks, as the database holds it (settings and command as JSON text),
@@ -107,6 +64,11 @@ impl TrialRow {
     /// Its state; failed when the stored word is unknown.
     pub fn state(&self) -> State {
         State::parse(&self.state).unwrap_or(State::Failed)
+    }
+
+    /// Its role in its study; none when it has none, or one unknown here.
+    pub fn role(&self) -> Option<tunebook_domain::Role> {
+        self.role.as_deref().and_then(tunebook_domain::Role::parse)
     }
 
     /// Its settings, by name.

@@ -2,6 +2,7 @@
 //! measurement or a failure, annotated, and imported.
 
 use std::collections::BTreeMap;
+use tunebook_domain::Role;
 
 use engine_bridge::{Failure, Outcome};
 
@@ -27,7 +28,7 @@ pub struct NewTrial<'a> {
 /// What a study's trial carries.
 pub struct StudyPart<'a> {
     pub study_id: i64,
-    pub role: &'a str,
+    pub role: Role,
     pub note: &'a str,
 }
 
@@ -56,7 +57,7 @@ pub async fn insert(db: &Db, t: &NewTrial<'_>) -> Result<i64, sqlx::Error> {
     .bind(now_ms())
     .bind(t.tokens_requested.map(i64::from))
     .bind(t.study.as_ref().map(|s| s.study_id))
-    .bind(t.study.as_ref().map(|s| s.role))
+    .bind(t.study.as_ref().map(|s| s.role.as_str()))
     .bind(t.study.as_ref().map(|s| s.note))
     .bind(t.target)
     .bind(t.machine)
