@@ -170,7 +170,7 @@ pub(crate) fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> 
             }),
             metrics: metrics(t),
             ceiling_tps: t.ceiling_tps,
-            role: t.role.clone(),
+            role: t.role,
             drift_pct: t.drift_pct,
             missed: None,
             repeats: t
