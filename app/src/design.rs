@@ -313,8 +313,12 @@ fn list(text: &str) -> Vec<Value> {
     text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(scalar).collect()
 }
 
-/// Metrics only the KL-divergence probe measures.
-pub const DIVERGENCE: &[&str] = &["kld_mean", "kld_p99", "same_top_rate"];
+/// Metrics only the KL-divergence probe measures: those measured against
+/// the study's reference.
+pub fn divergence() -> Vec<&'static str> {
+    use crate::types::Metric;
+    Metric::ALL.into_iter().filter(|m| m.against_reference()).map(Metric::name).collect()
+}
 
 impl Form {
     /// Whether an objective (or a bound on one) reads one of `metrics`: its
@@ -450,7 +454,7 @@ impl Form {
                 json!({ "workload": workload, "rates": list(&self.load_rates), "slo": slo }),
             );
         }
-        if self.kld || self.needs(DIVERGENCE) {
+        if self.kld || self.needs(&divergence()) {
             probes.insert("kld".into(), json!({}));
         }
         let sizes = list(&self.context_sizes);
@@ -564,7 +568,7 @@ mod tests {
         let mut scored = Form { quality: false, ..form.clone() };
         assert!(scored.to_json().unwrap()["probes"].get("quality").is_none());
         scored.objectives[1].metric = "quality_score".into();
-        assert!(scored.needs(&["quality_score"]) && !scored.needs(DIVERGENCE));
+        assert!(scored.needs(&["quality_score"]) && !scored.needs(&divergence()));
         assert_eq!(scored.to_json().unwrap()["probes"]["quality"], json!({}), "needed, so run");
         // Goodput as an objective runs the load probe (the chat workload
         // unless one is named), with the rates and objective typed.

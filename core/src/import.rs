@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use tunebook_views::types::{TrialState, TrialView};
+use tunebook_views::types::{Metric, TrialState, TrialView};
 
 /// One exported trial: the stored view, every sample and the full measurement.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -31,37 +31,36 @@ pub fn parse_import(text: &str, is_csv: bool, profile: &str) -> Result<Vec<Trial
     Ok(trials)
 }
 
-/// Measures that are counts, speeds, sizes or times: never negative.
-const AT_LEAST_ZERO: &[&str] = &[
-    "load_ms",
-    "ttft_ms",
-    "prefill_tps",
-    "decode_tps",
+/// Measures besides the metrics that are counts, speeds or times: never
+/// negative.
+const OTHER_AT_LEAST_ZERO: &[&str] = &[
     "client_decode_tps",
     "prompt_tokens",
     "tokens_requested",
     "tokens_generated",
     "n_ctx",
-    "peak_rss_bytes",
-    "peak_gpu_bytes",
-    "context_tokens",
     "ceiling_tps",
-    "pct_of_ceiling",
-    "perplexity",
-    "kld_mean",
-    "kld_p99",
-    "goodput_rps",
 ];
-/// Measures that are shares: between 0 and 1.
-const SHARES: &[&str] = &["quality_score", "context_pass_rate", "same_top_rate"];
+
+/// Whether the measure `name` is never negative: every metric but the
+/// drop in available memory (memory can come back) and the shares.
+fn at_least_zero(name: &str) -> bool {
+    OTHER_AT_LEAST_ZERO.contains(&name)
+        || Metric::parse(name).is_some_and(|m| m != Metric::MemAvailableDropBytes && !m.is_rate())
+}
+
+/// Whether the measure `name` is a share, between 0 and 1.
+fn share(name: &str) -> bool {
+    Metric::parse(name).is_some_and(Metric::is_rate)
+}
 
 /// Why `t` holds a value no trial could have measured, if it does.
 fn implausible(t: &TrialView) -> Option<String> {
     let v = serde_json::to_value(t).ok()?;
     for (name, value) in v.as_object()? {
         let Some(x) = value.as_f64() else { continue };
-        let bad = (AT_LEAST_ZERO.contains(&name.as_str()) && !(x.is_finite() && x >= 0.0))
-            || (SHARES.contains(&name.as_str()) && !(0.0..=1.0).contains(&x));
+        let bad = (at_least_zero(name) && !(x.is_finite() && x >= 0.0))
+            || (share(name) && !(0.0..=1.0).contains(&x));
         if bad {
             return Some(format!("`{name}` = {x} is not a measurement"));
         }

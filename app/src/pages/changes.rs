@@ -3,6 +3,8 @@
 //! shares (quality, recall, same top token) as a difference in points;
 //! divergences as a difference in nats. Never a percent of something near 0.
 
+use crate::types::{Metric, MetricScale};
+
 /// The scale a metric's change is told on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scale {
@@ -11,12 +13,13 @@ pub enum Scale {
     Nats,
 }
 
-/// The scale of the metric named `metric`.
+/// The scale of the metric named `metric`, as the metric list says
+/// ([`Metric::scale`]); a setting's value changes by percent.
 pub fn scale(metric: &str) -> Scale {
-    match metric {
-        "quality_score" | "context_pass_rate" | "same_top_rate" => Scale::Points,
-        "kld_mean" | "kld_p99" => Scale::Nats,
-        _ => Scale::Percent,
+    match Metric::parse(metric).map(Metric::scale) {
+        Some(MetricScale::Rate) => Scale::Points,
+        Some(MetricScale::Difference) => Scale::Nats,
+        Some(MetricScale::Ratio) | None => Scale::Percent,
     }
 }
 

@@ -105,11 +105,13 @@ pub(crate) fn fmt_metric(metric: &str, v: Option<f64>) -> String {
         m if m.ends_with("_bytes") => {
             fmt(v.map(|b| b / 1048576.0), 0) + if v.is_some() { " MiB" } else { "" }
         }
-        "quality_score" | "context_pass_rate" | "same_top_rate" => {
+        m if changes::scale(m) == changes::Scale::Points => {
             fmt(v.map(|q| q * 100.0), 0) + if v.is_some() { " %" } else { "" }
         }
         "context_tokens" => fmt(v, 0),
-        "kld_mean" | "kld_p99" => v.map(|x| format!("{x:.5}")).unwrap_or_default(),
+        m if changes::scale(m) == changes::Scale::Nats => {
+            v.map(|x| format!("{x:.5}")).unwrap_or_default()
+        }
         m if m.starts_with("setting.") => v.map(|x| x.to_string()).unwrap_or_default(),
         _ => fmt(v, 1),
     }

@@ -12,25 +12,7 @@ use tunebook_views::types::{ParetoPointView, ParetoView, SettingValues, TrialSta
 
 /// A trial's metrics by name.
 pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
-    let pairs = [
-        (Metric::DecodeTps, t.decode_tps),
-        (Metric::PrefillTps, t.prefill_tps),
-        (Metric::TtftMs, t.ttft_ms),
-        (Metric::LoadMs, t.load_ms),
-        (Metric::PeakRssBytes, t.peak_rss_bytes.map(|b| b as f64)),
-        (Metric::MemAvailableDropBytes, t.mem_available_drop_bytes.map(|b| b as f64)),
-        (Metric::PeakGpuBytes, t.peak_gpu_bytes.map(|b| b as f64)),
-        (Metric::QualityScore, t.quality_score),
-        (Metric::ContextPassRate, t.context_pass_rate),
-        (Metric::ContextTokens, t.context_tokens.map(|t| t as f64)),
-        (Metric::PctOfCeiling, t.pct_of_ceiling),
-        (Metric::Perplexity, t.perplexity),
-        (Metric::KldMean, t.kld_mean),
-        (Metric::KldP99, t.kld_p99),
-        (Metric::SameTopRate, t.same_top_rate),
-        (Metric::GoodputRps, t.goodput_rps),
-    ];
-    pairs.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
+    Metric::ALL.into_iter().filter_map(|m| Some((m, t.value(m)?))).collect()
 }
 
 /// Whether a trial was cut off (by a stop or a restart) rather than run

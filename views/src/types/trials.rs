@@ -64,7 +64,7 @@ pub struct RunRequest {
     pub target: Option<String>,
 }
 
-pub use tunebook_domain::{Role, TrialState};
+pub use tunebook_domain::{Metric, Role, Scale as MetricScale, TrialState};
 
 impl TrialView {
     /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …),
@@ -73,24 +73,28 @@ impl TrialView {
         if let Some(setting) = name.strip_prefix("setting.") {
             return self.settings.get(setting)?.trim().parse().ok().filter(|v: &f64| v.is_finite());
         }
-        match name {
-            "decode_tps" => self.decode_tps,
-            "prefill_tps" => self.prefill_tps,
-            "ttft_ms" => self.ttft_ms,
-            "load_ms" => self.load_ms,
-            "peak_rss_bytes" => self.peak_rss_bytes.map(|b| b as f64),
-            "mem_available_drop_bytes" => self.mem_available_drop_bytes.map(|b| b as f64),
-            "peak_gpu_bytes" => self.peak_gpu_bytes.map(|b| b as f64),
-            "quality_score" => self.quality_score,
-            "context_pass_rate" => self.context_pass_rate,
-            "context_tokens" => self.context_tokens.map(|t| t as f64),
-            "pct_of_ceiling" => self.pct_of_ceiling,
-            "perplexity" => self.perplexity,
-            "kld_mean" => self.kld_mean,
-            "kld_p99" => self.kld_p99,
-            "same_top_rate" => self.same_top_rate,
-            "goodput_rps" => self.goodput_rps,
-            _ => None,
+        Metric::parse(name).and_then(|m| self.value(m))
+    }
+
+    /// What it measured of metric `m`.
+    pub fn value(&self, m: Metric) -> Option<f64> {
+        match m {
+            Metric::DecodeTps => self.decode_tps,
+            Metric::PrefillTps => self.prefill_tps,
+            Metric::TtftMs => self.ttft_ms,
+            Metric::LoadMs => self.load_ms,
+            Metric::PeakRssBytes => self.peak_rss_bytes.map(|b| b as f64),
+            Metric::MemAvailableDropBytes => self.mem_available_drop_bytes.map(|b| b as f64),
+            Metric::PeakGpuBytes => self.peak_gpu_bytes.map(|b| b as f64),
+            Metric::QualityScore => self.quality_score,
+            Metric::ContextPassRate => self.context_pass_rate,
+            Metric::ContextTokens => self.context_tokens.map(|t| t as f64),
+            Metric::PctOfCeiling => self.pct_of_ceiling,
+            Metric::Perplexity => self.perplexity,
+            Metric::KldMean => self.kld_mean,
+            Metric::KldP99 => self.kld_p99,
+            Metric::SameTopRate => self.same_top_rate,
+            Metric::GoodputRps => self.goodput_rps,
         }
     }
 

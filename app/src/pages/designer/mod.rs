@@ -391,7 +391,7 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     {probe_input(form, "quality", |f| f.quality, |f, v| f.quality = v,
                         |f| f.needs(&["quality_score"]), "Quality: the known-answer prompt suite")}
                     {probe_input(form, "kld", |f| f.kld, |f, v| f.kld = v,
-                        |f| f.needs(crate::design::DIVERGENCE),
+                        |f| f.needs(&crate::design::divergence()),
                         "Quality: KL divergence from the baseline (llama-perplexity)")}
                     <label>"Context recall: sizes in tokens (blank: none)" {text_input(form, "context-sizes", |f| &f.context_sizes, |f, v| f.context_sizes = v)}</label>
                     <label>"Context recall: depths (0 to 1)" {text_input(form, "context-depths", |f| &f.context_depths, |f, v| f.context_depths = v)}</label>
