@@ -229,14 +229,14 @@ fn llama_bench(
         let test = match (n_prompt, n_gen) {
             (p, 0) if p > 0 => {
                 if depth == 0 {
-                    t.prefill_tps = Some(tps);
+                    t.metrics.set(Metric::PrefillTps, Some(tps));
                     t.prompt_tokens = Some(n_prompt);
                 }
                 format!("pp{p}")
             }
             (0, g) if g > 0 => {
                 if depth == 0 {
-                    t.decode_tps = Some(tps);
+                    t.metrics.set(Metric::DecodeTps, Some(tps));
                     t.tokens_generated = Some(n_gen);
                 }
                 format!("tg{g}")
@@ -369,7 +369,7 @@ mod tests {
             assert_eq!(s.get(k).map(String::as_str), Some(v), "{k} in {s:?}");
         }
         assert_eq!(trials[0].model, "big-moe");
-        assert_eq!(trials[0].decode_tps, Some(31.5));
+        assert_eq!(trials[0].value(Metric::DecodeTps), Some(31.5));
         assert!(trials[0].note.as_deref().unwrap().ends_with("tg64: 31.50 ± 0.25 tok/s"));
         // Every setting read is one the llama-server catalog accepts.
         engine_bridge::catalog::Catalog::llama_server().render(s).unwrap();

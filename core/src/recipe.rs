@@ -97,7 +97,8 @@ pub async fn of_trial(
 ) -> Result<Option<Recipe>, sqlx::Error> {
     let description = format!("{} {} (Tunebook study {study}, trial {})", t.profile, t.model, t.id);
     let command = crate::db::trials::extras(db, t.id).await?.and_then(|e| e.command);
-    Ok(command.and_then(|c| recipe(&c, t.load_ms, &description)))
+    Ok(command
+        .and_then(|c| recipe(&c, t.value(tunebook_views::types::Metric::LoadMs), &description)))
 }
 
 /// `%` (and, where `dollar`, `$`) as systemd reads them literally; line

@@ -113,7 +113,7 @@ mod tests {
             tunebook_views::types::TrialState::Done,
         );
         u.id = 4;
-        u.decode_tps = Some(51.5);
+        u.metrics.set(tunebook_views::types::Metric::DecodeTps, Some(51.5));
         let text = to_string(&[t, u]);
         let mut rows = csv::Reader::from_reader(text.as_bytes());
         let header = rows.headers().unwrap().clone();

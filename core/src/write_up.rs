@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use tunebook_domain::Role;
+use tunebook_views::types::Metric;
 
 use engine_bridge::Profile;
 use tunebook_study::findings::{self, Finding};
@@ -51,7 +52,8 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
         }));
         rows.push(row(&format!("Best {}", metric.label()), &|list| {
             // The reference's own divergence (exactly 0) is no best.
-            let yardstick = |t: &TrialView| metric.against_reference() && t.kld_mean == Some(0.0);
+            let yardstick =
+                |t: &TrialView| metric.against_reference() && t.value(Metric::KldMean) == Some(0.0);
             let best = list
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
@@ -162,8 +164,12 @@ fn by_class(def: &StudyDef, list: &[TrialView], profiles: &[Profile]) -> (Vec<Fi
 async fn serving_load(db: &crate::db::Db, list: &[TrialView]) -> Result<String, sqlx::Error> {
     let best = list
         .iter()
-        .filter(|t| t.goodput_rps.is_some() && t.mismatched.is_empty())
-        .max_by(|a, b| a.goodput_rps.unwrap_or(0.0).total_cmp(&b.goodput_rps.unwrap_or(0.0)));
+        .filter(|t| t.value(Metric::GoodputRps).is_some() && t.mismatched.is_empty())
+        .max_by(|a, b| {
+            a.value(Metric::GoodputRps)
+                .unwrap_or(0.0)
+                .total_cmp(&b.value(Metric::GoodputRps).unwrap_or(0.0))
+        });
     let Some(t) = best else { return Ok(String::new()) };
     let Some(m) = trials::measurement(db, t.id).await? else { return Ok(String::new()) };
     let Ok(load) = serde_json::from_value::<engine_bridge::probes::LoadResult>(m["load"].clone())
@@ -256,6 +262,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use tunebook_views::types::Metrics;
 
     #[test]
     fn a_trial_the_engine_did_not_run_as_asked_is_left_out_and_said() {
@@ -266,7 +273,7 @@ mod tests {
         .unwrap();
         let trial = |id: i64, ubatch: &str, decode: f64| TrialView {
             id,
-            decode_tps: Some(decode),
+            metrics: Metrics::of([(Metric::DecodeTps, Some(decode))]),
             ..TrialView::new(
                 "p",
                 "m",
@@ -305,7 +312,7 @@ mod tests {
         )
         .unwrap();
         let on = |machine: &str, worker: &str| TrialView {
-            decode_tps: Some(10.0),
+            metrics: Metrics::of([(Metric::DecodeTps, Some(10.0))]),
             machine: Some(machine.into()),
             worker: Some(worker.into()),
             ..TrialView::new("p", "m", BTreeMap::new(), TrialState::Done)

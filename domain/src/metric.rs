@@ -116,6 +116,17 @@ impl Metric {
         }
     }
 
+    /// Stored and sent as a whole number: bytes and tokens.
+    pub fn whole(self) -> bool {
+        matches!(
+            self,
+            Metric::PeakRssBytes
+                | Metric::MemAvailableDropBytes
+                | Metric::PeakGpuBytes
+                | Metric::ContextTokens
+        )
+    }
+
     /// How its changes are modelled and told.
     pub fn scale(self) -> Scale {
         match self {

@@ -52,7 +52,9 @@ async fn main() -> anyhow::Result<()> {
         let points: Vec<Vec<f64>> = list
             .iter()
             .filter(|t| t.state == "done")
-            .filter_map(|t| Some(vec![t.decode_tps?, t.peak_rss_bytes? as f64]))
+            .filter_map(|t| {
+                Some(vec![t.metrics.get(Metric::DecodeTps)?, t.metrics.get(Metric::PeakRssBytes)?])
+            })
             .collect();
         front_len = pareto::front(&points, &[Goal::Max, Goal::Min]).len();
         front_ms.push(t.elapsed().as_secs_f64() * 1e3);

@@ -116,7 +116,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 };
                 if let Some(t) = trial.filter(|t| t.study_id == Some(id)) {
                     let phase = match t.state {
-                        TrialState::Done => format!("trial {}: {:.1} tok/s decode", t.id, t.decode_tps.unwrap_or(f64::NAN)),
+                        TrialState::Done => format!("trial {}: {:.1} tok/s decode", t.id, t.value(tunebook_views::types::Metric::DecodeTps).unwrap_or(f64::NAN)),
                         TrialState::Failed | TrialState::Pruned => format!("trial {} {}: {}", t.id, t.state.as_str(), t.error.clone().unwrap_or_default()),
                         s => format!("trial {} {}", t.id, s.as_str()),
                     };

@@ -8,6 +8,7 @@
 //! shares the machine while speeds are compared.
 
 use crate::common;
+use tunebook_views::types::Metric;
 
 use std::path::Path;
 use std::process::Command;
@@ -145,11 +146,11 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
     // The real model at an f16 cache passes a good part of the suite, asked
     // through its chat template.
     let base = trials.iter().find(|t| t.role.map(|r| r.as_str()) == Some("baseline")).unwrap();
-    assert!(base.quality_score.unwrap() >= 0.4, "{base:?}");
+    assert!(base.metrics.get(Metric::QualityScore).unwrap() >= 0.4, "{base:?}");
     let measured: Value = get_json(&server, &format!("/api/trials/{}/measurement", base.id)).await;
     assert_eq!(measured["quality"]["style"], "chat", "{}", measured["quality"]);
     // The reference diverges from itself by nothing, never below it.
-    assert_eq!(base.kld_mean, Some(0.0), "{base:?}");
+    assert_eq!(base.metrics.get(Metric::KldMean), Some(0.0), "{base:?}");
 
     // The findings' order of the K cache types by divergence …
     let found: Value = get_json(&server, &format!("/api/studies/{}/findings", row.id)).await;
@@ -211,7 +212,7 @@ async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
         let verdicts = &t.support.verdicts["quality_score"];
         let passed = verdicts.chars().filter(|c| *c == '1').count() as f64;
         assert_eq!(verdicts.len(), 8, "{t:?}");
-        assert_eq!(Some(passed / 8.0), t.quality_score, "{t:?}");
+        assert_eq!(Some(passed / 8.0), t.metrics.get(Metric::QualityScore), "{t:?}");
     }
     let paired = found["findings"]
         .as_array()

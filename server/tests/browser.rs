@@ -739,7 +739,9 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
 
     // Sorting asks the server: the fastest trial comes first.
     let fastest = (0..TRIALS)
-        .filter_map(|i| common::synthetic::trial(id, i).decode_tps)
+        .filter_map(|i| {
+            common::synthetic::trial(id, i).value(tunebook_views::types::Metric::DecodeTps)
+        })
         .fold(f64::MIN, f64::max);
     client
         .find(Locator::Css("th[data-column='decode_tps'] button"))

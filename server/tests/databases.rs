@@ -111,20 +111,20 @@ async fn exercise(db: &Db) {
     assert_eq!(d.state, TrialState::Done);
     assert_eq!(d.settings, settings);
     assert_eq!(d.command.as_deref(), Some("llama-server -ctk q4_0"));
-    assert_eq!(d.decode_tps, Some(100.0), "the median of 90, 100, 110");
-    assert_eq!(d.quality_score, Some(0.75));
-    assert_eq!(d.pct_of_ceiling, Some(50.0), "100 tok/s of a 200 tok/s ceiling");
-    assert_eq!(d.context_pass_rate, None, "context was not probed");
+    assert_eq!(d.metrics.get(Metric::DecodeTps), Some(100.0), "the median of 90, 100, 110");
+    assert_eq!(d.metrics.get(Metric::QualityScore), Some(0.75));
+    assert_eq!(d.metrics.get(Metric::PctOfCeiling), Some(50.0), "100 tok/s of a 200 tok/s ceiling");
+    assert_eq!(d.metrics.get(Metric::ContextPassRate), None, "context was not probed");
     let stored = trials::measurement(db, done).await.unwrap().unwrap();
     assert_eq!(stored["quality"]["cases"][0]["answer"], " 42");
     assert_eq!(stored["quality"]["cases"][0]["prompt"], "What is 17 + 25?");
     assert_eq!(stored["quality"]["style"], "chat");
     assert_eq!(stored["speed"]["decode_tps"]["p90"].as_f64().unwrap().round(), 108.0);
     assert_eq!(d.tokens_generated, Some(32));
-    assert_eq!(d.load_ms, Some(250.0));
-    assert_eq!(d.peak_rss_bytes, Some(123 << 20));
-    assert_eq!(d.mem_available_drop_bytes, Some(100 << 20));
-    assert_eq!(d.peak_gpu_bytes, None);
+    assert_eq!(d.metrics.get(Metric::LoadMs), Some(250.0));
+    assert_eq!(d.metrics.get(Metric::PeakRssBytes).map(|v| v as i64), Some(123 << 20));
+    assert_eq!(d.metrics.get(Metric::MemAvailableDropBytes).map(|v| v as i64), Some(100 << 20));
+    assert_eq!(d.metrics.get(Metric::PeakGpuBytes).map(|v| v as i64), None);
     let f = trials::get(db, failed).await.unwrap().unwrap();
     assert_eq!(f.failure_kind.as_deref(), Some("setting rejected"));
     assert_eq!(f.error.as_deref(), Some("error: unsupported cache type"));
@@ -173,18 +173,21 @@ async fn exercise_studies(db: &Db) {
     assert_eq!(list[1].note.as_deref(), Some("why; and more"));
     assert!(list.iter().all(|t| t.drift_pct == Some(-7.5)));
     let mut copy = list[0].clone();
-    copy.decode_tps = Some(123.456);
+    copy.metrics.set(Metric::DecodeTps, Some(123.456));
     copy.study_id = None;
     let ids = trials::import(db, &[row_of(&copy)]).await.unwrap();
-    assert_eq!(trials::get(db, ids[0]).await.unwrap().unwrap().decode_tps, Some(123.456));
+    assert_eq!(
+        trials::get(db, ids[0]).await.unwrap().unwrap().metrics.get(Metric::DecodeTps),
+        Some(123.456)
+    );
     // The packed history query gives exactly what row-by-row decoding gives,
     // every digit of a float included.
     let mut exact = list[1].clone();
-    exact.decode_tps = Some(1.0 / 3.0);
-    exact.peak_rss_bytes = Some(i64::MAX / 3);
+    exact.metrics.set(Metric::DecodeTps, Some(1.0 / 3.0));
+    exact.metrics.set(Metric::PeakRssBytes, (Some(i64::MAX / 3)).map(|v| v as f64));
     exact.settings.insert("quote".into(), "a \"b\" \\ c".into());
     exact.machine = Some("box-a".into());
-    exact.context_tokens = Some(4096);
+    exact.metrics.set(Metric::ContextTokens, (Some(4096)).map(|v| v as f64));
     exact.state = TrialState::Done;
     let exact_id = trials::import(db, &[row_of(&exact)]).await.unwrap()[0];
     // Plots of one class of machine take only its trials.
@@ -193,12 +196,16 @@ async fn exercise_studies(db: &Db) {
     assert_eq!(on_a.iter().map(|p| p.0).collect::<Vec<_>>(), vec![exact_id]);
     assert!(trials::points(db, id, &decode, Some("box-b")).await.unwrap().is_empty());
     let read = trials::get(db, exact_id).await.unwrap().unwrap();
-    assert_eq!(read.context_tokens, Some(4096), "context tokens kept through an import");
+    assert_eq!(
+        read.metrics.get(Metric::ContextTokens).map(|v| v as i64),
+        Some(4096),
+        "context tokens kept through an import"
+    );
     assert_eq!((read.machine.as_deref(), read.worker), (Some("box-a"), None));
     let history = trials::history(db, id).await.unwrap();
     assert_eq!(history.len(), 3);
     assert_eq!(history, trials::history_rows(db, id).await.unwrap());
-    assert_eq!(history[2].decode_tps, Some(1.0 / 3.0));
+    assert_eq!(history[2].metrics.get(Metric::DecodeTps), Some(1.0 / 3.0));
     assert_eq!(trials::of_study(db, id).await.unwrap().len(), 3);
     assert!(trials::history(db, id + 1000).await.unwrap().is_empty());
     studies::set_state(db, id, StudyState::Done, Some("budget spent")).await.unwrap();
@@ -232,9 +239,11 @@ async fn exercise_pages(db: &Db) {
         ..TrialQuery::default()
     })
     .await;
-    let mut rss: Vec<i64> = made.iter().filter_map(|t| t.peak_rss_bytes).collect();
+    let mut rss: Vec<i64> =
+        made.iter().filter_map(|t| t.metrics.get(Metric::PeakRssBytes).map(|v| v as i64)).collect();
     rss.sort();
-    let got: Vec<i64> = rows.iter().filter_map(|t| t.peak_rss_bytes).collect();
+    let got: Vec<i64> =
+        rows.iter().filter_map(|t| t.metrics.get(Metric::PeakRssBytes).map(|v| v as i64)).collect();
     assert_eq!(got, rss[100..120], "a later page, sorted on a metric");
 
     let q8 = made.iter().filter(|t| t.settings["cache_type_k"] == "q8_0").count();
@@ -247,7 +256,8 @@ async fn exercise_pages(db: &Db) {
     assert_eq!(page(filtered("cache_type_k=q_")).await.1, 0, "nor is `_`");
     assert_eq!(page(filtered("search")).await.1, n as u64, "the role");
 
-    let fastest = made.iter().filter_map(|t| t.decode_tps).fold(f64::MIN, f64::max);
+    let fastest =
+        made.iter().filter_map(|t| t.metrics.get(Metric::DecodeTps)).fold(f64::MIN, f64::max);
     let best = trials::best(db, id, Metric::DecodeTps, Goal::Max, None).await.unwrap().unwrap();
     assert_eq!(best.1, fastest);
     let best = trials::best(db, id, Metric::PeakRssBytes, Goal::Min, None).await.unwrap().unwrap();
@@ -266,7 +276,11 @@ async fn exercise_pages(db: &Db) {
     let threads: f64 = first.settings["threads"].parse().unwrap();
     assert_eq!(
         points[0].2,
-        vec![first.decode_tps.unwrap(), first.peak_rss_bytes.unwrap() as f64, threads],
+        vec![
+            first.metrics.get(Metric::DecodeTps).unwrap(),
+            first.metrics.get(Metric::PeakRssBytes).map(|v| v as i64).unwrap() as f64,
+            threads
+        ],
         "metrics from their columns, a setting from the settings"
     );
     // A setting that is not a number leaves every trial out.

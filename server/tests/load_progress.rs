@@ -2,6 +2,7 @@
 //! model) and how long earlier loads of the same model took.
 
 use crate::common;
+use tunebook_views::types::Metric;
 
 use std::time::Duration;
 
@@ -44,7 +45,7 @@ async fn loading_state_and_expected_time() {
     assert!(loading.started_ms.is_some());
     let done = wait_final(&server, first.id).await;
     assert_eq!(done.state, TrialState::Done, "{:?}", done.error);
-    let took = done.load_ms.unwrap();
+    let took = done.metrics.get(Metric::LoadMs).unwrap();
     assert!(took >= 1500.0, "{took}");
 
     let second = submit(&server).await;

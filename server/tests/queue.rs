@@ -4,6 +4,7 @@
 //! checked and revoked; a worker's result arrives whole.
 
 use crate::common;
+use tunebook_views::types::Metric;
 
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,7 @@ async fn lost_lease(db: &Db) {
     assert!(queue::finish(db, trial, b, &done(2.0)).await.unwrap());
     assert!(!queue::finish(db, trial, b, &done(3.0)).await.unwrap(), "finished once");
     let t = trials::get(db, trial).await.unwrap().unwrap();
-    assert_eq!((t.state(), t.decode_tps), (State::Done, Some(2.0)));
+    assert_eq!((t.state(), t.metrics.get(Metric::DecodeTps)), (State::Done, Some(2.0)));
 
     // A trial that takes every worker down fails after MAX_ATTEMPTS.
     let doomed = queued(db, 1, "p").await[0];

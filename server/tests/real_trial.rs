@@ -2,6 +2,7 @@
 //! the stored numbers must be positive and consistent with what was asked.
 
 use crate::common;
+use tunebook_views::types::Metric;
 
 use std::collections::BTreeMap;
 
@@ -44,9 +45,9 @@ async fn a_real_trial_stores_consistent_measurements() {
     assert_eq!(t.state, TrialState::Done, "failed: {:?} {:?}", t.failure_kind, t.error);
     let probe = engine_bridge::SpeedProbe::default();
     let ceiling = t.ceiling_tps.expect("a decode ceiling");
-    let share = t.pct_of_ceiling.expect("the share of the ceiling reached");
-    assert!((share - 100.0 * t.decode_tps.unwrap() / ceiling).abs() < 1e-6);
-    let quality = t.quality_score.expect("the standard plan scores quality");
+    let share = t.metrics.get(Metric::PctOfCeiling).expect("the share of the ceiling reached");
+    assert!((share - 100.0 * t.metrics.get(Metric::DecodeTps).unwrap() / ceiling).abs() < 1e-6);
+    let quality = t.metrics.get(Metric::QualityScore).expect("the standard plan scores quality");
     assert!((0.0..=1.0).contains(&quality), "{quality}");
     let measurement: serde_json::Value =
         get_json(&server, &format!("/api/trials/{}/measurement", t.id)).await;
@@ -68,10 +69,10 @@ async fn a_real_trial_stores_consistent_measurements() {
 
     // Positive numbers, and the token counts we asked for.
     for (name, v) in [
-        ("load_ms", t.load_ms),
-        ("ttft_ms", t.ttft_ms),
-        ("prefill_tps", t.prefill_tps),
-        ("decode_tps", t.decode_tps),
+        ("load_ms", t.metrics.get(Metric::LoadMs)),
+        ("ttft_ms", t.metrics.get(Metric::TtftMs)),
+        ("prefill_tps", t.metrics.get(Metric::PrefillTps)),
+        ("decode_tps", t.metrics.get(Metric::DecodeTps)),
         ("client_decode_tps", t.client_decode_tps),
     ] {
         let v = v.unwrap_or_else(|| panic!("{name} missing"));
@@ -84,7 +85,7 @@ async fn a_real_trial_stores_consistent_measurements() {
     // The weights are mapped and read while decoding: they count as resident.
     let model = common::repo_root().join(".tools/models/tiny-llama.gguf");
     let weights = engine_bridge::planner::ModelInfo::read(&model).unwrap().weight_bytes() as i64;
-    let rss = t.peak_rss_bytes.expect("peak RSS recorded");
+    let rss = t.metrics.get(Metric::PeakRssBytes).map(|v| v as i64).expect("peak RSS recorded");
     assert!(rss > weights * 9 / 10 && rss < 4 << 30, "peak RSS {rss} B for {weights} B of weights");
 
     let samples: Vec<SampleView> =
@@ -235,7 +236,10 @@ async fn an_external_endpoint_is_measured_without_being_launched() {
     let t = wait_final(&server, queued.id).await;
     assert_eq!(t.state, TrialState::Done, "{:?}", t.error);
     assert!(t.command.unwrap().starts_with("external endpoint http://127.0.0.1:"));
-    assert!(t.decode_tps.unwrap() > 0.0 && t.ttft_ms.unwrap() > 0.0);
+    assert!(
+        t.metrics.get(Metric::DecodeTps).unwrap() > 0.0
+            && t.metrics.get(Metric::TtftMs).unwrap() > 0.0
+    );
     assert!(outside.props().await.is_some(), "the endpoint is still up: Tunebook did not stop it");
     let bad = RunRequest { settings: [("threads".into(), "2".into())].into(), ..req };
     let response = submit(&server, &bad).await;

@@ -3,6 +3,7 @@
 //! llama-bench's own output read as trials.
 
 use crate::common;
+use tunebook_views::types::Metric;
 mod model_files;
 mod settling;
 
@@ -114,7 +115,10 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     for t in &trials {
         assert_eq!(t.state, TrialState::Done, "{t:?}");
         assert_eq!(t.settings["cache_type_k"], t.settings["cache_type_v"], "the constraint holds");
-        assert!(t.decode_tps.unwrap() > 0.0 && t.peak_rss_bytes.unwrap() > 0);
+        assert!(
+            t.metrics.get(Metric::DecodeTps).unwrap() > 0.0
+                && t.metrics.get(Metric::PeakRssBytes).map(|v| v as i64).unwrap() > 0
+        );
         assert!(t.note.is_some());
     }
     let configs: std::collections::BTreeSet<_> =
@@ -125,7 +129,12 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     let found: Value = get_json(&server, &format!("/api/studies/{}/findings", study.id)).await;
     let fastest = trials
         .iter()
-        .max_by(|a, b| a.decode_tps.unwrap().total_cmp(&b.decode_tps.unwrap()))
+        .max_by(|a, b| {
+            a.metrics
+                .get(Metric::DecodeTps)
+                .unwrap()
+                .total_cmp(&b.metrics.get(Metric::DecodeTps).unwrap())
+        })
         .unwrap();
     let best = &found["findings"][0];
     assert_eq!(
@@ -222,8 +231,11 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     assert_eq!(imported.len(), 12);
     for t in &imported {
         let original = trials.iter().find(|o| o.settings == t.settings).expect("same settings");
-        assert_eq!(t.decode_tps, original.decode_tps);
-        assert_eq!(t.peak_rss_bytes, original.peak_rss_bytes);
+        assert_eq!(t.metrics.get(Metric::DecodeTps), original.metrics.get(Metric::DecodeTps));
+        assert_eq!(
+            t.metrics.get(Metric::PeakRssBytes).map(|v| v as i64),
+            original.metrics.get(Metric::PeakRssBytes).map(|v| v as i64)
+        );
         assert!(t.note.as_deref().unwrap().contains(&format!("imported from study {}", study.id)));
     }
     server.stop().await;
@@ -266,11 +278,16 @@ async fn the_context_size_is_an_objective_and_recall_is_counted_in_tokens() {
             assert!(ctx(t) >= 512, "the search kept within the bound: {t:?}");
         }
         // Only a size that fits the context (with the answer) can count.
-        let tokens = t.context_tokens.expect("context probed");
+        let tokens =
+            t.metrics.get(Metric::ContextTokens).map(|v| v as i64).expect("context probed");
         assert!([0, 200, 400, 800].contains(&tokens), "{t:?}");
         assert!(tokens == 0 || tokens + 4 <= ctx(t), "{t:?}");
     }
-    assert_eq!(trials[0].context_tokens, Some(0), "256 tokens fit no probed size");
+    assert_eq!(
+        trials[0].metrics.get(Metric::ContextTokens).map(|v| v as i64),
+        Some(0),
+        "256 tokens fit no probed size"
+    );
     // The front is drawn on the setting as on a metric.
     let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", study.id)).await;
     assert_eq!(pareto["metrics"], json!(["decode_tps", "setting.ctx_size"]));
@@ -327,14 +344,14 @@ async fn a_study_judges_quality_by_kl_divergence_from_its_baseline() {
     let (base, q4) = (&trials[0], &trials[1]);
     assert_eq!(base.settings["cache_type_k"], "f16");
     // The baseline is the reference: it diverges from itself by nothing.
-    let same = base.kld_mean.expect("divergence stored");
+    let same = base.metrics.get(Metric::KldMean).expect("divergence stored");
     assert!(same < 1e-4, "{base:?}");
-    assert!(base.same_top_rate.unwrap() > 0.99, "{base:?}");
+    assert!(base.metrics.get(Metric::SameTopRate).unwrap() > 0.99, "{base:?}");
     // A 4-bit K/V cache moves the distribution, as llama.cpp measures it.
-    let moved = q4.kld_mean.expect("divergence stored");
+    let moved = q4.metrics.get(Metric::KldMean).expect("divergence stored");
     assert!(moved > 1e-3, "{q4:?}");
-    assert!(q4.kld_p99.unwrap() >= moved, "{q4:?}");
-    assert!(q4.same_top_rate.unwrap() < 1.0, "{q4:?}");
+    assert!(q4.metrics.get(Metric::KldP99).unwrap() >= moved, "{q4:?}");
+    assert!(q4.metrics.get(Metric::SameTopRate).unwrap() < 1.0, "{q4:?}");
     // The front is drawn on it, and the findings name it.
     let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", row.id)).await;
     assert_eq!(pareto["metrics"], json!(["decode_tps", "kld_mean"]));
@@ -380,7 +397,7 @@ async fn goodput_under_a_latency_objective_is_a_study_metric() {
     let (row, trials) = run_to_the_end(&server, &def).await;
     assert_eq!(trials.len(), 2, "{trials:?}");
     for t in &trials {
-        let goodput = t.goodput_rps.expect("goodput stored");
+        let goodput = t.metrics.get(Metric::GoodputRps).expect("goodput stored");
         assert!(goodput > 0.0, "{t:?}");
         let m: Value = get_json(&server, &format!("/api/trials/{}/measurement", t.id)).await;
         let steps = m["load"]["steps"].as_array().expect("each rate's run");
@@ -435,11 +452,12 @@ async fn request_time_settings_reuse_the_running_engine() {
         .collect();
     // The baseline, then grid order with the request-time setting fastest.
     assert_eq!(order, [("1", "40"), ("1", "1"), ("2", "1"), ("2", "40")]);
-    let launched: Vec<i64> = trials.iter().filter(|t| t.load_ms.is_some()).map(|t| t.id).collect();
+    let launched: Vec<i64> =
+        trials.iter().filter(|t| t.metrics.get(Metric::LoadMs).is_some()).map(|t| t.id).collect();
     assert_eq!(launched, [trials[0].id, trials[2].id], "two launches for two thread counts");
     for (t, by) in [(&trials[1], &trials[0]), (&trials[3], &trials[2])] {
         assert_eq!(t.state, TrialState::Done, "{t:?}");
-        assert!(t.decode_tps.unwrap() > 0.0);
+        assert!(t.metrics.get(Metric::DecodeTps).unwrap() > 0.0);
         let note = t.note.as_deref().unwrap_or_default();
         assert!(note.contains(&format!("the engine launched for trial {}", by.id)), "{note}");
         assert_eq!(t.command, by.command, "the same command line ran");
@@ -491,7 +509,11 @@ async fn llama_bench_output_becomes_trials() {
     for (t, threads) in trials.iter().zip(["1", "2"]) {
         assert_eq!(t.settings["threads"], threads);
         assert_eq!(t.model, "tiny-llama");
-        assert!(t.prefill_tps.unwrap() > 0.0 && t.decode_tps.unwrap() > 0.0, "{t:?}");
+        assert!(
+            t.metrics.get(Metric::PrefillTps).unwrap() > 0.0
+                && t.metrics.get(Metric::DecodeTps).unwrap() > 0.0,
+            "{t:?}"
+        );
         assert_eq!((t.prompt_tokens, t.tokens_generated), (Some(16), Some(8)));
     }
     // llama-bench's JSON array form reads the same.
@@ -508,7 +530,11 @@ async fn llama_bench_output_becomes_trials() {
         assert!(note.contains(" ± "), "{note}");
         let at_0: f64 =
             note.split("tg8: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
-        assert!((at_0 - t.decode_tps.unwrap()).abs() < 0.01, "{note} vs {:?}", t.decode_tps);
+        assert!(
+            (at_0 - t.metrics.get(Metric::DecodeTps).unwrap()).abs() < 0.01,
+            "{note} vs {:?}",
+            t.metrics.get(Metric::DecodeTps)
+        );
         assert!(!t.settings.contains_key("n_gpu_layers"), "-1 is the engine's choice");
         assert!(!t.settings.contains_key("flash_attn"), "-1 is auto");
     }
@@ -524,7 +550,10 @@ async fn llama_bench_output_becomes_trials() {
     assert_eq!(from_csv.len(), 2);
     for (a, b) in from_csv.iter().zip(&trials) {
         assert_eq!((&a.settings, &a.model), (&b.settings, &b.model));
-        assert!(a.decode_tps.unwrap() > 0.0 && a.note.as_deref().unwrap().contains("@ depth 32"));
+        assert!(
+            a.metrics.get(Metric::DecodeTps).unwrap() > 0.0
+                && a.note.as_deref().unwrap().contains("@ depth 32")
+        );
     }
 }
 
@@ -758,7 +787,11 @@ async fn a_trial_that_cannot_reach_the_front_is_cut_short_and_one_that_may_is_no
     let (_, trials) =
         run_to_the_end(&server, &def("speed", json!([{ "metric": "decode_tps" }]))).await;
     assert_eq!(trials.len(), 2);
-    assert!((trials[0].decode_tps.unwrap() - 800.0).abs() < 1.0, "{:?}", trials[0]);
+    assert!(
+        (trials[0].metrics.get(Metric::DecodeTps).unwrap() - 800.0).abs() < 1.0,
+        "{:?}",
+        trials[0]
+    );
     assert!(!cut(&trials[0]) && cut(&trials[1]), "{trials:?}");
     let note = trials[1].note.as_deref().unwrap();
     assert!(note.contains(&format!("trial {} is faster in decode", trials[0].id)), "{note}");
@@ -798,7 +831,9 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
     let best = trials[..15]
         .iter()
         .filter(|t| t.role.map(|r| r.as_str()) == Some("search"))
-        .reduce(|a, b| if b.decode_tps > a.decode_tps { b } else { a })
+        .reduce(|a, b| {
+            if b.metrics.get(Metric::DecodeTps) > a.metrics.get(Metric::DecodeTps) { b } else { a }
+        })
         .unwrap();
     for pair in trials[15..].chunks(2) {
         assert_eq!(pair[0].settings, best.settings, "the pick: {pair:?}");

@@ -426,14 +426,16 @@ fn CompareTable(trials: Vec<TrialView>) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::TrialState;
+    use crate::types::{Metric, Metrics, TrialState};
 
     fn trial(id: i64, pairs: &[(&str, &str)], decode: f64, rss: i64) -> TrialView {
         let settings = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         TrialView {
             id,
-            decode_tps: Some(decode),
-            peak_rss_bytes: Some(rss),
+            metrics: Metrics::of([
+                (Metric::DecodeTps, Some(decode)),
+                (Metric::PeakRssBytes, Some(rss).map(|v| v as f64)),
+            ]),
             ..TrialView::new("p", "m", settings, TrialState::Done)
         }
     }

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 #[cfg(feature = "ssr")]
 use super::{answer, ops, service};
 use super::{error_text, fmt};
-use crate::types::{ProfileView, RunRequest, TrialState, TrialView};
+use crate::types::{Metric, ProfileView, RunRequest, TrialState, TrialView};
 
 /// The engine profiles this server may run.
 #[server]
@@ -308,16 +308,16 @@ fn TrialRow(t: TrialView) -> impl IntoView {
             }}</td>
             <td>{t.model.clone()}</td>
             <td class="settings">{settings}</td>
-            <td class="num">{fmt(t.load_ms.map(|ms| ms / 1e3), 2)}</td>
-            <td class="num">{fmt(t.ttft_ms, 1)}</td>
-            <td class="num">{fmt(t.prefill_tps, 1)}</td>
-            <td class="num">{fmt(t.decode_tps, 1)}</td>
+            <td class="num">{fmt(t.value(Metric::LoadMs).map(|ms| ms / 1e3), 2)}</td>
+            <td class="num">{fmt(t.value(Metric::TtftMs), 1)}</td>
+            <td class="num">{fmt(t.value(Metric::PrefillTps), 1)}</td>
+            <td class="num">{fmt(t.value(Metric::DecodeTps), 1)}</td>
             <td class="num">{fmt(t.client_decode_tps, 1)}</td>
             <td class="num">{tokens}</td>
-            <td class="num">{fmt(t.peak_rss_bytes.map(|b| b as f64 / 1048576.0), 0)}</td>
-            <td class="num">{fmt(t.quality_score.map(|q| q * 100.0), 0)}</td>
-            <td class="num">{fmt(t.perplexity, 2)}</td>
-            <td class="num">{fmt(t.pct_of_ceiling, 0)}</td>
+            <td class="num">{fmt(t.value(Metric::PeakRssBytes).map(|b| b / 1048576.0), 0)}</td>
+            <td class="num">{fmt(t.value(Metric::QualityScore).map(|q| q * 100.0), 0)}</td>
+            <td class="num">{fmt(t.value(Metric::Perplexity), 2)}</td>
+            <td class="num">{fmt(t.value(Metric::PctOfCeiling), 0)}</td>
         </tr>
         <Show when=move || failed>
             <tr class="failure" data-failure-for=t.id>

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 #[cfg(feature = "ssr")]
 use super::{answer, ops, service};
 use super::{error_text, fmt, fmt_metric};
-use crate::types::{TrialDetail, TrialState};
+use crate::types::{Metric, TrialDetail, TrialState};
 
 #[server]
 pub async fn get_trial(id: i64) -> Result<TrialDetail, ServerFnError> {
@@ -60,30 +60,32 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
     let env = d.env.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect::<Vec<_>>().join(" ");
     let baseline = d.baseline.clone().unwrap_or_default();
     let failed = matches!(t.state, TrialState::Failed | TrialState::Pruned);
+    // A metric under its own label, shown as people read it.
+    let shown = |m: Metric| (m.label(), fmt_metric(m.name(), t.value(m)));
     let metrics = [
-        ("decode tok/s", fmt(t.decode_tps, 2)),
+        ("decode tok/s", fmt(t.value(Metric::DecodeTps), 2)),
         ("client decode tok/s", fmt(t.client_decode_tps, 2)),
-        ("prefill tok/s", fmt(t.prefill_tps, 1)),
-        ("time to first token (ms)", fmt(t.ttft_ms, 1)),
-        ("load time (s)", fmt(t.load_ms.map(|m| m / 1e3), 2)),
-        ("peak RSS", fmt_metric("peak_rss_bytes", t.peak_rss_bytes.map(|b| b as f64))),
+        ("prefill tok/s", fmt(t.value(Metric::PrefillTps), 1)),
+        shown(Metric::TtftMs),
+        ("load time (s)", fmt(t.value(Metric::LoadMs).map(|m| m / 1e3), 2)),
+        ("peak RSS", fmt_metric(Metric::PeakRssBytes.name(), t.value(Metric::PeakRssBytes))),
         (
             "drop in available memory",
-            fmt_metric("mem_available_drop_bytes", t.mem_available_drop_bytes.map(|b| b as f64)),
+            fmt_metric(
+                Metric::MemAvailableDropBytes.name(),
+                t.value(Metric::MemAvailableDropBytes),
+            ),
         ),
-        ("peak GPU memory", fmt_metric("peak_gpu_bytes", t.peak_gpu_bytes.map(|b| b as f64))),
-        ("quality", fmt_metric("quality_score", t.quality_score)),
-        ("context recall", fmt_metric("context_pass_rate", t.context_pass_rate)),
-        (
-            "context recalled (tokens)",
-            fmt_metric("context_tokens", t.context_tokens.map(|n| n as f64)),
-        ),
-        ("% of bandwidth ceiling", fmt(t.pct_of_ceiling, 0)),
-        ("perplexity", fmt(t.perplexity, 3)),
-        ("mean KL divergence", fmt_metric("kld_mean", t.kld_mean)),
-        ("99th-percentile KL divergence", fmt_metric("kld_p99", t.kld_p99)),
-        ("same top token", fmt_metric("same_top_rate", t.same_top_rate)),
-        ("goodput (req/s within the objective)", fmt(t.goodput_rps, 2)),
+        ("peak GPU memory", fmt_metric(Metric::PeakGpuBytes.name(), t.value(Metric::PeakGpuBytes))),
+        ("quality", fmt_metric(Metric::QualityScore.name(), t.value(Metric::QualityScore))),
+        shown(Metric::ContextPassRate),
+        shown(Metric::ContextTokens),
+        ("% of bandwidth ceiling", fmt(t.value(Metric::PctOfCeiling), 0)),
+        ("perplexity", fmt(t.value(Metric::Perplexity), 3)),
+        shown(Metric::KldMean),
+        shown(Metric::KldP99),
+        shown(Metric::SameTopRate),
+        (Metric::GoodputRps.label(), fmt(t.value(Metric::GoodputRps), 2)),
         ("context the engine allocated", t.n_ctx.map(|n| n.to_string()).unwrap_or_default()),
     ];
     view! {

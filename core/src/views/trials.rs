@@ -25,28 +25,13 @@ impl From<TrialRow> for TrialView {
             state,
             command,
             created_ms: row.created_ms,
-            load_ms: row.load_ms,
-            ttft_ms: row.ttft_ms,
-            prefill_tps: row.prefill_tps,
-            decode_tps: row.decode_tps,
+            metrics: row.metrics.0,
             client_decode_tps: row.client_decode_tps,
             prompt_tokens: row.prompt_tokens,
             tokens_requested: row.tokens_requested,
             tokens_generated: row.tokens_generated,
             n_ctx: row.n_ctx,
-            peak_rss_bytes: row.peak_rss_bytes,
-            mem_available_drop_bytes: row.mem_available_drop_bytes,
-            peak_gpu_bytes: row.peak_gpu_bytes,
-            quality_score: row.quality_score,
-            context_pass_rate: row.context_pass_rate,
-            context_tokens: row.context_tokens,
             ceiling_tps: row.ceiling_tps,
-            pct_of_ceiling: row.pct_of_ceiling,
-            perplexity: row.perplexity,
-            kld_mean: row.kld_mean,
-            kld_p99: row.kld_p99,
-            same_top_rate: row.same_top_rate,
-            goodput_rps: row.goodput_rps,
             started_ms: row.started_ms,
             expected_load_ms: row.expected_load_ms,
             load_state: row.load_state,
@@ -136,6 +121,8 @@ pub fn row_of(view: &TrialView) -> TrialRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::trials::MetricColumns;
+    use tunebook_views::types::{Metric, Metrics};
 
     #[test]
     fn a_stored_support_is_read_bounded_and_goes_back_as_it_came() {
@@ -173,7 +160,7 @@ mod tests {
             id: 7,
             settings: r#"{"threads":"4"}"#.into(),
             state: "done".into(),
-            decode_tps: Some(12.5),
+            metrics: MetricColumns(Metrics::of([(Metric::DecodeTps, Some(12.5))])),
             machine: Some("m".into()),
             mismatched: Some(r#"{"ubatch_size":"64"}"#.into()),
             support: Some(r#"{"items":{"quality_score":8}}"#.into()),

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
+use tunebook_views::types::Metric;
 
 use serde_json::json;
 use tunebook::db::queue::{self, TrialResult};
@@ -87,7 +88,7 @@ pub async fn drain(db: &Db, ids: &[i64], workers: usize) -> f64 {
     assert!(busy > 1, "more than one worker took trials");
     for id in ids {
         let t = trials::get(db, *id).await.unwrap().unwrap();
-        assert_eq!((t.state(), t.decode_tps), (State::Done, Some(*id as f64)));
+        assert_eq!((t.state(), t.metrics.get(Metric::DecodeTps)), (State::Done, Some(*id as f64)));
     }
     rate
 }

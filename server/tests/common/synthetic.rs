@@ -6,7 +6,7 @@ use serde_json::json;
 use tunebook::db::Db;
 use tunebook::db::{studies, trials};
 use tunebook_study::StudyDef;
-use tunebook_views::types::{Role, TrialState, TrialView};
+use tunebook_views::types::{Metric, Metrics, Role, TrialState, TrialView};
 
 /// The `i`-th made-up trial of a study.
 pub fn trial(study_id: i64, i: usize) -> TrialView {
@@ -20,19 +20,24 @@ pub fn trial(study_id: i64, i: usize) -> TrialView {
     .into();
     TrialView {
         created_ms: i as i64,
-        load_ms: Some(100.0 + y * 50.0),
-        ttft_ms: Some(10.0 + x),
-        prefill_tps: Some(500.0 * (1.0 + y)),
-        decode_tps: Some(30.0 + 20.0 * x),
+        metrics: Metrics::of([
+            (Metric::LoadMs, Some(100.0 + y * 50.0)),
+            (Metric::TtftMs, Some(10.0 + x)),
+            (Metric::PrefillTps, Some(500.0 * (1.0 + y))),
+            (Metric::DecodeTps, Some(30.0 + 20.0 * x)),
+            (
+                Metric::PeakRssBytes,
+                Some(((4.0 + 4.0 * y + 2.0 * x) * 1e9) as i64).map(|v| v as f64),
+            ),
+            (Metric::QualityScore, Some(0.8)),
+            (Metric::PctOfCeiling, Some((30.0 + 20.0 * x) / 0.6)),
+        ]),
         client_decode_tps: Some(30.0 + 20.0 * x),
         prompt_tokens: Some(512),
         tokens_requested: Some(128),
         tokens_generated: Some(128),
         n_ctx: Some(4096),
-        peak_rss_bytes: Some(((4.0 + 4.0 * y + 2.0 * x) * 1e9) as i64),
-        quality_score: Some(0.8),
         ceiling_tps: Some(60.0),
-        pct_of_ceiling: Some((30.0 + 20.0 * x) / 0.6),
         study_id: Some(study_id),
         role: Some(Role::Search),
         note: Some("random draw".into()),
@@ -89,11 +94,13 @@ pub async fn planted_study(db: &Db) -> anyhow::Result<i64> {
                 let rss = 800e6 * if cache == "q8_0" { 0.75 } else { 1.0 } * noise;
                 batch.push(TrialView {
                     created_ms: i as i64,
-                    load_ms: Some(1200.0),
-                    decode_tps: Some(5.0 * threads as f64 * noise * slow),
-                    prefill_tps: Some(200.0 * threads as f64 * noise),
-                    peak_rss_bytes: Some(rss as i64),
-                    quality_score: Some(0.625),
+                    metrics: Metrics::of([
+                        (Metric::LoadMs, Some(1200.0)),
+                        (Metric::DecodeTps, Some(5.0 * threads as f64 * noise * slow)),
+                        (Metric::PrefillTps, Some(200.0 * threads as f64 * noise)),
+                        (Metric::PeakRssBytes, Some(rss as i64).map(|v| v as f64)),
+                        (Metric::QualityScore, Some(0.625)),
+                    ]),
                     ceiling_tps: Some(60.0),
                     study_id: Some(study),
                     role: Some(if i == 0 { Role::Baseline } else { Role::Search }),
@@ -153,8 +160,13 @@ pub async fn two_machine_study(db: &Db) -> anyhow::Result<i64> {
             let threads = 1u32 << i;
             batch.push(TrialView {
                 created_ms: batch.len() as i64,
-                decode_tps: Some(speed * (1.0 + i as f64 / 10.0)),
-                peak_rss_bytes: Some(800_000_000 + i as i64 * 1_000_000),
+                metrics: Metrics::of([
+                    (Metric::DecodeTps, Some(speed * (1.0 + i as f64 / 10.0))),
+                    (
+                        Metric::PeakRssBytes,
+                        Some(800_000_000 + i as i64 * 1_000_000).map(|v| v as f64),
+                    ),
+                ]),
                 study_id: Some(study),
                 role: Some(if i == 0 { Role::Baseline } else { Role::Search }),
                 machine: Some(machine.into()),

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use tunebook_views::types::Metric;
 
 use serde_json::{Value, json};
 use tunebook_views::types::TrialState;
@@ -88,7 +89,13 @@ async fn a_study_compares_model_files_against_the_finest() {
         let command = t.command.clone().unwrap_or_default();
         assert!(command.contains(&format!(" -m {path} ")), "{command}");
         assert_eq!(command.matches(" -m ").count(), 1, "no flag of its own: {command}");
-        kld.insert(q.to_string(), (t.kld_mean.unwrap(), t.peak_rss_bytes.unwrap()));
+        kld.insert(
+            q.to_string(),
+            (
+                t.metrics.get(Metric::KldMean).unwrap(),
+                t.metrics.get(Metric::PeakRssBytes).map(|v| v as i64).unwrap(),
+            ),
+        );
     }
     // The finest file is the reference, whatever the baseline loads …
     assert_eq!(kld["f16"].0, 0.0, "{kld:?}");

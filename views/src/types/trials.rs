@@ -64,7 +64,7 @@ pub struct RunRequest {
     pub target: Option<String>,
 }
 
-pub use tunebook_domain::{Metric, Role, Scale as MetricScale, TrialState};
+pub use tunebook_domain::{Metric, Metrics, Role, Scale as MetricScale, TrialState};
 
 impl TrialView {
     /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …),
@@ -78,24 +78,7 @@ impl TrialView {
 
     /// What it measured of metric `m`.
     pub fn value(&self, m: Metric) -> Option<f64> {
-        match m {
-            Metric::DecodeTps => self.decode_tps,
-            Metric::PrefillTps => self.prefill_tps,
-            Metric::TtftMs => self.ttft_ms,
-            Metric::LoadMs => self.load_ms,
-            Metric::PeakRssBytes => self.peak_rss_bytes.map(|b| b as f64),
-            Metric::MemAvailableDropBytes => self.mem_available_drop_bytes.map(|b| b as f64),
-            Metric::PeakGpuBytes => self.peak_gpu_bytes.map(|b| b as f64),
-            Metric::QualityScore => self.quality_score,
-            Metric::ContextPassRate => self.context_pass_rate,
-            Metric::ContextTokens => self.context_tokens.map(|t| t as f64),
-            Metric::PctOfCeiling => self.pct_of_ceiling,
-            Metric::Perplexity => self.perplexity,
-            Metric::KldMean => self.kld_mean,
-            Metric::KldP99 => self.kld_p99,
-            Metric::SameTopRate => self.same_top_rate,
-            Metric::GoodputRps => self.goodput_rps,
-        }
+        self.metrics.get(m)
     }
 
     /// A trial with a configuration and a state and nothing measured yet:
@@ -114,28 +97,13 @@ impl TrialView {
             state,
             command: None,
             created_ms: 0,
-            load_ms: None,
-            ttft_ms: None,
-            prefill_tps: None,
-            decode_tps: None,
+            metrics: Metrics::default(),
             client_decode_tps: None,
             prompt_tokens: None,
             tokens_requested: None,
             tokens_generated: None,
             n_ctx: None,
-            peak_rss_bytes: None,
-            mem_available_drop_bytes: None,
-            peak_gpu_bytes: None,
-            quality_score: None,
-            context_pass_rate: None,
-            context_tokens: None,
             ceiling_tps: None,
-            pct_of_ceiling: None,
-            perplexity: None,
-            kld_mean: None,
-            kld_p99: None,
-            same_top_rate: None,
-            goodput_rps: None,
             started_ms: None,
             expected_load_ms: None,
             load_state: None,
@@ -164,47 +132,18 @@ pub struct TrialView {
     /// The exact command line, for display.
     pub command: Option<String>,
     pub created_ms: i64,
-    pub load_ms: Option<f64>,
-    pub ttft_ms: Option<f64>,
-    pub prefill_tps: Option<f64>,
-    pub decode_tps: Option<f64>,
+    /// What it measured, by metric: sent as one field a metric, under
+    /// its name (`decode_tps`, `peak_rss_bytes`, …), as it is stored.
+    #[serde(flatten)]
+    pub metrics: Metrics,
     pub client_decode_tps: Option<f64>,
     pub prompt_tokens: Option<i64>,
     pub tokens_requested: Option<i64>,
     pub tokens_generated: Option<i64>,
     /// Context size the engine reports it allocated.
     pub n_ctx: Option<i64>,
-    /// Largest resident set of the engine's processes, launch to stop.
-    pub peak_rss_bytes: Option<i64>,
-    /// How far the machine's available memory fell while it ran.
-    pub mem_available_drop_bytes: Option<i64>,
-    /// Largest GPU memory the engine used, where `nvidia-smi` reports it.
-    pub peak_gpu_bytes: Option<i64>,
-    /// Known-answer prompts passed, 0 to 1.
-    pub quality_score: Option<f64>,
-    /// Context recall points passed, 0 to 1.
-    pub context_pass_rate: Option<f64>,
-    /// The largest context size recalled at every depth probed.
-    #[serde(default)]
-    pub context_tokens: Option<i64>,
     /// Decode speed memory bandwidth allows for this model and cache.
     pub ceiling_tps: Option<f64>,
-    /// Engine decode speed as a percentage of that ceiling.
-    pub pct_of_ceiling: Option<f64>,
-    /// Perplexity on the reference text, where the plan measures it.
-    pub perplexity: Option<f64>,
-    /// Mean KL divergence from the study's reference configuration (nats).
-    #[serde(default)]
-    pub kld_mean: Option<f64>,
-    /// Its 99th percentile over the scored tokens.
-    #[serde(default)]
-    pub kld_p99: Option<f64>,
-    /// How often the likeliest next token is the reference's, 0 to 1.
-    #[serde(default)]
-    pub same_top_rate: Option<f64>,
-    /// Requests a second answered within the load probe's objective.
-    #[serde(default)]
-    pub goodput_rps: Option<f64>,
     /// When the trial left the queue (ms since the epoch).
     pub started_ms: Option<i64>,
     /// Mean load time of earlier trials of the same model.

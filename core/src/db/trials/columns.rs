@@ -4,9 +4,11 @@
 //! moves their values with [`bind`] and [`read`] by their [`Col`] kind.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use serde_json::Value;
 use sqlx::Row as _;
+use tunebook_domain::Metric;
 
 /// How a column is typed, for moving it between databases and JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +41,8 @@ const fn c(name: &'static str, kind: Col, carried_in: u8) -> Column {
 use Col::{Int, Real, Text};
 
 /// Every column of `trials` a row, a result, a history or an import
-/// carries. The order is the history's.
+/// carries besides the metrics' ([`metric_columns`]). The order is the
+/// history's: these, then the metrics.
 pub const COLUMNS: &[Column] = &[
     c("id", Int, IN_ROW | IN_HISTORY),
     c("profile", Text, IN_ROW | IN_IMPORT),
@@ -54,10 +57,6 @@ pub const COLUMNS: &[Column] = &[
     c("started_ms", Int, IN_ROW | IN_RESULT),
     c("finished_ms", Int, IN_RESULT),
     c("failure_kind", Text, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("load_ms", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("ttft_ms", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("prefill_tps", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("decode_tps", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
     c("client_decode_tps", Real, IN_ROW | IN_RESULT | IN_IMPORT),
     c("prompt_tokens", Int, IN_ROW | IN_RESULT | IN_IMPORT),
     c("tokens_requested", Int, IN_ROW | IN_RESULT | IN_IMPORT),
@@ -67,21 +66,9 @@ pub const COLUMNS: &[Column] = &[
     c("props", Text, IN_RESULT),
     c("error", Text, IN_ROW | IN_RESULT | IN_IMPORT),
     c("log_tail", Text, IN_RESULT),
-    c("peak_rss_bytes", Int, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("mem_available_drop_bytes", Int, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("peak_gpu_bytes", Int, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
     // The whole measurement, as JSON.
     c("measurement", Text, IN_RESULT),
-    c("quality_score", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("context_pass_rate", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("context_tokens", Int, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
     c("ceiling_tps", Real, IN_ROW | IN_RESULT | IN_IMPORT),
-    c("pct_of_ceiling", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("perplexity", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("kld_mean", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("kld_p99", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("same_top_rate", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
-    c("goodput_rps", Real, IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT),
     c("expected_load_ms", Real, IN_ROW | IN_RESULT),
     c("load_state", Text, IN_ROW | IN_RESULT),
     c("study_id", Int, IN_ROW | IN_IMPORT),
@@ -94,9 +81,28 @@ pub const COLUMNS: &[Column] = &[
     c("support", Text, IN_ROW | IN_RESULT | IN_IMPORT),
 ];
 
-/// The columns a kind of row carries, in [`COLUMNS`]' order.
+/// A column for each metric, named as the metric, carried in every kind
+/// of row, in the order of [`Metric::ALL`].
+pub fn metric_columns() -> &'static [Column] {
+    static ALL: LazyLock<Vec<Column>> = LazyLock::new(|| {
+        Metric::ALL
+            .into_iter()
+            .map(|m| {
+                c(
+                    m.name(),
+                    if m.whole() { Int } else { Real },
+                    IN_ROW | IN_RESULT | IN_HISTORY | IN_IMPORT,
+                )
+            })
+            .collect()
+    });
+    &ALL
+}
+
+/// The columns a kind of row carries: [`COLUMNS`]' in order, then the
+/// metrics'.
 pub fn carried_in(flag: u8) -> impl Iterator<Item = &'static Column> {
-    COLUMNS.iter().filter(move |c| c.carried_in & flag != 0)
+    COLUMNS.iter().chain(metric_columns()).filter(move |c| c.carried_in & flag != 0)
 }
 
 /// The names of the columns `flag` marks, comma-separated for a query.
@@ -157,10 +163,15 @@ pub fn read<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::trials::{HistoryRow, TrialRow};
+    use crate::db::trials::{HistoryRow, MetricColumns, TrialRow};
 
-    fn fields<T: serde::Serialize + Default>() -> Vec<String> {
-        let value = serde_json::to_value(T::default()).unwrap();
+    /// Every metric measured: the metrics show as fields only when they are.
+    fn measured() -> MetricColumns {
+        MetricColumns(tunebook_domain::Metrics::of(Metric::ALL.map(|m| (m, Some(1.0)))))
+    }
+
+    fn fields<T: serde::Serialize>(row: T) -> Vec<String> {
+        let value = serde_json::to_value(row).unwrap();
         value.as_object().unwrap().keys().cloned().collect()
     }
 
@@ -173,18 +184,25 @@ mod tests {
     fn a_trial_row_has_a_field_for_each_of_its_columns_and_its_worker() {
         let mut columns: Vec<String> = carried_in(IN_ROW).map(|c| c.name.to_string()).collect();
         columns.push("worker".into());
-        assert_eq!(sorted(fields::<TrialRow>()), sorted(columns));
+        let row = TrialRow { metrics: measured(), ..Default::default() };
+        assert_eq!(sorted(fields(row)), sorted(columns));
     }
 
     #[test]
     fn a_history_row_has_its_columns_in_their_order() {
         // Positional: the history is read as arrays.
         let columns: Vec<String> = carried_in(IN_HISTORY).map(|c| c.name.to_string()).collect();
-        let text = serde_json::to_string(&HistoryRow::default()).unwrap();
+        let row = HistoryRow { metrics: measured(), ..Default::default() };
+        let text = serde_json::to_string(&row).unwrap();
         let order: Vec<usize> =
             columns.iter().map(|c| text.find(&format!("\"{c}\"")).unwrap()).collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{columns:?} vs {text}");
-        assert_eq!(sorted(fields::<HistoryRow>()), sorted(columns));
+        assert_eq!(sorted(fields(row.clone())), sorted(columns.clone()));
+        // And read back from an array in that order.
+        let object = serde_json::to_value(&row).unwrap();
+        let array: Vec<serde_json::Value> = columns.iter().map(|c| object[c].clone()).collect();
+        let read: HistoryRow = serde_json::from_value(array.into()).unwrap();
+        assert_eq!(read, row);
     }
 
     #[test]

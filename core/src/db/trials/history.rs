@@ -7,36 +7,57 @@ use std::collections::BTreeMap;
 use tunebook_study::{Goal, Measure, Metric};
 
 use super::columns::{self, Col, IN_HISTORY};
-use super::{State, TrialRow, select};
+use super::{MetricColumns, State, TrialRow, select};
 use crate::db::{Db, Kind};
 
 /// A trial as a study's history needs it: settings, state and metrics,
 /// without the command line, load progress and the other display fields.
-/// The field order is the order of [`columns::IN_HISTORY`]'s columns,
-/// which is that of [`history`]'s arrays.
-#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
+/// Read from [`history`]'s arrays, whose order is [`columns::IN_HISTORY`]'s:
+/// the fields here, then each metric in [`Metric::ALL`]'s order.
+#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct HistoryRow {
     pub id: i64,
     pub state: String,
     pub role: Option<String>,
     pub settings: String,
     pub failure_kind: Option<String>,
-    pub load_ms: Option<f64>,
-    pub ttft_ms: Option<f64>,
-    pub prefill_tps: Option<f64>,
-    pub decode_tps: Option<f64>,
-    pub peak_rss_bytes: Option<i64>,
-    pub mem_available_drop_bytes: Option<i64>,
-    pub peak_gpu_bytes: Option<i64>,
-    pub quality_score: Option<f64>,
-    pub context_pass_rate: Option<f64>,
-    pub context_tokens: Option<i64>,
-    pub pct_of_ceiling: Option<f64>,
-    pub perplexity: Option<f64>,
-    pub kld_mean: Option<f64>,
-    pub kld_p99: Option<f64>,
-    pub same_top_rate: Option<f64>,
-    pub goodput_rps: Option<f64>,
+    /// Its metrics, a column each.
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub metrics: MetricColumns,
+}
+
+/// Read from an array, as [`history`] packs a row.
+impl<'de> serde::Deserialize<'de> for HistoryRow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Array;
+        impl<'de> serde::de::Visitor<'de> for Array {
+            type Value = HistoryRow;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a trial's history columns, as an array")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<HistoryRow, A::Error> {
+                let short = || serde::de::Error::custom("a history row is short");
+                let mut row = HistoryRow {
+                    id: a.next_element()?.ok_or_else(short)?,
+                    state: a.next_element()?.ok_or_else(short)?,
+                    role: a.next_element()?.ok_or_else(short)?,
+                    settings: a.next_element()?.ok_or_else(short)?,
+                    failure_kind: a.next_element()?.ok_or_else(short)?,
+                    metrics: MetricColumns::default(),
+                };
+                for m in Metric::ALL {
+                    let value: Option<f64> = a.next_element()?.ok_or_else(short)?;
+                    row.metrics.set(m, value);
+                }
+                Ok(row)
+            }
+        }
+        d.deserialize_seq(Array)
+    }
 }
 
 /// A study's history, oldest first: the lean query behind strategies,

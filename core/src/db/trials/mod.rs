@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::Db;
+pub use metric_columns::MetricColumns;
 
 /// Where a trial is in its life: the one type every layer speaks.
 pub use tunebook_domain::TrialState as State;
@@ -22,28 +23,16 @@ pub struct TrialRow {
     pub state: String,
     pub command: Option<String>,
     pub created_ms: i64,
-    pub load_ms: Option<f64>,
-    pub ttft_ms: Option<f64>,
-    pub prefill_tps: Option<f64>,
-    pub decode_tps: Option<f64>,
+    /// Its metrics, a column each.
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub metrics: MetricColumns,
     pub client_decode_tps: Option<f64>,
     pub prompt_tokens: Option<i64>,
     pub tokens_requested: Option<i64>,
     pub tokens_generated: Option<i64>,
     pub n_ctx: Option<i64>,
-    pub peak_rss_bytes: Option<i64>,
-    pub mem_available_drop_bytes: Option<i64>,
-    pub peak_gpu_bytes: Option<i64>,
-    pub quality_score: Option<f64>,
-    pub context_pass_rate: Option<f64>,
-    pub context_tokens: Option<i64>,
     pub ceiling_tps: Option<f64>,
-    pub pct_of_ceiling: Option<f64>,
-    pub perplexity: Option<f64>,
-    pub kld_mean: Option<f64>,
-    pub kld_p99: Option<f64>,
-    pub same_top_rate: Option<f64>,
-    pub goodput_rps: Option<f64>,
     pub started_ms: Option<i64>,
     pub expected_load_ms: Option<f64>,
     pub load_state: Option<String>,
@@ -109,9 +98,12 @@ pub struct SampleRow {
 
 pub mod columns;
 mod history;
+mod measured;
+mod metric_columns;
 mod writes;
 
 pub use history::*;
+pub use measured::Measured;
 pub use writes::*;
 
 /// A study's trials, oldest first.

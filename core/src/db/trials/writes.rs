@@ -2,11 +2,12 @@
 //! measurement or a failure, annotated, and imported.
 
 use std::collections::BTreeMap;
+
+use engine_bridge::Failure;
 use tunebook_domain::Role;
 
-use engine_bridge::{Failure, Outcome};
-
 use super::columns::{self, IN_IMPORT};
+use super::measured::Measured;
 use super::{State, TrialRow};
 use crate::db::{Db, now_ms};
 
@@ -30,16 +31,6 @@ pub struct StudyPart<'a> {
     pub study_id: i64,
     pub role: Role,
     pub note: &'a str,
-}
-
-/// Everything a finished trial measured.
-pub struct Measured<'a> {
-    pub outcome: &'a Outcome,
-    /// The decode speed memory bandwidth allows (see `planner`).
-    pub ceiling_tps: Option<f64>,
-    /// Measured on an engine an earlier trial launched: no load time of
-    /// its own.
-    pub reused: bool,
 }
 
 /// Stores a new queued trial and returns its id.
@@ -168,44 +159,38 @@ pub async fn finish_done(db: &Db, id: i64, m: &Measured<'_>) -> Result<(), sqlx:
         .await?;
     }
     let s = speed.map(|s| &s.summary);
-    sqlx::query(
-        "UPDATE trials SET state = $1, finished_ms = $2, load_ms = $3, ttft_ms = $4, \
-         prefill_tps = $5, decode_tps = $6, client_decode_tps = $7, prompt_tokens = $8, \
-         tokens_generated = $9, n_ctx = $10, props = $11, peak_rss_bytes = $12, \
-         mem_available_drop_bytes = $13, peak_gpu_bytes = $14, measurement = $15, \
-         quality_score = $16, context_pass_rate = $17, ceiling_tps = $18, \
-         pct_of_ceiling = $19, perplexity = $20, context_tokens = $21, kld_mean = $22, \
-         kld_p99 = $23, same_top_rate = $24, goodput_rps = $25, support = $26 WHERE id = $27",
-    )
-    .bind(State::Done.as_str())
-    .bind(now_ms())
-    .bind((!m.reused).then_some(o.load_time.as_secs_f64() * 1e3))
-    .bind(s.map(|s| s.ttft_ms))
-    .bind(s.map(|s| s.prefill_tps))
-    .bind(s.map(|s| s.decode_tps))
-    .bind(s.and_then(|s| s.client_decode_tps))
-    .bind(s.map(|s| s.prompt_tokens as i64))
-    .bind(s.map(|s| s.tokens_generated as i64))
-    .bind(o.props.as_ref().and_then(|p| p.n_ctx).map(|n| n as i64))
-    .bind(o.props.as_ref().map(|p| serde_json::to_string(p).expect("props serialize")))
-    .bind(o.memory.peak_rss_bytes as i64)
-    .bind(o.memory.mem_available_drop_bytes.map(|b| b as i64))
-    .bind(o.memory.peak_gpu_bytes.map(|b| b as i64))
-    .bind(serde_json::to_string(&o.measurement).expect("a measurement serializes"))
-    .bind(o.measurement.quality.as_ref().map(|q| q.score))
-    .bind(o.measurement.context_pass_rate())
-    .bind(m.ceiling_tps)
-    .bind(m.ceiling_tps.zip(s.map(|s| s.decode_tps)).map(|(c, d)| 100.0 * d / c))
-    .bind(o.measurement.perplexity.as_ref().map(|p| p.ppl))
-    .bind(o.measurement.context_tokens().map(|t| t as i64))
-    .bind(o.measurement.kld.as_ref().map(|k| k.mean))
-    .bind(o.measurement.kld.as_ref().map(|k| k.p99))
-    .bind(o.measurement.kld.as_ref().map(|k| k.same_top_pct / 100.0))
-    .bind(o.measurement.goodput_rps())
-    .bind(support(&o.measurement))
-    .bind(id)
-    .execute(&mut *tx)
-    .await?;
+    // The metrics' columns follow the others, from $11 on.
+    let mut sql = String::from(
+        "UPDATE trials SET state = $1, finished_ms = $2, client_decode_tps = $3, \
+         prompt_tokens = $4, tokens_generated = $5, n_ctx = $6, props = $7, measurement = $8, \
+         ceiling_tps = $9, support = $10",
+    );
+    let metrics = columns::metric_columns();
+    for (i, c) in metrics.iter().enumerate() {
+        sql.push_str(&format!(", {} = ${}", c.name, 11 + i));
+    }
+    sql.push_str(&format!(" WHERE id = ${}", 11 + metrics.len()));
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(State::Done.as_str())
+        .bind(now_ms())
+        .bind(s.and_then(|s| s.client_decode_tps))
+        .bind(s.map(|s| s.prompt_tokens as i64))
+        .bind(s.map(|s| s.tokens_generated as i64))
+        .bind(o.props.as_ref().and_then(|p| p.n_ctx).map(|n| n as i64))
+        .bind(o.props.as_ref().map(|p| serde_json::to_string(p).expect("props serialize")))
+        .bind(serde_json::to_string(&o.measurement).expect("a measurement serializes"))
+        .bind(m.ceiling_tps)
+        .bind(support(&o.measurement));
+    let measured = super::measured::metrics(m);
+    for c in metrics {
+        let value = tunebook_domain::Metric::parse(c.name).and_then(|metric| measured.get(metric));
+        let value = value.map(|v| match c.kind {
+            columns::Col::Int => serde_json::Value::from(v.round() as i64),
+            _ => serde_json::Value::from(v),
+        });
+        q = columns::bind(q, c.kind, value.as_ref());
+    }
+    q.bind(id).execute(&mut *tx).await?;
     tx.commit().await
 }
 
