@@ -5,18 +5,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tunebook_domain::Role;
 
-use engine_bridge::engine::PlanError;
 use engine_bridge::llama_server::Health;
-use engine_bridge::planner::{ModelInfo, speed_ceiling};
+use engine_bridge::pipeline::{self, AfterDirs, Start};
 use engine_bridge::probes::Gate;
 use engine_bridge::profile::EngineKind;
 use engine_bridge::{Failure, FailureKind, ProbePlan, Profile, RunningEngine};
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tunebook_domain::Role;
 use tunebook_views::types::TrialView;
 
 use crate::db::Db;
@@ -269,17 +267,16 @@ async fn measure(
         trials::set_mismatched(&ctx.db, trial.id, &ran).await?;
     }
     outcome.measurement.applied = applied;
-    let scratch = ctx.logs_dir.as_path();
-    let registry = Some(ctx.engines_dir.as_path());
-    outcome.add_perplexity(probes, profile, &trial.model, &trial.settings, scratch, registry).await;
     // The reference's logits are kept beside the logs, in the data folder.
     let kld_dir = ctx.logs_dir.with_file_name("kld");
-    outcome.add_kld(probes, profile, &trial.model, &trial.settings, &kld_dir, registry).await;
-    let ceiling_tps = ctx.bandwidth.and_then(|bandwidth| {
-        let model = ModelInfo::read(&profile.model(&trial.model)?.path).ok()?;
-        let speed = &outcome.measurement.speed.as_ref()?.summary;
-        speed_ceiling(&model, &trial.settings, speed, bandwidth)
-    });
+    let dirs = AfterDirs {
+        scratch: &ctx.logs_dir,
+        kld: &kld_dir,
+        registry: Some(ctx.engines_dir.as_path()),
+    };
+    let configuration = (profile, trial.model.as_str(), &trial.settings);
+    let ceiling_tps =
+        pipeline::after_engine(&mut outcome, probes, configuration, dirs, ctx.bandwidth).await;
     if let Some(why) = &outcome.measurement.skipped {
         trials::append_note(&ctx.db, trial.id, why).await?;
     }
@@ -297,41 +294,30 @@ async fn start_engine(
     profile: &Profile,
     trial: &TrialView,
 ) -> Result<Result<(RunningEngine, serde_json::Value), Failure>, sqlx::Error> {
-    let fail = |kind, message: String| Ok(Err(Failure::new(kind, message)));
-    if let (EngineKind::External, Some(url)) = (profile.kind, &profile.url) {
-        if let Err(e) = engine_bridge::plan(profile, &trial.model, &trial.settings, 0) {
-            return fail(FailureKind::Rejected, e.to_string());
+    let start = match Start::plan(profile, &trial.model, &trial.settings) {
+        Ok(start) => start.adapt().await,
+        // An external endpoint refuses only what it cannot take.
+        Err(e) if profile.kind == EngineKind::External => {
+            Err(Failure::new(FailureKind::Rejected, e.to_string()))
         }
-        let command = json!({ "url": url, "display": format!("external endpoint {url}") });
-        trials::set_command(&ctx.db, trial.id, &command).await?;
-        set_state(ctx, trial.id, State::Loading).await?;
-        let attached = RunningEngine::attach(url, &trial.model, ctx.load_timeout).await;
-        return Ok(attached.map(|engine| (engine, command)));
-    }
-    let port = match engine_bridge::free_port() {
-        Ok(p) => p,
-        Err(e) => return fail(FailureKind::PortConflict, format!("no free port: {e}")),
+        Err(e) => Err(e.failure()),
     };
-    let spec = match engine_bridge::plan(profile, &trial.model, &trial.settings, port) {
-        Ok(spec) => spec,
-        Err(e @ PlanError::Setting(_)) => return fail(FailureKind::Rejected, e.to_string()),
-        Err(e) => return fail(FailureKind::Spawn, e.to_string()),
-    };
-    let mut spec = match engine_bridge::flags::adapt(spec).await {
-        Ok(spec) => spec,
+    let mut start = match start {
+        Ok(start) => start,
         Err(failure) => return Ok(Err(failure)),
     };
-    spec.registry_dir = Some(ctx.engines_dir.clone());
-    if std::fs::create_dir_all(&ctx.logs_dir).is_ok() {
-        spec.log_file = Some(ctx.logs_dir.join(format!("trial-{}.log", trial.id)));
+    if let Some(spec) = start.spec_mut() {
+        spec.registry_dir = Some(ctx.engines_dir.clone());
+        if std::fs::create_dir_all(&ctx.logs_dir).is_ok() {
+            spec.log_file = Some(ctx.logs_dir.join(format!("trial-{}.log", trial.id)));
+        }
     }
-    let command = json!({
-        "program": spec.program,
-        "args": spec.args,
-        "env": spec.env,
-        "display": spec.display(),
-    });
+    let command = start.command();
     trials::set_command(&ctx.db, trial.id, &command).await?;
+    if let Start::Attach { .. } = start {
+        set_state(ctx, trial.id, State::Loading).await?;
+        return Ok(start.run(ctx.load_timeout, None).await.map(|engine| (engine, command)));
+    }
     let expected = trials::mean_load_ms(&ctx.db, &trial.profile, &trial.model).await?;
     trials::set_expected_load(&ctx.db, trial.id, expected).await?;
     set_state(ctx, trial.id, State::Loading).await?;
@@ -352,8 +338,7 @@ async fn start_engine(
             }
         })
     };
-    let launched =
-        RunningEngine::launch_watched(spec, port, ctx.load_timeout, Some(&progress)).await;
+    let launched = start.run(ctx.load_timeout, Some(&progress)).await;
     drop(progress);
     let _ = forward.await;
     Ok(launched.map(|engine| (engine, command)))

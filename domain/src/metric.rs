@@ -127,6 +127,59 @@ impl Metric {
         )
     }
 
+    /// How a table or a menu names it, in the unit pages show it in
+    /// (bytes as MiB, shares as percent).
+    pub fn short_label(self) -> &'static str {
+        match self {
+            Metric::DecodeTps => "decode tok/s",
+            Metric::PrefillTps => "prefill tok/s",
+            Metric::TtftMs => "time to first token (ms)",
+            Metric::LoadMs => "load time (ms)",
+            Metric::PeakRssBytes => "peak RSS",
+            Metric::MemAvailableDropBytes => "drop in available memory",
+            Metric::PeakGpuBytes => "peak GPU memory",
+            Metric::QualityScore => "quality",
+            Metric::ContextPassRate => "context recall",
+            Metric::ContextTokens => "context recalled (tokens)",
+            Metric::PctOfCeiling => "% of the bandwidth ceiling",
+            Metric::Perplexity => "perplexity",
+            Metric::KldMean => "mean KL divergence",
+            Metric::KldP99 => "99th-percentile KL divergence",
+            Metric::SameTopRate => "same top token",
+            Metric::GoodputRps => "goodput (req/s)",
+        }
+    }
+
+    /// Whether it measures the answers (their quality, recall, or how far
+    /// they stray from the reference's) rather than speed or memory.
+    pub fn measures_quality(self) -> bool {
+        matches!(
+            self,
+            Metric::QualityScore
+                | Metric::ContextPassRate
+                | Metric::Perplexity
+                | Metric::KldMean
+                | Metric::KldP99
+                | Metric::SameTopRate
+        )
+    }
+
+    /// Whether a user explores it beside a study's objectives without
+    /// asking: the speeds, memory and the answers' quality.
+    pub fn explored(self) -> bool {
+        matches!(
+            self,
+            Metric::DecodeTps
+                | Metric::PrefillTps
+                | Metric::TtftMs
+                | Metric::PeakRssBytes
+                | Metric::QualityScore
+                | Metric::SameTopRate
+                | Metric::KldMean
+                | Metric::KldP99
+        )
+    }
+
     /// How its changes are modelled and told.
     pub fn scale(self) -> Scale {
         match self {

@@ -35,6 +35,7 @@ pub mod measure;
 pub mod memory;
 pub mod openai;
 pub mod output_lines;
+pub mod pipeline;
 pub mod placement;
 pub mod planner;
 pub mod probes;

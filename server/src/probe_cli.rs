@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use engine_bridge::planner::{ModelInfo, speed_ceiling};
+use engine_bridge::pipeline::{self, AfterDirs, Planned, Start};
+use engine_bridge::planner::ModelInfo;
 use engine_bridge::probes::Stats;
-use engine_bridge::profile::EngineKind;
-use engine_bridge::{FailureKind, Outcome, ProbePlan, Profile, RunningEngine, Settings};
+use engine_bridge::{FailureKind, Outcome, ProbePlan, Profile, Settings};
 use serde_json::json;
 
 use crate::exit_status::{Stopped, Why};
@@ -79,25 +79,20 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     if let (Some(load), Some(path)) = (&mut plan.load, &args.plan) {
         load.workloads_dir = path.parent().map(std::path::Path::to_path_buf);
     }
-    let port = engine_bridge::free_port()?;
-    let spec = engine_bridge::plan(profile, &args.model, &settings, port)
-        .map_err(|e| Stopped::error(Why::Invalid, e.to_string()))?;
-    let spec = engine_bridge::flags::adapt(spec).await?;
-    let external = profile.url.clone().filter(|_| profile.kind == EngineKind::External);
-    let command = match &external {
-        Some(url) => format!("external endpoint {url}"),
-        None => spec.display(),
+    let start = match Start::plan(profile, &args.model, &settings) {
+        Ok(start) => start,
+        Err(Planned::Plan(e)) => return Err(Stopped::error(Why::Invalid, e.to_string())),
+        Err(e) => bail!(e),
     };
+    let start = start.adapt().await?;
+    let command = start.display();
     let model_path = profile.model(&args.model).expect("plan checked the model").path.clone();
     let model = ModelInfo::read(&model_path).ok();
     let bandwidth = bandwidth_or_measured(args.bandwidth).await?;
     if !args.json {
         eprintln!("launching: {command}");
     }
-    let started = match &external {
-        Some(url) => RunningEngine::attach(url, &args.model, args.load_timeout).await,
-        None => RunningEngine::launch(spec, port, args.load_timeout).await,
-    };
+    let started = start.run(args.load_timeout, None).await;
     let outcome = match started {
         Ok(engine) => engine.measure_and_stop(&plan, Duration::from_secs(5)).await,
         Err(f) => Err(f),
@@ -113,14 +108,12 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
             bail!(message);
         }
     };
-    let scratch = tempfile::tempdir()?;
-    outcome.add_perplexity(&plan, profile, &args.model, &settings, scratch.path(), None).await;
     // Nothing is kept by a probe: the reference's logits go with the scratch.
-    outcome.add_kld(&plan, profile, &args.model, &settings, scratch.path(), None).await;
-    let ceiling = model.as_ref().and_then(|m| {
-        let speed = &outcome.measurement.speed.as_ref()?.summary;
-        speed_ceiling(m, &settings, speed, bandwidth)
-    });
+    let scratch = tempfile::tempdir()?;
+    let dirs = AfterDirs { scratch: scratch.path(), kld: scratch.path(), registry: None };
+    let configuration = (profile, args.model.as_str(), &settings);
+    let ceiling =
+        pipeline::after_engine(&mut outcome, &plan, configuration, dirs, Some(bandwidth)).await;
     if args.json {
         let report = json!({
             "command": command,

@@ -157,7 +157,7 @@ impl StudyDef {
         let plan = self.probes.as_ref();
         for t in objectives.iter().chain(&bounds) {
             let needs = match t.measure.metric() {
-                Some(Metric::KldMean | Metric::KldP99 | Metric::SameTopRate) => {
+                Some(m) if m.against_reference() => {
                     plan.is_none_or(|p| p.kld.is_none()).then_some(("KL-divergence", "kld"))
                 }
                 Some(Metric::GoodputRps) => {

@@ -13,30 +13,22 @@ use leptos::prelude::*;
 #[cfg(feature = "ssr")]
 use super::{answer, ops, service};
 use super::{changes, error_text, fmt_metric};
-use crate::types::{MetricPoint, TrialView};
+use crate::types::{Goal, Metric, MetricPoint, TrialView};
 
 /// The most trials one comparison shows.
 #[cfg_attr(feature = "hydrate", allow(dead_code))]
 pub const MOST: usize = 12;
 
-/// Metrics compared, their labels, and whether more is better.
-const METRICS: &[(&str, &str, bool)] = &[
-    ("decode_tps", "decode tok/s", true),
-    ("prefill_tps", "prefill tok/s", true),
-    ("ttft_ms", "time to first token (ms)", false),
-    ("load_ms", "load time (ms)", false),
-    ("peak_rss_bytes", "peak RSS", false),
-    ("peak_gpu_bytes", "peak GPU memory", false),
-    ("quality_score", "quality", true),
-    ("context_pass_rate", "context recall", true),
-    ("context_tokens", "context recalled (tokens)", true),
-    ("pct_of_ceiling", "% of the bandwidth ceiling", true),
-    ("perplexity", "perplexity", false),
-    ("kld_mean", "mean KL divergence", false),
-    ("kld_p99", "99th-percentile KL divergence", false),
-    ("same_top_rate", "same top token", true),
-    ("goodput_rps", "goodput (req/s)", true),
-];
+/// Metrics compared, their labels, and whether more is better: all but
+/// the drop in available memory, which tells of the rest of the machine
+/// as much as of the trial.
+fn metrics() -> Vec<(&'static str, &'static str, bool)> {
+    Metric::ALL
+        .into_iter()
+        .filter(|m| *m != Metric::MemAvailableDropBytes)
+        .map(|m| (m.name(), m.short_label(), m.natural_goal() == Goal::Max))
+        .collect()
+}
 
 /// The trials' ids in `text` (`3,7,12`), at most [`MOST`].
 #[cfg_attr(feature = "hydrate", allow(dead_code))]
@@ -97,9 +89,9 @@ pub fn comparison(trials: &[TrialView]) -> (Vec<SettingRow>, Vec<MetricRow>) {
         })
         .collect();
     settings.sort_by_key(|r| !r.differs);
-    let metrics = METRICS
-        .iter()
-        .filter_map(|&(metric, label, more_is_better)| {
+    let metrics = metrics()
+        .into_iter()
+        .filter_map(|(metric, label, more_is_better)| {
             let values: Vec<Option<f64>> = trials.iter().map(|t| t.metric(metric)).collect();
             if values.iter().all(Option::is_none) {
                 return None;
@@ -266,8 +258,8 @@ fn StudiesCompared(ids: String) -> impl IntoView {
     view! {
         <h1>"Two studies side by side"</h1>
         <nav class="plot-axes" id="compare-metrics">
-            {METRICS.iter().map(|(m, label, _)| view! {
-                <a href=href(m) class:chosen=move || metric() == *m>{*label}</a>
+            {metrics().into_iter().map(|(m, label, _)| view! {
+                <a href=href(m) class:chosen=move || metric() == m>{label}</a>
             }).collect_view()}
         </nav>
         <Transition fallback=|| view! { <p class="muted">"Loading the studies…"</p> }>
@@ -283,7 +275,7 @@ fn StudiesCompared(ids: String) -> impl IntoView {
 
 #[component]
 fn StudyTable(c: StudyComparison) -> impl IntoView {
-    let more_is_better = METRICS.iter().find(|m| m.0 == c.metric).is_none_or(|m| m.2);
+    let more_is_better = metrics().into_iter().find(|m| m.0 == c.metric).is_none_or(|m| m.2);
     let better = c
         .rows
         .iter()
@@ -426,7 +418,7 @@ fn CompareTable(trials: Vec<TrialView>) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Metric, Metrics, TrialState};
+    use crate::types::{Metrics, TrialState};
 
     fn trial(id: i64, pairs: &[(&str, &str)], decode: f64, rss: i64) -> TrialView {
         let settings = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

@@ -62,17 +62,12 @@ pub(crate) fn fmt(v: Option<f64>, digits: usize) -> String {
     v.filter(|x| x.is_finite()).map(|x| format!("{x:.digits$}")).unwrap_or_default()
 }
 
-/// Metrics the pages offer besides a study's objectives.
-pub(crate) const MORE_METRICS: &[(&str, &str)] = &[
-    ("decode_tps", "decode tok/s"),
-    ("prefill_tps", "prefill tok/s"),
-    ("ttft_ms", "TTFT ms"),
-    ("peak_rss_bytes", "peak RSS"),
-    ("quality_score", "quality"),
-    ("same_top_rate", "same top token"),
-    ("kld_mean", "KL divergence, mean"),
-    ("kld_p99", "KL divergence, p99"),
-];
+/// Metrics the pages offer besides a study's objectives, with their
+/// labels.
+pub(crate) fn more_metrics() -> Vec<(&'static str, &'static str)> {
+    use crate::types::Metric;
+    Metric::ALL.into_iter().filter(|m| m.explored()).map(|m| (m.name(), m.short_label())).collect()
+}
 
 /// (name, label) of the study's objectives, then of `more` not among them.
 pub(crate) fn metric_choices(

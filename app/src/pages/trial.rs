@@ -60,34 +60,23 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
     let env = d.env.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect::<Vec<_>>().join(" ");
     let baseline = d.baseline.clone().unwrap_or_default();
     let failed = matches!(t.state, TrialState::Failed | TrialState::Pruned);
-    // A metric under its own label, shown as people read it.
-    let shown = |m: Metric| (m.label(), fmt_metric(m.name(), t.value(m)));
-    let metrics = [
-        ("decode tok/s", fmt(t.value(Metric::DecodeTps), 2)),
-        ("client decode tok/s", fmt(t.client_decode_tps, 2)),
-        ("prefill tok/s", fmt(t.value(Metric::PrefillTps), 1)),
-        shown(Metric::TtftMs),
-        ("load time (s)", fmt(t.value(Metric::LoadMs).map(|m| m / 1e3), 2)),
-        ("peak RSS", fmt_metric(Metric::PeakRssBytes.name(), t.value(Metric::PeakRssBytes))),
-        (
-            "drop in available memory",
-            fmt_metric(
-                Metric::MemAvailableDropBytes.name(),
-                t.value(Metric::MemAvailableDropBytes),
-            ),
-        ),
-        ("peak GPU memory", fmt_metric(Metric::PeakGpuBytes.name(), t.value(Metric::PeakGpuBytes))),
-        ("quality", fmt_metric(Metric::QualityScore.name(), t.value(Metric::QualityScore))),
-        shown(Metric::ContextPassRate),
-        shown(Metric::ContextTokens),
-        ("% of bandwidth ceiling", fmt(t.value(Metric::PctOfCeiling), 0)),
-        ("perplexity", fmt(t.value(Metric::Perplexity), 3)),
-        shown(Metric::KldMean),
-        shown(Metric::KldP99),
-        shown(Metric::SameTopRate),
-        (Metric::GoodputRps.label(), fmt(t.value(Metric::GoodputRps), 2)),
-        ("context the engine allocated", t.n_ctx.map(|n| n.to_string()).unwrap_or_default()),
-    ];
+    // Each metric as people read it, in the order of the metric list, with
+    // the client's decode speed beside the engine's and the context the
+    // engine allocated at the end.
+    let shown = |m: Metric| {
+        let v = t.value(m);
+        match m {
+            Metric::LoadMs => ("load time (s)", fmt(v.map(|ms| ms / 1e3), 2)),
+            Metric::DecodeTps | Metric::GoodputRps => (m.short_label(), fmt(v, 2)),
+            Metric::PctOfCeiling => (m.short_label(), fmt(v, 0)),
+            Metric::Perplexity => (m.short_label(), fmt(v, 3)),
+            _ => (m.short_label(), fmt_metric(m.name(), v)),
+        }
+    };
+    let mut metrics: Vec<(&str, String)> = Metric::ALL.into_iter().map(shown).collect();
+    metrics.insert(1, ("client decode tok/s", fmt(t.client_decode_tps, 2)));
+    metrics
+        .push(("context the engine allocated", t.n_ctx.map(|n| n.to_string()).unwrap_or_default()));
     view! {
         <header class="study-head">
             <h1>{format!("Trial {}", t.id)}</h1>

@@ -7,7 +7,7 @@ use super::analysis::Analysis;
 use super::design::value_of;
 use super::ols::t_quantile;
 use super::verdicts::{Adjusted, better_pct, equivalent, interval, margin};
-use super::{ALPHA, Change, EQUIVALENCE, Finding, GAINS, Gain, INTERVAL, Margins, QUALITY};
+use super::{ALPHA, Change, EQUIVALENCE, Finding, GAINS, Gain, INTERVAL, Margins};
 
 /// Free wins: a change from the baseline (one setting's value, or two
 /// settings that act together changed at once) with a gain shown beyond
@@ -16,7 +16,7 @@ use super::{ALPHA, Change, EQUIVALENCE, Finding, GAINS, Gain, INTERVAL, Margins,
 /// measured shown equivalent to the baseline's. Per setting (or pair), the
 /// change with the largest gain.
 pub fn free_wins(analyses: &[Analysis], adjusted: &Adjusted, margins: &Margins) -> Vec<Finding> {
-    let quality: Vec<&Analysis> = analyses.iter().filter(|a| QUALITY.contains(&a.metric)).collect();
+    let quality: Vec<&Analysis> = analyses.iter().filter(|a| a.metric.measures_quality()).collect();
     if quality.is_empty() {
         return vec![];
     }

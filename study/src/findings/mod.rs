@@ -81,17 +81,6 @@ pub const INTERVAL: f64 = 0.95;
 /// Decode at or above this share of the bandwidth ceiling is "at the wall".
 pub const WALL_PCT: f64 = 80.0;
 
-/// Metrics that measure quality: a free win must leave each one measured
-/// equivalent.
-pub const QUALITY: [Metric; 6] = [
-    Metric::QualityScore,
-    Metric::ContextPassRate,
-    Metric::Perplexity,
-    Metric::KldMean,
-    Metric::KldP99,
-    Metric::SameTopRate,
-];
-
 /// Metrics a free win may gain on: speed and memory.
 pub const GAINS: [Metric; 6] = [
     Metric::DecodeTps,

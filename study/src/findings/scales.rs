@@ -69,7 +69,8 @@ pub(super) fn tested_metrics(
     objectives: &[(Metric, Goal)],
 ) -> Vec<(Metric, Goal)> {
     let mut out = objectives.to_vec();
-    for m in super::GAINS.into_iter().chain(super::QUALITY) {
+    let quality = Metric::ALL.into_iter().filter(|m| m.measures_quality());
+    for m in super::GAINS.into_iter().chain(quality) {
         let measured = done.iter().filter(|t| t.metrics.contains_key(&m)).count();
         if measured * 2 > done.len() && !out.iter().any(|(o, _)| *o == m) {
             out.push((m, m.natural_goal()));

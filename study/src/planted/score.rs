@@ -8,7 +8,7 @@
 use engine_bridge::Settings;
 
 use super::{Fact, Truth, World};
-use crate::findings::{Finding, Margins, QUALITY, holds};
+use crate::findings::{Finding, Margins, holds};
 use crate::metric::Scale;
 use crate::study::{Metric, Study};
 
@@ -158,12 +158,13 @@ pub fn score(
                     changes.iter().map(|c| (c.setting.as_str(), c.value.as_str())).collect();
                 let what: Vec<String> =
                     changes.iter().map(|c| format!("`{}` = {}", c.setting, c.value)).collect();
-                let quality_lost = QUALITY.into_iter().any(|m| {
-                    let (Some(with), Some(without)) = (at(&to, m), at(&[], m)) else {
-                        return false;
-                    };
-                    gap(m, with, without).abs() > margin(m, margins) + 0.005
-                });
+                let quality_lost =
+                    Metric::ALL.into_iter().filter(|m| m.measures_quality()).any(|m| {
+                        let (Some(with), Some(without)) = (at(&to, m), at(&[], m)) else {
+                            return false;
+                        };
+                        gap(m, with, without).abs() > margin(m, margins) + 0.005
+                    });
                 let no_gain = gains.iter().any(|g| {
                     let (Some(with), Some(without)) = (at(&to, g.metric), at(&[], g.metric)) else {
                         return true;

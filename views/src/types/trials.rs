@@ -64,7 +64,7 @@ pub struct RunRequest {
     pub target: Option<String>,
 }
 
-pub use tunebook_domain::{Metric, Metrics, Role, Scale as MetricScale, TrialState};
+pub use tunebook_domain::{Goal, Metric, Metrics, Role, Scale as MetricScale, TrialState};
 
 impl TrialView {
     /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …),

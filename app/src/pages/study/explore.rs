@@ -16,7 +16,7 @@ use crate::types::{ObjectiveView, ParetoView};
 #[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
 #[component]
 pub fn Explore(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) -> impl IntoView {
-    let metrics = crate::pages::metric_choices(&objectives, crate::pages::MORE_METRICS);
+    let metrics = crate::pages::metric_choices(&objectives, &crate::pages::more_metrics());
     let metric = RwSignal::new(metrics[0].0.clone());
     let setting = RwSignal::new(String::new());
     // The second setting of the two-at-once grid ("": the next one).

@@ -291,7 +291,7 @@ fn ParetoPlot(id: i64, objectives: Vec<ObjectiveView>, finished: Signal<u64>) ->
     }
     // Any metric can be the third axis, the objectives first.
     let z_options = {
-        let all = super::metric_choices(&objectives, super::MORE_METRICS);
+        let all = super::metric_choices(&objectives, &super::more_metrics());
         all.into_iter()
             .map(|(name, l)| {
                 let is = name == z.get_untracked();

@@ -7,7 +7,7 @@ use leptos::prelude::*;
 #[cfg(feature = "hydrate")]
 use super::api::study_trials;
 use super::live::{Live, overlaid};
-use crate::pages::{MORE_METRICS, fmt_metric, metric_choices, toggle_pick};
+use crate::pages::{fmt_metric, metric_choices, more_metrics, toggle_pick};
 use crate::types::differences;
 use crate::types::{ObjectiveView, TrialPage, TrialQuery, TrialState};
 
@@ -43,7 +43,7 @@ pub(super) fn TrialsTable(
         page,
         true,
     );
-    let metrics = metric_choices(&objectives, MORE_METRICS);
+    let metrics = metric_choices(&objectives, &more_metrics());
     let metrics = StoredValue::new(metrics);
     let baseline = StoredValue::new(baseline);
     let rows = Memo::new(move |_| {
