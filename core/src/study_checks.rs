@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use engine_bridge::planner::ModelInfo;
 use engine_bridge::profile::EngineKind;
+use engine_bridge::settings_plan::{self, Asked, Planned};
 use engine_bridge::{Profile, Settings};
 use tunebook_study::{Study, StudyDef, StudyError};
 use tunebook_views::types::CheckView;
@@ -123,19 +124,17 @@ impl FitCheck {
     pub(crate) fn will_not_fit(&self, config: &Settings) -> Option<String> {
         let name = config.get(engine_bridge::catalog::MODEL_SETTING).unwrap_or(&self.default);
         let (info, available) = (self.models.get(name.trim())?, self.available.as_ref()?);
-        let ctx: u64 = config.get("ctx_size")?.parse().ok()?;
-        let cache = |k: &str| config.get(k).map_or("f16", String::as_str);
-        let types = (cache("cache_type_k"), cache("cache_type_v"));
+        let asked = Asked::of(config).ok()?;
+        let ctx = asked.ctx?;
         if config.get("n_gpu_layers").is_none() && self.gpu_free.is_some() {
             // The engine chooses (or fits) the layers: nothing to predict.
             return None;
         }
-        let placement = engine_bridge::placement::Placement::of(config, 0).ok()?;
-        let (plan, where_) = if placement.gpu_layers == 0 {
-            (info.memory_plan(ctx, types.0, types.1, *available), "")
-        } else {
-            let plan = info.placed_plan(ctx, types, &placement, (self.gpu_free?, *available));
-            if plan.gpu.fits { (plan.host, " in host memory") } else { (plan.gpu, " on the GPU") }
+        let gpu_free = if asked.placement.gpu_layers == 0 { 0 } else { self.gpu_free? };
+        let (plan, where_) = match settings_plan::plan(info, &asked, ctx, (gpu_free, *available)) {
+            Planned::Host(plan) => (plan, ""),
+            Planned::Placed(plan) if plan.gpu.fits => (plan.host, " in host memory"),
+            Planned::Placed(plan) => (plan.gpu, " on the GPU"),
         };
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         let free = if where_ == " on the GPU" { "free" } else { "available" };

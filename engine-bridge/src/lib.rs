@@ -42,6 +42,7 @@ pub mod probes;
 pub mod process;
 pub mod profile;
 pub mod registry;
+pub mod settings_plan;
 pub mod workloads;
 
 pub use catalog::{Catalog, Settings};

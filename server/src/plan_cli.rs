@@ -5,10 +5,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use engine_bridge::catalog::Catalog;
-use engine_bridge::placement::Placement;
 use engine_bridge::planner::{MemoryPlan, ModelInfo};
+use engine_bridge::settings_plan::{self, Asked, Planned};
 use serde::Serialize;
 
 use crate::exit_status::{Stopped, Why};
@@ -83,22 +82,15 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?,
         None => None,
     };
-    let placement = Placement::of(&settings, 0).map_err(invalid)?;
-    let cache = |name: &str| settings.get(name).map_or("f16", String::as_str);
-    let types = (cache("cache_type_k"), cache("cache_type_v"));
-    let ctx = match settings.get("ctx_size") {
-        Some(c) => c.parse().context("ctx_size")?,
-        None => 0,
-    };
-    let ctx = if ctx == 0 { info.context_length.unwrap_or(4096) } else { ctx };
+    let asked = Asked::of(&settings).map_err(invalid)?;
+    let (ctx, types) = (asked.ctx_for(&info), asked.types);
     let host_free = engine_bridge::memory::mem_available().unwrap_or(0);
     let gpu_free = engine_bridge::memory::gpu_free_bytes().await;
     let bandwidth = crate::probe_cli::bandwidth_or_measured(args.bandwidth).await?;
-    let (host_only, gpu, gpus, host) = if placement.gpu_layers == 0 {
-        (Some(info.memory_plan(ctx, types.0, types.1, host_free)), None, vec![], None)
-    } else {
-        let plan = info.placed_plan(ctx, types, &placement, (gpu_free.unwrap_or(0), host_free));
-        (None, Some(plan.gpu), plan.gpus, Some(plan.host))
+    let free = (gpu_free.unwrap_or(0), host_free);
+    let (host_only, gpu, gpus, host) = match settings_plan::plan(&info, &asked, ctx, free) {
+        Planned::Host(plan) => (Some(plan), None, vec![], None),
+        Planned::Placed(plan) => (None, Some(plan.gpu), plan.gpus, Some(plan.host)),
     };
     let fits = [&host_only, &gpu, &host].iter().all(|p| p.as_ref().is_none_or(|p| p.fits));
     let report = PlanReport {
