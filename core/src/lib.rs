@@ -28,6 +28,7 @@ pub mod service;
 pub mod settings;
 pub mod shutdown;
 pub mod study_checks;
+pub mod study_facts;
 pub mod study_runner;
 pub mod trial_changes;
 pub mod trial_runner;

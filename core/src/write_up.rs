@@ -12,7 +12,7 @@ use tunebook_study::{Goal, StudyDef};
 use tunebook_views::types::{TrialState, TrialView};
 
 use crate::db::{studies, trials};
-use crate::views::studies::{by_machine, findings_of, metrics, objectives_of};
+use crate::study_facts::{by_machine, findings_of, metrics, objectives_of};
 
 /// The classes of machine side by side, as a markdown table: the workers
 /// that ran each, trials run, and per objective the baseline's value and
@@ -288,7 +288,7 @@ mod tests {
         let mut wrong = trial(7, "512", 99.0);
         wrong.mismatched = BTreeMap::from([("ubatch_size".into(), "64".into())]);
         list.push(wrong);
-        assert_eq!(crate::views::studies::facts_of(&def, &list).len(), 6);
+        assert_eq!(crate::study_facts::facts_of(&def, &list).len(), 6);
         let (found, text) = findings_markdown(&def, &list, &[]);
         let best = found.iter().find_map(|f| match f {
             Finding::Best { trial, .. } => Some(*trial),

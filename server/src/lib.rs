@@ -36,8 +36,8 @@ use tunebook_app::{App, OUTPUT_NAME, shell};
 pub use tunebook_core::{
     Error, Result, Settings, announce, data_lock, db, dominance, error, events, import, machine,
     machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, remote, report,
-    service, settings, shutdown, study_checks, study_runner, trial_changes, trial_runner,
-    trials_csv, views, write_up,
+    service, settings, shutdown, study_checks, study_facts, study_runner, trial_changes,
+    trial_runner, trials_csv, views, write_up,
 };
 
 use crate::service::Service;

@@ -18,9 +18,10 @@ use crate::events::{Payload, Update};
 use crate::exit_status::{Stopped, Why};
 use crate::import::Record;
 use crate::study_checks::check;
+use crate::study_facts::{counts_against_budget, objectives_of};
 use crate::study_runner::Studies;
 use crate::trial_runner::Runner;
-use crate::views::studies::{counts_against_budget, objectives_of, points};
+use crate::views::studies::points;
 use crate::{Settings, prepare};
 
 /// What `tunebook run` needs.

@@ -28,7 +28,7 @@ pub async fn front(
     let db = &service.db;
     let row = super::studies::row(db, id).await?;
     let def = &row.definition;
-    let objectives = crate::views::studies::measures_of(def);
+    let objectives = crate::study_facts::measures_of(def);
     let chosen: Vec<(Measure, Goal)> = if metrics.is_empty() {
         objectives
     } else {

@@ -18,6 +18,7 @@ use crate::db::studies::{self, StudyRow};
 use crate::db::trials;
 use crate::error::{Error, Result};
 use crate::service::Service;
+use crate::study_facts;
 use crate::views;
 
 /// Trials in flight a study's page shows at most (one per worker).
@@ -82,7 +83,7 @@ pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, Findi
     let row = row(db, id).await?;
     let list: Vec<tunebook_views::types::TrialView> = views::all(trials::of_study(db, id).await?);
     let (found, markdown) = crate::write_up::write_up(db, &row, &list, &service.profiles).await?;
-    let facts = views::studies::facts_of(&row.definition, &list);
+    let facts = study_facts::facts_of(&row.definition, &list);
     let open = super::settle::open_questions(service, &row.definition, &found, &facts, &list);
     // In short first, then each section folded under its title. The short
     // version is of one class of machine: across several, the sections
@@ -106,7 +107,7 @@ pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, Findi
         })
         .collect();
     // Drawn for one class of machine only, as the summary is.
-    let objectives: Vec<tunebook_study::Metric> = views::studies::measures_of(&row.definition)
+    let objectives: Vec<tunebook_study::Metric> = study_facts::measures_of(&row.definition)
         .into_iter()
         .filter_map(|(m, _)| m.metric())
         .collect();
@@ -166,7 +167,7 @@ pub async fn view(service: &Service, id: i64) -> Result<StudyView> {
         })
         .collect();
     Ok(StudyView {
-        objectives: crate::views::studies::measures_of(&row.definition)
+        objectives: crate::study_facts::measures_of(&row.definition)
             .into_iter()
             .map(|(m, g)| ObjectiveView {
                 metric: m.name(),
@@ -202,7 +203,7 @@ pub async fn progress(
     row: &StudyRow,
     by_state: &BTreeMap<String, usize>,
 ) -> Result<StudyProgress> {
-    let objectives = crate::views::studies::objectives_of(&row.definition);
+    let objectives = crate::study_facts::objectives_of(&row.definition);
     let best_of = |machine: Option<String>| {
         let objectives = &objectives;
         async move {

@@ -46,7 +46,7 @@ pub fn draft(
     provenance: &crate::provenance::Provenance,
 ) -> Vec<Cell> {
     let def = &row.definition;
-    let objectives = crate::views::studies::objectives_of(def);
+    let objectives = crate::study_facts::objectives_of(def);
     let count = |s: TrialState| list.iter().filter(|t| t.state == s).count();
     let varied: Vec<String> = def.space.keys().map(|k| format!("`{k}`")).collect();
     let goals: Vec<String> = objectives
@@ -270,7 +270,7 @@ pub fn validate(notebook: &Notebook, list: &[TrialView], varied: &[String]) -> R
 /// first, then each one's findings, its plots and tables drawn from its
 /// own trials only).
 pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
-    let groups = crate::views::studies::by_machine(&src.list);
+    let groups = crate::study_facts::by_machine(&src.list);
     if groups.len() <= 1 {
         return fresh_cells_of(service, src).await;
     }
@@ -288,7 +288,7 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
         ),
     )];
     for (i, (machine, list)) in groups.iter().enumerate() {
-        let found = crate::views::studies::findings_of(def, list, &service.profiles);
+        let found = crate::study_facts::findings_of(def, list, &service.profiles);
         let name = machine.as_deref().unwrap_or("this server");
         for mut c in draft(src.row, list, &found, &crate::provenance::Provenance::default()) {
             if c.origin.as_deref() == Some("provenance") {
@@ -316,7 +316,7 @@ async fn fresh_cells_of(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
     let (def, list, profiles) =
         (src.row.definition.clone(), src.list.clone(), service.profiles.clone());
     let found = tokio::task::spawn_blocking(move || {
-        crate::views::studies::findings_of(&def, &list, &profiles)
+        crate::study_facts::findings_of(&def, &list, &profiles)
     })
     .await
     .expect("working out findings does not panic");

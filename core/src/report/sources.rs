@@ -28,7 +28,7 @@ pub(super) struct Source<'a> {
 
 impl Source<'_> {
     fn goal(&self, m: Metric) -> Goal {
-        crate::views::studies::objectives_of(&self.row.definition)
+        crate::study_facts::objectives_of(&self.row.definition)
             .into_iter()
             .find(|(o, _)| *o == m)
             .map_or(m.natural_goal(), |(_, g)| g)
@@ -138,11 +138,11 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
                 .filter(|t| machine.is_none() || t.machine.as_deref() == machine)
-                .filter_map(|t| Some((t, *crate::views::studies::metrics(t).get(&m)?)))
+                .filter_map(|t| Some((t, *crate::study_facts::metrics(t).get(&m)?)))
                 .collect();
             rows.sort_by(|a, b| goal.oriented(b.1).total_cmp(&goal.oriented(a.1)));
             rows.truncate(*limit as usize);
-            let objectives: Vec<Metric> = crate::views::studies::objectives_of(&src.row.definition)
+            let objectives: Vec<Metric> = crate::study_facts::objectives_of(&src.row.definition)
                 .into_iter()
                 .map(|(o, _)| o)
                 .filter(|o| *o != m)
@@ -161,7 +161,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 "---|".repeat(head.len())
             );
             for (t, v) in &rows {
-                let all = crate::views::studies::metrics(t);
+                let all = crate::study_facts::metrics(t);
                 let mut cells = vec![t.id.to_string()];
                 cells.extend(
                     src.varied
@@ -186,7 +186,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 return Ok((format!("*Trial {trial} is not a trial of this study.*"), None));
             };
             let config: Vec<String> = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let measured: Vec<String> = crate::views::studies::metrics(t)
+            let measured: Vec<String> = crate::study_facts::metrics(t)
                 .iter()
                 .filter(|(m, _)| {
                     matches!(

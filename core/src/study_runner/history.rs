@@ -6,8 +6,8 @@ use tunebook_study::{Observation, Study, confirm, settle};
 use tunebook_views::types::{TrialState, TrialView};
 
 use crate::db::trials;
+use crate::study_facts::{counts_against_budget, interrupted, metrics};
 use crate::trial_runner::RunnerContext;
-use crate::views::studies::{counts_against_budget, interrupted, metrics};
 
 /// What the study's trials say so far, kept between the study loop's
 /// turns: each turn reads only the trials it has not yet seen ended.

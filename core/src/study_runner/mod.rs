@@ -28,8 +28,8 @@ use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
 use crate::events::Payload;
 use crate::study_checks::{FitCheck, check, check_endpoints};
+use crate::study_facts::{facts_of, interrupted};
 use crate::trial_runner::{self as runner, RunnerContext};
-use crate::views::studies::{facts_of, interrupted};
 use history::{History, stop_reason};
 pub(crate) use on_workers::WORKER_UP_MS;
 

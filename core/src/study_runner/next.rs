@@ -11,7 +11,7 @@ use tunebook_views::types::TrialState;
 use super::history::History;
 use super::{Studies, record};
 use crate::db::trials;
-use crate::views::studies::{interrupted, metrics};
+use crate::study_facts::{interrupted, metrics};
 
 impl Studies {
     /// The next trial: an interrupted one again, the baseline, a due

@@ -15,8 +15,8 @@ use super::{Studies, record};
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
 use crate::study_checks::check;
+use crate::study_facts::{facts_of, findings_of, interrupted};
 use crate::trial_runner::{self as runner, RunnerContext};
-use crate::views::studies::{facts_of, findings_of, interrupted};
 
 /// Most settling trials a study may have queued at once.
 pub const MAX_QUEUED: usize = 48;
