@@ -39,17 +39,6 @@ impl Metrics {
             None => self.0.remove(&m),
         };
     }
-
-    /// Each metric measured, with its value.
-    pub fn iter(&self) -> impl Iterator<Item = (Metric, f64)> + '_ {
-        self.0.iter().map(|(m, v)| (*m, *v))
-    }
-}
-
-impl FromIterator<(Metric, f64)> for Metrics {
-    fn from_iter<I: IntoIterator<Item = (Metric, f64)>>(iter: I) -> Self {
-        Metrics(iter.into_iter().filter(|(_, v)| v.is_finite()).collect())
-    }
 }
 
 impl Serialize for Metrics {

@@ -98,9 +98,4 @@ impl Role {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.as_str() == s)
     }
-
-    /// The baseline, run first or again: what measures the machine.
-    pub fn is_baseline(self) -> bool {
-        matches!(self, Role::Baseline | Role::Rerun)
-    }
 }
