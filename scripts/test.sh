@@ -17,4 +17,9 @@ echo "==> cargo clippy (browser)"
 cargo clippy --quiet -p tunebook-app --lib --target wasm32-unknown-unknown \
   --no-default-features --features hydrate -- -D warnings
 echo "==> cargo test"
-cargo test --workspace
+# Two tests at a time, whatever the machine reports: the suites start real
+# engines and browsers, sized for two cores.
+cargo test --workspace -- --test-threads=2
+# Compares its speeds with llama-bench's, so it runs with nothing beside it.
+echo "==> the acceptance study, alone"
+cargo test -p tunebook --test suite -- --ignored acceptance::

@@ -7,6 +7,7 @@
 #![recursion_limit = "512"]
 
 pub mod announce;
+pub mod checked;
 pub mod data_lock;
 pub mod db;
 pub mod dominance;
@@ -75,6 +76,7 @@ pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result
     };
     Ok(RunnerContext {
         db,
+        checked: Arc::new(checked::Checked::new(profiles.clone())),
         profiles,
         events: Default::default(),
         probes: settings.probes.clone(),
@@ -87,5 +89,6 @@ pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result
         shutdown,
         slot: Default::default(),
         data_lock: lock,
+        heavy: Default::default(),
     })
 }

@@ -8,23 +8,25 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use engine_bridge::Settings;
 use engine_bridge::catalog::MODEL_SETTING;
 use engine_bridge::placement::Placement;
 use engine_bridge::planner::ModelInfo;
 use engine_bridge::profile::EngineKind;
-use engine_bridge::{Profile, Settings};
 use tunebook_study::findings::PlanFn;
 use tunebook_study::{Metric, StudyDef};
+
+use crate::checked::Checked;
 
 /// The planner for `def`'s configurations on its profile: each model file
 /// the study may load read once. `None` for an engine the planner does
 /// not know, or when the study's own file cannot be read.
-pub fn planner(profiles: &[Profile], def: &StudyDef) -> Option<PlanFn> {
-    let profile = profiles.iter().find(|p| p.name == def.profile)?;
+pub fn planner(checked: &Checked, def: &StudyDef) -> Option<PlanFn> {
+    let profile = checked.profiles().iter().find(|p| p.name == def.profile)?;
     if !matches!(profile.kind, EngineKind::LlamaServer | EngineKind::LlamaCppPython) {
         return None;
     }
-    let study = crate::study_checks::check(profiles, def).ok()?;
+    let study = checked.study(def).ok()?;
     let mut names = study.values_of(MODEL_SETTING);
     names.push(def.model.clone());
     let models: BTreeMap<String, ModelInfo> = names

@@ -34,6 +34,10 @@ pub struct Service {
     /// lease on it lasts between renewals.
     pub probes: engine_bridge::ProbePlan,
     pub lease: std::time::Duration,
+    /// The server's turns at CPU work (the study runner's too).
+    pub heavy: crate::heavy::Turns,
+    /// The studies checked against `profiles`, each once.
+    pub checked: Arc<crate::checked::Checked>,
 }
 
 impl Service {
@@ -45,6 +49,8 @@ impl Service {
             data_dir: self.data_dir.clone(),
             bandwidth: self.bandwidth,
             writer: self.writer.clone(),
+            heavy: self.heavy.clone(),
+            checked: self.checked.clone(),
         }
     }
 }

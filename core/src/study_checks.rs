@@ -14,41 +14,6 @@ use tunebook_views::types::CheckView;
 
 use crate::db::trials;
 
-/// Checks a study against the server's profiles and the engine's catalog.
-pub fn check(profiles: &[Profile], def: &StudyDef) -> Result<Study, StudyError> {
-    let profile = profiles.iter().find(|p| p.name == def.profile).ok_or_else(|| {
-        let names: Vec<_> = profiles.iter().map(|p| p.name.as_str()).collect();
-        StudyError(vec![format!(
-            "unknown engine profile `{}` (there are: {})",
-            def.profile,
-            names.join(", ")
-        )])
-    })?;
-    let models: Vec<String> = profile.models.iter().map(|m| m.name.clone()).collect();
-    let mut study = def.check(&profile.catalog(), &models)?;
-    let setting = engine_bridge::catalog::MODEL_SETTING;
-    let mut files = study.values_of(setting);
-    files.push(def.model.clone());
-    files.sort();
-    files.dedup();
-    if let (Some(kld), true) = (&mut study.probes.kld, files.len() > 1) {
-        // Divergence is measured from the best a study's files can do.
-        let finest = highest_precision(profile, &files).unwrap_or_else(|| def.model.clone());
-        kld.reference.insert(setting.to_string(), finest);
-    }
-    Ok(study)
-}
-
-/// Of several files of one model, the one of highest precision: the most
-/// bytes of weights (a file that cannot be read counts as none).
-fn highest_precision(profile: &Profile, names: &[String]) -> Option<String> {
-    let bytes = |name: &String| {
-        let path = &profile.model(name)?.path;
-        Some(ModelInfo::read(path).ok()?.file_bytes)
-    };
-    names.iter().filter_map(|n| Some((bytes(n)?, n))).max().map(|(_, n)| n.clone())
-}
-
 /// Checks that every endpoint a study names (its `llm` strategy's, its
 /// quality judge's) is one of the server's.
 pub fn check_endpoints(
@@ -195,22 +160,23 @@ fn count(
 /// trials of the same model.
 pub async fn preview(
     db: &crate::db::Db,
-    profiles: &[Profile],
+    checked: &std::sync::Arc<crate::checked::Checked>,
     endpoints: &engine_bridge::endpoints::Endpoints,
+    heavy: &crate::heavy::Turns,
     def: &StudyDef,
 ) -> Result<Result<CheckView, StudyError>, sqlx::Error> {
     if let Err(e) = check_endpoints(endpoints, def) {
         return Ok(Err(e));
     }
+    let profiles = checked.profiles();
     if let Err(e) = check_machine(profiles, def).await {
         return Ok(Err(e));
     }
     // The checks are CPU work: off the request threads, and the count
     // bounded, so that the pages keep answering meanwhile.
-    let (owned, def_owned) = (profiles.to_vec(), def.clone());
-    let checked =
-        crate::heavy::run("checking the study", CHECK_FOR, move || check(&owned, &def_owned));
-    let study = match checked.await {
+    let (owned, def_owned) = (checked.clone(), def.clone());
+    let checking = heavy.run("checking the study", CHECK_FOR, move || owned.study(&def_owned));
+    let study = match checking.await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Ok(Err(e)),
         Err(e) => return Ok(Err(StudyError(vec![e.to_string()]))),
@@ -219,7 +185,7 @@ pub async fn preview(
     let fit = FitCheck::new(profile, &study).await;
     let grid_size = study.space.grid_size().min(u64::MAX as u128) as u64;
     let deadline = std::time::Instant::now() + COUNT_FOR;
-    let counted = crate::heavy::run("counting the space", CHECK_FOR, move || {
+    let counted = heavy.run("counting the space", CHECK_FOR, move || {
         let counted = count(&study, &fit, deadline);
         (study, counted)
     });

@@ -7,10 +7,12 @@
 
 use std::collections::BTreeMap;
 
-use engine_bridge::{FailureKind, Profile};
+use engine_bridge::FailureKind;
 use tunebook_study::findings::{self, Finding, TrialFacts};
 use tunebook_study::{Goal, Measure, Metric, StudyDef};
 use tunebook_views::types::{TrialState, TrialView};
+
+use crate::checked::Checked;
 
 /// A trial's metrics by name.
 pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
@@ -49,13 +51,13 @@ pub fn objectives_of(def: &StudyDef) -> Vec<(Metric, Goal)> {
 
 /// What a study's trials show (see [`tunebook_study::findings`]): trials cut
 /// off by a restart and configurations never run (pruned) are left out;
-/// memory is modelled with the planner's prediction from `profiles` (see
-/// [`crate::memory_plan`]).
-pub fn findings_of(def: &StudyDef, trials: &[TrialView], profiles: &[Profile]) -> Vec<Finding> {
+/// memory is modelled with the planner's prediction from the server's
+/// profiles (see [`crate::memory_plan`]).
+pub fn findings_of(def: &StudyDef, trials: &[TrialView], checked: &Checked) -> Vec<Finding> {
     let facts = facts_of(def, trials);
     let varied: Vec<String> = def.space.keys().cloned().collect();
     let mut found: Vec<Finding> = findings::boundary(def, &facts).into_iter().collect();
-    let plan = crate::memory_plan::planner(profiles, def);
+    let plan = crate::memory_plan::planner(checked, def);
     let measures = measures_of(def);
     found.extend(findings::findings_planned(
         &facts,

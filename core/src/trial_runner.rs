@@ -49,6 +49,10 @@ pub struct RunnerContext {
     pub slot: Arc<tokio::sync::Mutex<Option<Warm>>>,
     /// The data folder's lock, held as long as any copy of the context.
     pub data_lock: Arc<crate::data_lock::DataLock>,
+    /// The server's turns at CPU work a request or a study asks for.
+    pub heavy: crate::heavy::Turns,
+    /// The studies checked against `profiles`, each once.
+    pub checked: Arc<crate::checked::Checked>,
 }
 
 /// A study's engine kept running after its trial, for a next trial that

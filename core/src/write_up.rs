@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use tunebook_domain::Role;
 use tunebook_views::types::Metric;
 
-use engine_bridge::Profile;
+use std::sync::Arc;
+
+use crate::checked::Checked;
 use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, StudyDef};
 use tunebook_views::types::{TrialState, TrialView};
@@ -97,9 +99,9 @@ fn nested(markdown: &str) -> String {
 pub fn findings_markdown(
     def: &StudyDef,
     list: &[TrialView],
-    profiles: &[Profile],
+    checked: &Checked,
 ) -> (Vec<Finding>, String) {
-    let (found, text) = by_class(def, list, profiles);
+    let (found, text) = by_class(def, list, checked);
     (found, format!("{text}{}", left_out(list)))
 }
 
@@ -140,17 +142,17 @@ pub fn one_class(list: &[TrialView]) -> bool {
     by_machine(list).len() <= 1
 }
 
-fn by_class(def: &StudyDef, list: &[TrialView], profiles: &[Profile]) -> (Vec<Finding>, String) {
+fn by_class(def: &StudyDef, list: &[TrialView], checked: &Checked) -> (Vec<Finding>, String) {
     let groups = by_machine(list);
     if groups.len() <= 1 {
-        let found = findings_of(def, list, profiles);
+        let found = findings_of(def, list, checked);
         let text = findings::markdown(&found);
         return (found, text);
     }
     let mut all = Vec::new();
     let mut text = format!("## Per machine, side by side\n\n{}\n", side_by_side(def, &groups));
     for (machine, trials) in &groups {
-        let found = findings_of(def, trials, profiles);
+        let found = findings_of(def, trials, checked);
         let name = machine.as_deref().map_or("this server".into(), crate::markdown::code);
         text.push_str(&format!("## On {name}\n\n{}\n\n", nested(&findings::markdown(&found))));
         all.extend(found);
@@ -204,14 +206,15 @@ pub async fn write_up(
     db: &crate::db::Db,
     row: &studies::StudyRow,
     list: &[TrialView],
-    profiles: &[Profile],
+    checked: &Arc<Checked>,
+    heavy: &crate::heavy::Turns,
 ) -> crate::Result<(Vec<Finding>, String)> {
     let id = row.id;
     // CPU work: off the request threads, and waited on only so long.
-    let (def, owned, known) = (row.definition.clone(), list.to_vec(), profiles.to_vec());
-    let (found, mut text) =
-        crate::heavy::run("working out the findings", FINDINGS_FOR, move || {
-            findings_markdown(&def, &owned, &known)
+    let (def, owned, checked) = (row.definition.clone(), list.to_vec(), checked.clone());
+    let (found, mut text) = heavy
+        .run("working out the findings", FINDINGS_FOR, move || {
+            findings_markdown(&def, &owned, &checked)
         })
         .await?;
     text.push_str(&serving_load(db, list).await?);
@@ -289,7 +292,8 @@ mod tests {
         wrong.mismatched = BTreeMap::from([("ubatch_size".into(), "64".into())]);
         list.push(wrong);
         assert_eq!(crate::study_facts::facts_of(&def, &list).len(), 6);
-        let (found, text) = findings_markdown(&def, &list, &[]);
+        let none = Checked::new(Arc::new(vec![]));
+        let (found, text) = findings_markdown(&def, &list, &none);
         let best = found.iter().find_map(|f| match f {
             Finding::Best { trial, .. } => Some(*trial),
             _ => None,
@@ -300,7 +304,7 @@ mod tests {
                 && text.contains("trial 7 (ubatch_size ran as 64, not 512)"),
             "{text}"
         );
-        let (_, clean) = findings_markdown(&def, &list[..6], &[]);
+        let (_, clean) = findings_markdown(&def, &list[..6], &none);
         assert!(!clean.contains("Left out"));
     }
 

@@ -34,9 +34,9 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tunebook_app::{App, OUTPUT_NAME, shell};
 
 pub use tunebook_core::{
-    Error, Result, Settings, announce, data_lock, db, dominance, error, events, import, machine,
-    machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, remote, report,
-    service, settings, shutdown, study_checks, study_facts, study_runner, trial_changes,
+    Error, Result, Settings, announce, checked, data_lock, db, dominance, error, events, import,
+    machine, machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, remote,
+    report, service, settings, shutdown, study_checks, study_facts, study_runner, trial_changes,
     trial_runner, trials_csv, views, write_up,
 };
 
@@ -74,6 +74,7 @@ pub async fn launch(
     let logs_dir = ctx.logs_dir.clone();
     let endpoints = ctx.endpoints.clone();
     let bandwidth = ctx.bandwidth;
+    let (heavy, checked) = (ctx.heavy.clone(), ctx.checked.clone());
     let (runner, worker) = Runner::start(ctx.clone()).await?;
     let studies = Studies::new(ctx);
     studies.resume_all().await?;
@@ -93,6 +94,8 @@ pub async fn launch(
         writer: settings.writer.clone(),
         probes: settings.probes.clone(),
         lease: settings.lease,
+        heavy,
+        checked,
     });
     // Trials whose worker stopped renewing its lease go back to the queue.
     tokio::spawn(remote::sweep(service.clone(), token.clone()));

@@ -17,7 +17,6 @@ use crate::db::trials;
 use crate::events::{Payload, Update};
 use crate::exit_status::{Stopped, Why};
 use crate::import::Record;
-use crate::study_checks::check;
 use crate::study_facts::{counts_against_budget, objectives_of};
 use crate::study_runner::Studies;
 use crate::trial_runner::Runner;
@@ -58,7 +57,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let id = match (&args.file, args.resume) {
         (Some(file), None) => {
             let def = read_study(file)?;
-            if let Err(e) = check(&ctx.profiles, &def) {
+            if let Err(e) = ctx.checked.study(&def) {
                 let message = format!("the study is not valid:\n  - {}", e.0.join("\n  - "));
                 return Err(Stopped::error(Why::Invalid, message));
             }
@@ -132,13 +131,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     studies.wait().await;
     let _ = worker.await;
     bar.finish_and_clear();
-    print_summary(&db, id, &ctx.profiles).await
+    print_summary(&db, id, &ctx.checked).await
 }
 
 async fn print_summary(
     db: &crate::db::Db,
     id: i64,
-    profiles: &[engine_bridge::Profile],
+    checked: &crate::checked::Checked,
 ) -> anyhow::Result<()> {
     let row = studies::get(db, id).await?.context("the study vanished")?;
     let list = crate::views::all::<_, TrialView>(trials::of_study(db, id).await?);
@@ -174,7 +173,7 @@ async fn print_summary(
         println!("  trial {:>5}  {}  {}", t.id, values.join("  "), settings.join(" "));
     }
     // What the trials show, as the study's page writes it.
-    let (_, findings) = crate::write_up::findings_markdown(&row.definition, &list, profiles);
+    let (_, findings) = crate::write_up::findings_markdown(&row.definition, &list, checked);
     println!("\n{findings}");
     Ok(())
 }

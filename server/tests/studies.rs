@@ -83,7 +83,8 @@ fn the_example_study_checks_against_the_demo_profile() {
     let text = std::fs::read_to_string(root.join("examples/study.toml")).unwrap();
     let def = tunebook_study::StudyDef::from_toml(&text).unwrap();
     let profiles = engine_bridge::Profile::load_dir(&root.join("profiles")).unwrap();
-    let study = tunebook::study_checks::check(&profiles, &def).unwrap();
+    let checked = tunebook::checked::Checked::new(std::sync::Arc::new(profiles));
+    let study = checked.study(&def).unwrap();
     assert_eq!(study.def.model, "smollm2-135m", "the real model, whose divergence means something");
     assert!(study.probes.kld.is_some());
 }

@@ -1,6 +1,7 @@
 //! The server's integration tests, one binary: each module was once a
 //! binary of its own, and every one linked the whole application. They
-//! run together now, two at a time as before; their helpers are in
+//! run together now, two at a time as before (the acceptance study, which
+//! compares speeds, runs alone after them); their helpers are in
 //! `common/`.
 
 mod common;

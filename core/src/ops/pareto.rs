@@ -59,7 +59,7 @@ pub async fn front(
         None => None,
     };
     let done = trials::points(db, id, &measures, shown.as_deref()).await?;
-    let baseline = super::studies::baseline_of(&service.profiles, &row).unwrap_or_default();
+    let baseline = super::studies::baseline_of(&service.checked, &row).unwrap_or_default();
     let varied: Vec<String> = def.space.keys().cloned().collect();
     let mut view = crate::views::studies::pareto_view(done, &chosen, &baseline, &varied);
     if machines.len() > 1 {

@@ -10,7 +10,6 @@ use tunebook_views::types::{OpenQuestion, Settling, TrialState, TrialView};
 
 use crate::error::Result;
 use crate::service::Service;
-use crate::study_checks::check;
 
 /// Most open findings a page lists.
 const MAX_SHOWN: usize = 32;
@@ -42,7 +41,7 @@ pub fn open_questions(
     if !def.machines.is_empty() {
         return vec![];
     }
-    let Ok(study) = check(&service.profiles, def) else { return vec![] };
+    let Ok(study) = service.checked.study(def) else { return vec![] };
     let queued = |setting: &str, metric: Metric, at_pick: bool| {
         trials
             .iter()

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use engine_bridge::Profile;
 use tunebook_study::findings::Finding;
 use tunebook_study::{Measure, Metric, StudyDef};
 use tunebook_views::types::{
@@ -13,6 +12,7 @@ use tunebook_views::types::{
     StudySummary, StudyUpdate, StudyView, TrialPage, TrialQuery, TrialState,
 };
 
+use crate::checked::Checked;
 use crate::db::Db;
 use crate::db::studies::{self, StudyRow};
 use crate::db::trials;
@@ -45,9 +45,14 @@ pub async fn list(db: &Db) -> Result<Vec<StudySummary>> {
 
 /// Checks a study without storing it: what the designer shows as you type.
 pub async fn check(service: &Service, def: &StudyDef) -> Result<CheckView> {
-    let checked =
-        crate::study_checks::preview(&service.db, &service.profiles, &service.endpoints, def)
-            .await?;
+    let checked = crate::study_checks::preview(
+        &service.db,
+        &service.checked,
+        &service.endpoints,
+        &service.heavy,
+        def,
+    )
+    .await?;
     Ok(checked?)
 }
 
@@ -82,7 +87,8 @@ pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, Findi
     let db = &service.db;
     let row = row(db, id).await?;
     let list: Vec<tunebook_views::types::TrialView> = views::all(trials::of_study(db, id).await?);
-    let (found, markdown) = crate::write_up::write_up(db, &row, &list, &service.profiles).await?;
+    let (found, markdown) =
+        crate::write_up::write_up(db, &row, &list, &service.checked, &service.heavy).await?;
     let facts = study_facts::facts_of(&row.definition, &list);
     let open = super::settle::open_questions(service, &row.definition, &found, &facts, &list);
     // In short first, then each section folded under its title. The short
@@ -153,7 +159,7 @@ pub async fn view(service: &Service, id: i64) -> Result<StudyView> {
     let db = &service.db;
     let row = studies::get(db, id).await?.ok_or(Error::NotFound)?;
     let summary = summary(db, &row).await?;
-    let baseline = baseline_of(&service.profiles, &row).unwrap_or_default();
+    let baseline = baseline_of(&service.checked, &row).unwrap_or_default();
     let progress = progress(db, &row, &summary.trials).await?;
     let events = studies::events(db, id)
         .await?
@@ -193,8 +199,8 @@ pub async fn trial_page(db: &Db, id: i64, query: &TrialQuery) -> Result<TrialPag
 
 /// The settings of a study's baseline, where the study still checks
 /// against this server's profiles.
-pub fn baseline_of(profiles: &[Profile], row: &StudyRow) -> Option<BTreeMap<String, String>> {
-    crate::study_checks::check(profiles, &row.definition).ok().map(|s| s.baseline)
+pub fn baseline_of(checked: &Checked, row: &StudyRow) -> Option<BTreeMap<String, String>> {
+    checked.study(&row.definition).ok().map(|s| s.baseline.clone())
 }
 
 /// `by_state`: the study's trial counts by state, as its summary has them.

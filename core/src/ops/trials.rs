@@ -105,7 +105,7 @@ pub async fn detail(service: &Service, id: i64) -> Result<TrialDetail> {
     let baseline = match trial.study_id {
         Some(study) => studies::get(&service.db, study)
             .await?
-            .and_then(|row| super::studies::baseline_of(&service.profiles, &row)),
+            .and_then(|row| super::studies::baseline_of(&service.checked, &row)),
         None => None,
     };
     Ok(TrialDetail {

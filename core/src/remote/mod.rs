@@ -92,8 +92,10 @@ pub async fn claim(
     // A study's trial runs the study's probes; any other the server's.
     let probes = match view.study_id {
         Some(study) => match crate::db::studies::get(&service.db, study).await? {
-            Some(row) => crate::study_checks::check(&service.profiles, &row.definition)
-                .map(|s| s.probes)
+            Some(row) => service
+                .checked
+                .study(&row.definition)
+                .map(|s| s.probes.clone())
                 .unwrap_or_else(|_| service.probes.clone()),
             None => service.probes.clone(),
         },

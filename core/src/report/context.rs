@@ -18,4 +18,8 @@ pub struct Reports {
     pub bandwidth: Option<f64>,
     /// The model that may rewrite findings as prose.
     pub writer: Option<tunebook_study::study::Endpoint>,
+    /// The server's turns at CPU work.
+    pub heavy: crate::heavy::Turns,
+    /// The studies checked against `profiles`, each once.
+    pub checked: Arc<crate::checked::Checked>,
 }

@@ -288,7 +288,7 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
         ),
     )];
     for (i, (machine, list)) in groups.iter().enumerate() {
-        let found = crate::study_facts::findings_of(def, list, &service.profiles);
+        let found = crate::study_facts::findings_of(def, list, &service.checked);
         let name = machine.as_deref().unwrap_or("this server");
         for mut c in draft(src.row, list, &found, &crate::provenance::Provenance::default()) {
             if c.origin.as_deref() == Some("provenance") {
@@ -313,13 +313,12 @@ pub(super) async fn fresh_cells(service: &Reports, src: &Source<'_>) -> Vec<Cell
 /// The written cells of a study whose trials all ran on one class of machine.
 async fn fresh_cells_of(service: &Reports, src: &Source<'_>) -> Vec<Cell> {
     // CPU work: off the request threads.
-    let (def, list, profiles) =
-        (src.row.definition.clone(), src.list.clone(), service.profiles.clone());
-    let found = tokio::task::spawn_blocking(move || {
-        crate::study_facts::findings_of(&def, &list, &profiles)
-    })
-    .await
-    .expect("working out findings does not panic");
+    let (def, list, checked) =
+        (src.row.definition.clone(), src.list.clone(), service.checked.clone());
+    let found =
+        tokio::task::spawn_blocking(move || crate::study_facts::findings_of(&def, &list, &checked))
+            .await
+            .expect("working out findings does not panic");
     let props: Vec<Option<String>> = {
         let mut out = Vec::new();
         for t in src.list.iter().filter(|t| t.state == TrialState::Done).take(50) {

@@ -119,12 +119,14 @@ pub async fn prose(service: &Reports, id: i64, base: i64) -> Result<i64> {
     let current = reports::get::<Notebook>(&service.db, id, None).await?.ok_or(Error::NotFound)?;
     let row = study_of(service, current.study_id).await?;
     let list = crate::views::all(trials::of_study(&service.db, row.id).await?);
-    let (def, profiles) = (row.definition.clone(), service.profiles.clone());
+    let (def, checked) = (row.definition.clone(), service.checked.clone());
     let bound = crate::write_up::FINDINGS_FOR;
-    let (_, facts) = crate::heavy::run("working out the findings", bound, move || {
-        crate::write_up::findings_markdown(&def, &list, &profiles)
-    })
-    .await?;
+    let (_, facts) = service
+        .heavy
+        .run("working out the findings", bound, move || {
+            crate::write_up::findings_markdown(&def, &list, &checked)
+        })
+        .await?;
     if facts.trim().is_empty() {
         return Err(Error::BadRequest("the study has no findings yet: nothing to rewrite".into()));
     }

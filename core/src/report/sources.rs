@@ -235,8 +235,10 @@ pub(super) async fn source<'a>(service: &'a Reports, row: &'a StudyRow) -> Resul
         service,
         row,
         list: crate::views::all(trials::of_study(&service.db, row.id).await?),
-        baseline: crate::study_checks::check(&service.profiles, &row.definition)
-            .map(|s| s.baseline)
+        baseline: service
+            .checked
+            .study(&row.definition)
+            .map(|s| s.baseline.clone())
             .unwrap_or_default(),
         varied: row.definition.space.keys().cloned().collect(),
         machines: Some(trials::machines(&service.db, row.id).await?)

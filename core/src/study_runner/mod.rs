@@ -27,7 +27,7 @@ use tunebook_views::types::StudyUpdate;
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
 use crate::events::Payload;
-use crate::study_checks::{FitCheck, check, check_endpoints};
+use crate::study_checks::{FitCheck, check_endpoints};
 use crate::study_facts::{facts_of, interrupted};
 use crate::trial_runner::{self as runner, RunnerContext};
 use history::{History, stop_reason};
@@ -84,9 +84,11 @@ impl Studies {
     ) -> Result<(i64, JoinHandle<()>), crate::Error> {
         check_endpoints(&self.ctx.endpoints, def).map_err(crate::Error::Invalid)?;
         // CPU work: off the request threads.
-        let (profiles, owned) = (self.ctx.profiles.clone(), def.clone());
+        let (checked, owned) = (self.ctx.checked.clone(), def.clone());
         let bound = crate::study_checks::CHECK_FOR;
-        crate::heavy::run("checking the study", bound, move || check(&profiles, &owned).map(drop))
+        self.ctx
+            .heavy
+            .run("checking the study", bound, move || checked.study(&owned).map(drop))
             .await?
             .map_err(crate::Error::Invalid)?;
         crate::study_checks::check_machine(&self.ctx.profiles, def)
@@ -118,7 +120,7 @@ impl Studies {
                 "llama.cpp fits to this server's memory; a study on workers cannot take it".into(),
             ));
         }
-        let study = check(&self.ctx.profiles, def).map_err(crate::Error::Invalid)?;
+        let study = self.ctx.checked.study(def).map_err(crate::Error::Invalid)?;
         let profile = self.ctx.profiles.iter().find(|p| p.name == def.profile).expect("checked");
         let model = &profile.model(&def.model).expect("checked").path;
         let fitted = engine_bridge::fit::fitted(profile, model, &study.baseline)
@@ -132,7 +134,7 @@ impl Studies {
             }
         }
         // What llama.cpp chose must make a baseline this study can run.
-        check(&self.ctx.profiles, &def).map_err(crate::Error::Invalid)?;
+        self.ctx.checked.study(&def).map_err(crate::Error::Invalid)?;
         Ok((def, Some(fitted.args.join(" "))))
     }
 
@@ -246,7 +248,7 @@ impl Studies {
     async fn run(&self, id: i64, control: &Control) -> Result<(), sqlx::Error> {
         let ctx = &self.ctx;
         let Some(row) = studies::get(&ctx.db, id).await? else { return Ok(()) };
-        let (study, profile) = match check(&ctx.profiles, &row.definition) {
+        let (study, profile) = match ctx.checked.study(&row.definition) {
             Ok(s) => {
                 let profile =
                     ctx.profiles.iter().find(|p| p.name == row.definition.profile).cloned();

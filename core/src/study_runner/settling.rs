@@ -14,7 +14,6 @@ use super::history::History;
 use super::{Studies, record};
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
-use crate::study_checks::check;
 use crate::study_facts::{facts_of, findings_of, interrupted};
 use crate::trial_runner::{self as runner, RunnerContext};
 
@@ -120,9 +119,9 @@ impl Studies {
         let asked = asked(&h.trials);
         let left = settle::left(study, &facts, h.spent());
         let study_copy = study.clone();
-        let profiles = self.ctx.profiles.clone();
+        let checked = self.ctx.checked.clone();
         let plan = tokio::task::spawn_blocking(move || {
-            let planner = crate::memory_plan::planner(&profiles, &study_copy.def);
+            let planner = crate::memory_plan::planner(&checked, &study_copy.def);
             settle::next(&study_copy, &facts, left, &asked, planner.as_ref())
         })
         .await
@@ -180,15 +179,15 @@ impl Studies {
                 row.stop_reason.clone().unwrap_or_default()
             )));
         }
-        let study = check(&ctx.profiles, &row.definition).map_err(crate::Error::Invalid)?;
+        let study = ctx.checked.study(&row.definition).map_err(crate::Error::Invalid)?;
         let list: Vec<TrialView> = crate::views::all(trials::of_study(&ctx.db, id).await?);
         let waiting = list
             .iter()
             .filter(|t| t.state == TrialState::Queued && t.role == Some(Role::Settle))
             .count();
-        let (def, owned, profiles) = (row.definition.clone(), list.clone(), ctx.profiles.clone());
+        let (def, owned, checked) = (row.definition.clone(), list.clone(), ctx.checked.clone());
         let (found, facts) = tokio::task::spawn_blocking(move || {
-            (findings_of(&def, &owned, &profiles), facts_of(&def, &owned))
+            (findings_of(&def, &owned, &checked), facts_of(&def, &owned))
         })
         .await
         .map_err(|e| {
