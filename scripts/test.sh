@@ -22,4 +22,5 @@ echo "==> cargo test"
 cargo test --workspace -- --test-threads=2
 # Compares its speeds with llama-bench's, so it runs with nothing beside it.
 echo "==> the acceptance study, alone"
-cargo test -p tunebook --test suite -- --ignored acceptance::
+# The same build as above (the workspace's features), one test.
+cargo test --workspace --test suite -- --ignored acceptance::

@@ -6,7 +6,7 @@
 //! the study's findings do, and `llama-bench`'s decode at each thread count
 //! must agree with the study's. Speeds are compared only with the machine
 //! to itself, so the test is left out of a plain `cargo test` and run
-//! after the rest by `scripts/test.sh` (`cargo test -p tunebook --test
+//! after the rest by `scripts/test.sh` (`cargo test --workspace --test
 //! suite -- --ignored acceptance::`).
 
 use crate::common;
