@@ -69,6 +69,9 @@ async fn main() {
         println!("--port PORT            port to listen on");
         println!("-t,    --threads N      CPU threads (ignored)");
         println!("-c,    --ctx-size N     context size (see --fake-oom-ctx)");
+        println!("-b,    --batch-size N   logical batch size (ignored)");
+        println!("-ub,   --ubatch-size N  physical batch size (ignored)");
+        println!("-ctk,  --cache-type-k TYPE  K cache type (ignored)");
         println!("--fake MODE            how to misbehave");
         println!("--fake-oom-ctx N       run out of memory when -c is above N");
         println!("--fake-ms N            delay for slow modes");

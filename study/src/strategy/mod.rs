@@ -47,7 +47,7 @@ pub fn for_study(study: &Study, endpoint: Option<Endpoint>) -> Box<dyn Strategy>
         StrategyKind::Random => Box::new(Random { seed }),
         StrategyKind::TwoPhase => Box::new(TwoPhase { seed }),
         StrategyKind::Motpe => Box::new(Motpe { seed, startup: None }),
-        StrategyKind::Bayes => Box::new(Bayes { seed }),
+        StrategyKind::Bayes => Box::new(Bayes::new(seed)),
         StrategyKind::Bisect => Box::new(Bisect),
         StrategyKind::Llm => Box::new(Llm { endpoint, seed }),
     }

@@ -78,7 +78,7 @@ mod tests {
         // three settings in turn.
         let mut study = testing::study("bayes", "");
         study.def.budget.max_trials = 20;
-        let strategy = Bayes { seed: 7 };
+        let strategy = Bayes::new(7);
         let mut history = testing::run(&study, 16).await;
         let mut notes = Vec::new();
         while history.len() < 20 {

@@ -33,13 +33,14 @@ const RATE: f64 = 0.08;
 /// measurements repeat only to a percent or so.
 const MIN_NOISE: f64 = 1e-4;
 
-/// The kernel's hyperparameters, on log scales.
+/// The kernel's hyperparameters, on log scales (of the standardized
+/// response).
 #[derive(Debug, Clone)]
-struct Hyper {
+pub(super) struct Hyper {
     /// One length scale a setting.
-    scales: Vec<f64>,
-    signal: f64,
-    noise: f64,
+    pub scales: Vec<f64>,
+    pub signal: f64,
+    pub noise: f64,
 }
 
 impl Hyper {
@@ -189,29 +190,45 @@ pub(super) struct Process {
     scale: f64,
 }
 
+/// `y` standardized: its values less their mean, over their spread; the
+/// mean and the spread.
+fn standardized(y: &[f64]) -> (DVector<f64>, f64, f64) {
+    let centre = y.iter().sum::<f64>() / y.len() as f64;
+    let spread = (y.iter().map(|v| (v - centre).powi(2)).sum::<f64>() / y.len() as f64).sqrt();
+    let scale = if spread > 1e-12 { spread } else { 1.0 };
+    (DVector::from_iterator(y.len(), y.iter().map(|v| (v - centre) / scale)), centre, scale)
+}
+
+/// The hyperparameters of a process of `y` at the coordinates `x`, by the
+/// marginal likelihood; `None` when there is nothing to fit.
+pub(super) fn hyper(x: &[Vec<f64>], y: &[f64], groups: &[usize], settings: usize) -> Option<Hyper> {
+    if x.is_empty() {
+        return None;
+    }
+    let (ys, _, _) = standardized(y);
+    // From the latest points only: the likelihood costs the cube of their
+    // number, at every step of the ascent.
+    let from = x.len().saturating_sub(FITTED);
+    let tail = DVector::from_iterator(x.len() - from, ys.iter().skip(from).copied());
+    Some(fit_hyper(&Data::new(&x[from..], groups, settings, tail), settings))
+}
+
 impl Process {
-    /// Fits `y` at the coordinates `x` and takes `samples` draws; `None`
-    /// when there is nothing to fit.
+    /// Fits `y` at the coordinates `x` with the hyperparameters `h` (see
+    /// [`hyper`]) and takes `samples` draws; `None` when there is nothing
+    /// to fit.
     pub fn fit(
         x: &[Vec<f64>],
         y: &[f64],
+        h: &Hyper,
         groups: &[usize],
-        settings: usize,
         samples: usize,
         rng: &mut impl Rng,
     ) -> Option<Self> {
         if x.is_empty() {
             return None;
         }
-        let centre = y.iter().sum::<f64>() / y.len() as f64;
-        let spread = (y.iter().map(|v| (v - centre).powi(2)).sum::<f64>() / y.len() as f64).sqrt();
-        let scale = if spread > 1e-12 { spread } else { 1.0 };
-        let ys = DVector::from_iterator(y.len(), y.iter().map(|v| (v - centre) / scale));
-        // The hyperparameters from the latest points only: the likelihood
-        // costs the cube of their number, at every step of the ascent.
-        let from = x.len().saturating_sub(FITTED);
-        let tail = DVector::from_iterator(x.len() - from, ys.iter().skip(from).copied());
-        let h = fit_hyper(&Data::new(&x[from..], groups, settings, tail), settings);
+        let (ys, centre, scale) = standardized(y);
         let width = groups.len();
         // Matérn 5/2's spectrum: a Student t with 5 degrees of freedom.
         let mut freqs = DMatrix::zeros(FEATURES, width);
@@ -300,7 +317,8 @@ mod tests {
             "the setting with no effect gets the longer scale: {:?}",
             h.scales
         );
-        let p = Process::fit(&x, &y, &[0, 1], 2, 64, &mut rng).unwrap();
+        let h = hyper(&x, &y, &[0, 1], 2).unwrap();
+        let p = Process::fit(&x, &y, &h, &[0, 1], 64, &mut rng).unwrap();
         let grid: Vec<f64> = (0..=20).map(|i| f64::from(i) / 20.0).collect();
         let best = grid
             .iter()
@@ -319,7 +337,8 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let x: Vec<Vec<f64>> = (0..10).map(|i| vec![f64::from(i) / 30.0]).collect();
         let y: Vec<f64> = x.iter().map(|r| 2.0 * r[0]).collect();
-        let p = Process::fit(&x, &y, &[0], 1, 200, &mut rng).unwrap();
+        let h = hyper(&x, &y, &[0], 1).unwrap();
+        let p = Process::fit(&x, &y, &h, &[0], 200, &mut rng).unwrap();
         let spread = |at: f64| {
             let v = p.at(&[at]);
             let m = v.iter().sum::<f64>() / v.len() as f64;
@@ -365,12 +384,14 @@ mod tests {
             let inputs: Vec<Vec<f64>> = tried.iter().map(|c| encoder.inputs(c)).collect();
             let post = super::super::Posterior::fit(&rows, &y, &encoder.classes).unwrap();
             let left: Vec<f64> = rows.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
-            let process = Process::fit(&inputs, &left, &groups, 8, 32, &mut rng).unwrap();
+            let h = hyper(&inputs, &left, &groups, 8).unwrap();
+            let process = Process::fit(&inputs, &left, &h, &groups, 32, &mut rng).unwrap();
             let bent = ProcessDraws { encoder: &encoder, process, trend: post.mean() };
             let far = at(&[2, 2, 0, 0, 0, 0, 0, 0]);
             let draws = bent.at(&far);
             bent_error += (draws.iter().sum::<f64>() / draws.len() as f64 - 2.0).abs() / 8.0;
-            let alone = Process::fit(&inputs, &y, &groups, 8, 32, &mut rng).unwrap();
+            let h = hyper(&inputs, &y, &groups, 8).unwrap();
+            let alone = Process::fit(&inputs, &y, &h, &groups, 32, &mut rng).unwrap();
             alone_error += (mean(&alone, &encoder.inputs(&far)) - 2.0).abs() / 8.0;
         }
         assert!(bent_error < 0.7 * alone_error, "off by {bent_error:.2}, {alone_error:.2} alone");

@@ -6,7 +6,9 @@
 //! linear model leaves, which bends the linear model's trend where the
 //! trials call for it and, far from every trial, falls back on that trend
 //! (a process of the measurements themselves falls back on their average
-//! there, and in a study of ten settings that is most of the space).
+//! there, and in a study of ten settings that is most of the space). The
+//! processes' hyperparameters are fitted again as the study grows by a
+//! tenth, not at every trial ([`refit`]).
 //! The chance that a configuration fails or breaks a bound is a linear
 //! model too.
 //!
@@ -33,6 +35,7 @@ mod closing;
 mod design;
 mod features;
 mod gp;
+mod refit;
 mod regression;
 
 use std::collections::BTreeSet;
@@ -43,7 +46,7 @@ use rand::Rng;
 
 use super::{Proposal, Strategy, rng_for};
 use crate::metric::Scale;
-use crate::study::{Measure, Observation, Study};
+use crate::study::{Measure, Observation, Study, Target};
 use acquisition::{Acquisition, Drawn, Pooled, Worth, better};
 use features::Encoder;
 use gp::{Process, ProcessDraws};
@@ -77,6 +80,14 @@ const START_POOL: usize = 256;
 
 pub struct Bayes {
     pub seed: u64,
+    /// The processes' hyperparameters fitted so far (see [`refit`]).
+    kept: refit::Kept,
+}
+
+impl Bayes {
+    pub fn new(seed: u64) -> Self {
+        Self { seed, kept: Default::default() }
+    }
 }
 
 /// A metric's values as modelled: a log scale for positive speeds, times
@@ -180,39 +191,33 @@ impl Strategy for Bayes {
         }
 
         // One model per objective, oriented so that larger is better.
-        let inputs: Vec<Vec<f64>> = history.iter().map(|o| encoder.inputs(&o.config)).collect();
         let groups = encoder.groups();
         let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
-            let log = uses_log(&t.measure, history, j);
-            let (rows, y): (Vec<usize>, Vec<f64>) = history
-                .iter()
-                .enumerate()
-                .filter_map(|(i, o)| {
-                    let v = *o.values.as_ref()?.get(j)?;
-                    Some((i, t.goal.oriented(modelled(v, log))))
-                })
-                .unzip();
-            if rows.is_empty() {
-                let pick = rng.random_range(0..pool.len());
-                let note = "model: nothing measured yet; a random draw".into();
-                return Some(Proposal { config: pool[pick].clone(), note });
-            }
-            let y = floored(y, log);
+            let Residuals { post, x, left } = match residuals(history, j, t, &encoder) {
+                Ok(fitted) => fitted,
+                Err(why) => {
+                    let pick = rng.random_range(0..pool.len());
+                    let note = format!("model: {why}; a random draw");
+                    return Some(Proposal { config: pool[pick].clone(), note });
+                }
+            };
             // Half the draws from each model: the acquisition averages
             // over both views of the response. The process bends the
             // linear model's trend: far from the trials it falls back on
-            // the trend, not on the average of what was measured.
-            let x: Vec<Vec<f64>> = rows.iter().map(|i| seen[*i].clone()).collect();
-            let Some(post) = Posterior::fit(&x, &y, &encoder.classes) else {
-                let pick = rng.random_range(0..pool.len());
-                let note = "model: the measurements could not be fitted; a random draw".into();
-                return Some(Proposal { config: pool[pick].clone(), note });
-            };
-            let left: Vec<f64> = x.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
-            let x: Vec<Vec<f64>> = rows.iter().map(|i| inputs[*i].clone()).collect();
+            // the trend, not on the average of what was measured. Its
+            // hyperparameters are those fitted at the schedule's latest
+            // count ([`refit`]).
+            let at = refit::fitted_at(history.len());
+            let hyper = self.kept.get_or_fit(j, at, || {
+                if at == history.len() {
+                    return gp::hyper(&x, &left, &groups, encoder.settings());
+                }
+                let then = residuals(&history[..at], j, t, &encoder).ok()?;
+                gp::hyper(&then.x, &then.left, &groups, encoder.settings())
+            });
             let process =
-                Process::fit(&x, &left, &groups, encoder.settings(), SAMPLES / 2, &mut rng);
+                hyper.and_then(|h| Process::fit(&x, &left, &h, &groups, SAMPLES / 2, &mut rng));
             let linear = SAMPLES - process.as_ref().map_or(0, |_| SAMPLES / 2);
             let draws = (0..linear).map(|_| post.draw(&mut rng)).collect();
             let mut models: Vec<Box<dyn Drawn + '_>> =
@@ -271,6 +276,44 @@ impl Strategy for Bayes {
         };
         Some(Proposal { config, note })
     }
+}
+
+/// Objective `j` (`t`) as the models see it over `history`: the linear
+/// model fitted to its measurements, and the coordinates of the measured
+/// trials with what that model leaves at each, which the process is
+/// fitted to. `Err`: why there is no model.
+fn residuals(
+    history: &[Observation],
+    j: usize,
+    t: &Target,
+    encoder: &Encoder,
+) -> Result<Residuals, &'static str> {
+    let log = uses_log(&t.measure, history, j);
+    let (rows, y): (Vec<&Observation>, Vec<f64>) = history
+        .iter()
+        .filter_map(|o| {
+            let v = *o.values.as_ref()?.get(j)?;
+            Some((o, t.goal.oriented(modelled(v, log))))
+        })
+        .unzip();
+    if rows.is_empty() {
+        return Err("nothing measured yet");
+    }
+    let y = floored(y, log);
+    let seen: Vec<Vec<f64>> = rows.iter().map(|o| encoder.row(&o.config)).collect();
+    let post = Posterior::fit(&seen, &y, &encoder.classes)
+        .ok_or("the measurements could not be fitted")?;
+    let left: Vec<f64> = seen.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
+    let x: Vec<Vec<f64>> = rows.iter().map(|o| encoder.inputs(&o.config)).collect();
+    Ok(Residuals { post, x, left })
+}
+
+/// An objective's linear model, and what it leaves (`left`) at each
+/// measured trial's coordinates (`x`).
+struct Residuals {
+    post: Posterior,
+    x: Vec<Vec<f64>>,
+    left: Vec<f64>,
 }
 
 /// Of `draws`, the one farthest (in the distance models' coordinates)
@@ -362,7 +405,7 @@ mod tests {
             while history.len() < START {
                 let m = testing::metrics(&testing::full(&study, &config));
                 history.push(Study::observe(&study, config.clone(), Some(&m), Some(&m)));
-                config = (Bayes { seed }).propose(&study, &history).await.unwrap().config;
+                config = Bayes::new(seed).propose(&study, &history).await.unwrap().config;
             }
             let first: Vec<Settings> = history.iter().map(|o| o.config.clone()).collect();
             spread += closest(&first) / 10.0;
@@ -412,7 +455,7 @@ mod tests {
                 let m = (!fails(&full)).then(|| testing::metrics(&full));
                 history.push(Study::observe(&study, config, m.as_ref(), m.as_ref()));
                 if history.len() < 50 {
-                    next = Bayes { seed }.propose(&study, &history).await.map(|p| p.config);
+                    next = Bayes::new(seed).propose(&study, &history).await.map(|p| p.config);
                 }
             }
             late += history[25..].iter().filter(|o| o.values.is_none()).count();
@@ -422,6 +465,27 @@ mod tests {
             assert!(!fails(&testing::full(&study, &best.config)), "{:?}", best.config);
         }
         assert!(late <= 20, "{late} of the last 200 trials failed");
+    }
+
+    #[tokio::test]
+    async fn a_resumed_search_proposes_what_the_uninterrupted_one_would_have() {
+        // Past the first trials the processes' fits are kept between
+        // proposals (see `refit`); a search started afresh on the same
+        // trials, keeping nothing, fits them from the same trials.
+        let mut study = testing::study("bayes", "");
+        study.def.budget.max_trials = 200;
+        let going = Bayes::new(3);
+        let mut history = Vec::new();
+        let mut config = study.baseline.clone();
+        while history.len() < 50 {
+            let m = testing::metrics(&testing::full(&study, &config));
+            history.push(Study::observe(&study, config.clone(), Some(&m), Some(&m)));
+            config = going.propose(&study, &history).await.unwrap().config;
+        }
+        assert!(super::refit::fitted_at(history.len()) < history.len(), "a kept fit is used");
+        let resumed = Bayes::new(3).propose(&study, &history).await.unwrap();
+        assert_eq!(resumed.config, config, "{}", resumed.note);
+        assert!(resumed.note.starts_with("model:"), "{}", resumed.note);
     }
 
     #[tokio::test]
