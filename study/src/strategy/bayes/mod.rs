@@ -248,8 +248,7 @@ impl Strategy for Bayes {
         if let Some(last) = history.last() {
             acquisition.running(&last.config, &study.request_time);
         }
-        let mut scored: Vec<(usize, Worth)> =
-            pool.iter().enumerate().filter_map(|(i, c)| Some((i, acquisition.worth(c)?))).collect();
+        let mut scored: Vec<(usize, Worth)> = acquisition::scored(&acquisition, &pool);
         scored.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)));
         let best = if listed {
             scored.first().map(|(i, w)| (pool[*i].clone(), *w))
