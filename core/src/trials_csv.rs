@@ -6,40 +6,27 @@ use std::io::Write;
 
 use tunebook_views::types::TrialView;
 
-/// The CSV's fixed columns, before one `setting.NAME` column per setting.
-const CSV_COLUMNS: [&str; 31] = [
-    "id",
-    "study_id",
-    "role",
-    "state",
-    "profile",
-    "model",
-    "created_ms",
-    "load_ms",
-    "ttft_ms",
-    "prefill_tps",
-    "decode_tps",
+/// What identifies a trial: the CSV's first columns.
+const FIRST: [&str; 7] = ["id", "study_id", "role", "state", "profile", "model", "created_ms"];
+/// What a trial records beside its metrics: the columns after them.
+const LAST: [&str; 8] = [
     "client_decode_tps",
     "prompt_tokens",
     "tokens_requested",
     "tokens_generated",
     "n_ctx",
-    "peak_rss_bytes",
-    "mem_available_drop_bytes",
-    "peak_gpu_bytes",
-    "quality_score",
-    "context_pass_rate",
-    "context_tokens",
     "ceiling_tps",
-    "pct_of_ceiling",
-    "perplexity",
-    "kld_mean",
-    "kld_p99",
-    "same_top_rate",
-    "goodput_rps",
     "failure_kind",
     "error",
 ];
+
+/// The CSV's fixed columns, before one `setting.NAME` column per setting:
+/// the trial's identity, every metric (in the list's order), then the
+/// rest. A new metric is a new column without a word here.
+fn columns() -> Vec<&'static str> {
+    let metrics = tunebook_views::types::Metric::ALL.map(|m| m.name());
+    FIRST.into_iter().chain(metrics).chain(LAST).collect()
+}
 
 /// Writes `list` as CSV: the fixed columns, then `setting.NAME` for every
 /// setting any trial has. Text a spreadsheet would run as a formula (`=…`,
@@ -47,12 +34,13 @@ const CSV_COLUMNS: [&str; 31] = [
 pub fn write(list: &[TrialView], out: &mut dyn Write) -> Result<(), csv::Error> {
     let names: BTreeSet<&String> = list.iter().flat_map(|t| t.settings.keys()).collect();
     let mut w = csv::Writer::from_writer(out);
-    let mut header: Vec<String> = CSV_COLUMNS.iter().map(|c| c.to_string()).collect();
+    let columns = columns();
+    let mut header: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
     header.extend(names.iter().map(|n| format!("setting.{n}")));
     w.write_record(&header)?;
     for t in list {
         let v = serde_json::to_value(t).expect("a trial serializes");
-        let mut row: Vec<String> = CSV_COLUMNS
+        let mut row: Vec<String> = columns
             .iter()
             .map(|c| match &v[*c] {
                 serde_json::Value::Null => String::new(),
@@ -123,6 +111,10 @@ mod tests {
         assert_eq!(&rows[0][at("setting.n_gpu_layers")], "-1", "a number stays a number");
         assert_eq!(&rows[0][at("error")], "'=HYPERLINK(\"http://x\")");
         assert_eq!(&rows[1][at("decode_tps")], "51.5");
+        // Every metric has its column, from the list of metrics.
+        for m in tunebook_views::types::Metric::ALL {
+            assert!(header.iter().any(|h| h == m.name()), "{} has no column", m.name());
+        }
         assert_eq!(&rows[1][at("setting.threads")], "4");
         assert_eq!(&rows[1][at("setting.n_gpu_layers")], "");
         // An import reads back what was guarded, and only that.
