@@ -13,11 +13,20 @@ pub async fn get_trial(id: i64) -> Result<TrialDetail, ServerFnError> {
     answer(ops::trials::detail(&*service()?, id).await)
 }
 
+/// The state the live feed last said the page's trial is in.
+#[derive(Clone, Copy)]
+struct LiveState(RwSignal<Option<TrialState>>);
+
 #[component]
 pub fn TrialPage() -> impl IntoView {
     let id = super::id_param();
     let detail = Resource::new(id, get_trial);
     let hydrated = RwSignal::new(false);
+    // The state each update carries, shown at once: a refetch of the whole
+    // detail may take longer than a phase lasts on a busy machine (and the
+    // next update's refetch supersedes it).
+    let live = RwSignal::new(None::<TrialState>);
+    provide_context(LiveState(live));
     Effect::new(move |_| {
         hydrated.set(true);
         let me = id();
@@ -25,11 +34,15 @@ pub fn TrialPage() -> impl IntoView {
         crate::live::subscribe(crate::live::Handlers {
             trial: Box::new(move |t| {
                 if t.id == me {
+                    live.set(Some(t.state));
                     detail.refetch();
                 }
             }),
             study: Box::new(|_| {}),
-            reset: Box::new(move || detail.refetch()),
+            reset: Box::new(move || {
+                live.set(None);
+                detail.refetch();
+            }),
         });
     });
     view! {
@@ -60,6 +73,9 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
     let env = d.env.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect::<Vec<_>>().join(" ");
     let baseline = d.baseline.clone().unwrap_or_default();
     let failed = matches!(t.state, TrialState::Failed | TrialState::Pruned);
+    // The latest update's state where one came since this detail was read.
+    let (read, live) = (t.state, use_context::<LiveState>().map(|l| l.0));
+    let state = move || live.and_then(|l| l.get()).unwrap_or(read);
     // Each metric as people read it, in the order of the metric list, with
     // the client's decode speed beside the engine's and the context the
     // engine allocated at the end.
@@ -80,7 +96,7 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
     view! {
         <header class="study-head">
             <h1>{format!("Trial {}", t.id)}</h1>
-            <span id="trial-state" class=format!("state state-{}", t.state.as_str())>{t.state.as_str()}</span>
+            <span id="trial-state" class=move || format!("state state-{}", state().as_str())>{move || state().as_str()}</span>
             <span class="muted">{format!(" {} · {}", t.profile, t.model)}</span>
             {t.study_id.map(|s| view! { " · " <a id="study-link" href=format!("/studies/{s}")>{format!("study {s}")}</a> })}
         </header>
