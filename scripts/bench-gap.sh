@@ -10,13 +10,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 trials="${1:-200}"
-venv="$root/.tools/bench-venv"
-optuna_version="5.0.0"
-if ! "$venv/bin/python" -c "import optuna, scipy, torch, sys; sys.exit(optuna.__version__ != '$optuna_version')" 2>/dev/null; then
-  python3 -m venv "$venv"
-  # GPSampler needs scipy and torch.
-  "$venv/bin/pip" install --quiet "optuna==$optuna_version" scipy torch
-fi
+# GPSampler needs scipy and torch.
+python="$(scripts/setup-bench-venv.sh scipy torch)"
 cargo build --quiet --release -p tunebook -p engine-bridge --bin tunebook --bin tunebook-fake-engine
 
 work="$(mktemp -d)"
@@ -59,4 +54,4 @@ EOF
 echo "==> $trials trials with the default strategy, release build, fake engine"
 TUNEBOOK_BANDWIDTH_GBPS=20 target/release/tunebook run "$work/study.json" \
   --data-dir "$work/data" --profiles "$work/profiles" > /dev/null
-"$venv/bin/python" scripts/bench_gap.py "$work/data/tunebook.db" "$work/study.json"
+"$python" scripts/bench_gap.py "$work/data/tunebook.db" "$work/study.json"

@@ -11,15 +11,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 seeds="${1:-5}"
 max="${2:-200}"
-venv="$root/.tools/bench-venv"
-optuna_version="5.0.0"
-if ! "$venv/bin/python" -c "import optuna, sys; sys.exit(optuna.__version__ != '$optuna_version')" 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet "optuna==$optuna_version"
-fi
+python="$(scripts/setup-bench-venv.sh)"
 cargo build --quiet --release -p tunebook-study --example bench_strategies
 binary="$root/target/release/examples/bench_strategies"
 project="$(mktemp)"
 trap 'rm -f "$project"' EXIT
 "$binary" project "$seeds" "$max" 0.95 > "$project"
-"$venv/bin/python" scripts/bench_strategies.py "$binary" "$project" "$seeds" "$max" 0.95
+"$python" scripts/bench_strategies.py "$binary" "$project" "$seeds" "$max" 0.95

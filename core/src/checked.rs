@@ -41,9 +41,8 @@ impl Checked {
         &self.profiles
     }
 
-    /// `def` checked against the server's profiles (see
-    /// [`check`]), from what is kept when it was
-    /// checked before.
+    /// `def` checked against the server's profiles (see [`check`]), or
+    /// what was kept when it was checked before.
     pub fn study(&self, def: &StudyDef) -> Result<Arc<Study>, StudyError> {
         // A definition is its JSON: two equal ones check the same.
         let key = serde_json::to_string(def).expect("a definition serializes");

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The benchmarks' Python: a project-local virtual environment
+# (.tools/bench-venv) with Optuna 5.0.0 and, when asked, more packages
+# (modules named as Python imports them, e.g. `scipy torch` for Optuna's
+# GPSampler). Installs only what is missing; prints the venv's python.
+# Usage: scripts/setup-bench-venv.sh [MODULE…]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.tools/bench-venv"
+optuna_version="5.0.0"
+imports="$(printf ', %s' optuna "$@")"
+if ! "$venv/bin/python" -c "import sys${imports}; sys.exit(optuna.__version__ != '$optuna_version')" 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet "optuna==$optuna_version" "$@" >&2
+fi
+echo "$venv/bin/python"
