@@ -6,6 +6,7 @@
 # TPE. Optuna is installed into a project-local virtual environment
 # (.tools/bench-venv), once.
 # Usage: scripts/bench-strategies.sh [SEEDS (5)] [MAX TRIALS (200)]
+# ONLY=bayes,random runs only those of the project's strategies.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -16,5 +17,5 @@ cargo build --quiet --release -p tunebook-study --example bench_strategies
 binary="$root/target/release/examples/bench_strategies"
 project="$(mktemp)"
 trap 'rm -f "$project"' EXIT
-"$binary" project "$seeds" "$max" 0.95 > "$project"
+"$binary" project "$seeds" "$max" 0.95 ${ONLY:+"$ONLY"} > "$project"
 "$python" scripts/bench_strategies.py "$binary" "$project" "$seeds" "$max" 0.95

@@ -16,6 +16,9 @@ cargo clippy --quiet --workspace --all-targets -- -D warnings
 echo "==> cargo clippy (browser)"
 cargo clippy --quiet -p tunebook-app --lib --target wasm32-unknown-unknown \
   --no-default-features --features hydrate -- -D warnings
+# Optuna, for the test that loads a study's Optuna journal with it.
+TUNEBOOK_OPTUNA_PYTHON="$(scripts/setup-bench-venv.sh)"
+export TUNEBOOK_OPTUNA_PYTHON
 echo "==> cargo test"
 # Two tests at a time, whatever the machine reports: the suites start real
 # engines and browsers, sized for two cores.

@@ -20,6 +20,7 @@ pub mod machine_class;
 pub mod markdown;
 pub mod memory_plan;
 pub mod ops;
+pub mod optuna_journal;
 pub mod places;
 pub mod provenance;
 pub mod recipe;
@@ -31,6 +32,8 @@ pub mod shutdown;
 pub mod study_checks;
 pub mod study_facts;
 pub mod study_runner;
+pub mod telemetry;
+pub mod trial;
 pub mod trial_changes;
 pub mod trial_runner;
 pub mod trials_csv;
@@ -90,5 +93,6 @@ pub async fn prepare(settings: &Settings, shutdown: CancellationToken) -> Result
         slot: Default::default(),
         data_lock: lock,
         heavy: Default::default(),
+        telemetry: Default::default(),
     })
 }

@@ -38,6 +38,9 @@ pub struct Service {
     pub heavy: crate::heavy::Turns,
     /// The studies checked against `profiles`, each once.
     pub checked: Arc<crate::checked::Checked>,
+    /// What the runners count, and where they record running engines.
+    pub telemetry: crate::telemetry::Telemetry,
+    pub engines_dir: std::path::PathBuf,
 }
 
 impl Service {

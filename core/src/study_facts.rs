@@ -1,35 +1,15 @@
-//! What a study's trials say, by the study's rules: a trial's metrics,
-//! whether it was cut off or counts against the budget, the study's
+//! What a study's trials say, by the study's rules: the study's
 //! objectives, the facts its findings are drawn from and the findings
 //! themselves, and its trials grouped by the class of machine they ran
 //! on. The runners, the reports and the views all read these; the views
 //! only show them.
 
-use std::collections::BTreeMap;
-
-use engine_bridge::FailureKind;
+use tunebook_domain::TrialState;
 use tunebook_study::findings::{self, Finding, TrialFacts};
 use tunebook_study::{Goal, Measure, Metric, StudyDef};
-use tunebook_views::types::{TrialState, TrialView};
 
 use crate::checked::Checked;
-
-/// A trial's metrics by name.
-pub fn metrics(t: &TrialView) -> BTreeMap<Metric, f64> {
-    Metric::ALL.into_iter().filter_map(|m| Some((m, t.value(m)?))).collect()
-}
-
-/// Whether a trial was cut off (by a stop or a restart) rather than run
-/// to an end.
-pub fn interrupted(t: &TrialView) -> bool {
-    t.failure_kind.as_deref() == Some(FailureKind::Interrupted.label())
-}
-
-/// Whether a trial counts against the budget: run to an end, not pruned,
-/// not cut off.
-pub fn counts_against_budget(t: &TrialView) -> bool {
-    t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t)
-}
+use crate::trial::Trial;
 
 /// A study's objectives as written: what each reads, with its goal.
 pub fn measures_of(def: &StudyDef) -> Vec<(Measure, Goal)> {
@@ -53,7 +33,7 @@ pub fn objectives_of(def: &StudyDef) -> Vec<(Metric, Goal)> {
 /// off by a restart and configurations never run (pruned) are left out;
 /// memory is modelled with the planner's prediction from the server's
 /// profiles (see [`crate::memory_plan`]).
-pub fn findings_of(def: &StudyDef, trials: &[TrialView], checked: &Checked) -> Vec<Finding> {
+pub fn findings_of(def: &StudyDef, trials: &[Trial], checked: &Checked) -> Vec<Finding> {
     let facts = facts_of(def, trials);
     let varied: Vec<String> = def.space.keys().cloned().collect();
     let mut found: Vec<Finding> = findings::boundary(def, &facts).into_iter().collect();
@@ -73,19 +53,20 @@ pub fn findings_of(def: &StudyDef, trials: &[TrialView], checked: &Checked) -> V
 /// cut off by a restart nor run otherwise than asked (what they measured
 /// belongs to settings they do not record), each marked with the bound of
 /// `def` it broke.
-pub fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> {
+pub fn facts_of(def: &StudyDef, trials: &[Trial]) -> Vec<TrialFacts> {
     let mut facts: Vec<TrialFacts> = trials
         .iter()
-        .filter(|t| t.state.is_final() && t.state != TrialState::Pruned && !interrupted(t))
+        .filter(|t| t.counts_against_budget())
         .filter(|t| t.mismatched.is_empty())
         .map(|t| TrialFacts {
             id: t.id,
             settings: t.settings.clone(),
             done: t.state == TrialState::Done,
             failure: (t.state == TrialState::Failed).then(|| {
-                (t.failure_kind.clone().unwrap_or_default(), t.error.clone().unwrap_or_default())
+                let kind = t.failure_kind.map(|k| k.label().to_string()).unwrap_or_default();
+                (kind, t.error.clone().unwrap_or_default())
             }),
-            metrics: metrics(t),
+            metrics: t.measured(),
             ceiling_tps: t.ceiling_tps,
             role: t.role,
             drift_pct: t.drift_pct,
@@ -118,8 +99,8 @@ pub fn facts_of(def: &StudyDef, trials: &[TrialView]) -> Vec<TrialFacts> {
 /// the order of its first trial. Speeds compare only within a class, so
 /// findings are drawn per class. A study that ran on one class (or on this
 /// server's engine) is one group, unnamed.
-pub fn by_machine(list: &[TrialView]) -> Vec<(Option<String>, Vec<TrialView>)> {
-    let mut groups: Vec<(Option<String>, Vec<TrialView>)> = Vec::new();
+pub fn by_machine(list: &[Trial]) -> Vec<(Option<String>, Vec<Trial>)> {
+    let mut groups: Vec<(Option<String>, Vec<Trial>)> = Vec::new();
     for t in list {
         match groups.iter_mut().find(|(m, _)| *m == t.machine) {
             Some((_, g)) => g.push(t.clone()),

@@ -15,10 +15,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tunebook_domain::Role;
-use tunebook_views::types::TrialView;
 
 use crate::db::Db;
 use crate::db::trials::{self, Measured, State};
+use crate::trial::Trial;
 
 /// Grace between SIGTERM and SIGKILL when stopping an engine.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -53,6 +53,8 @@ pub struct RunnerContext {
     pub heavy: crate::heavy::Turns,
     /// The studies checked against `profiles`, each once.
     pub checked: Arc<crate::checked::Checked>,
+    /// What the runners count for Prometheus.
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 /// A study's engine kept running after its trial, for a next trial that
@@ -68,7 +70,7 @@ pub struct Warm {
 }
 
 /// What a launch of `trial` depends on.
-fn launch_key(profile: &Profile, trial: &TrialView) -> (String, String, engine_bridge::Settings) {
+fn launch_key(profile: &Profile, trial: &Trial) -> (String, String, engine_bridge::Settings) {
     let load_time = profile.catalog().load_time(&trial.settings);
     (trial.profile.clone(), trial.model.clone(), load_time)
 }
@@ -166,7 +168,7 @@ pub async fn run_trial(
     if trial.state() != State::Queued {
         return Ok(());
     }
-    let trial = TrialView::from(trial);
+    let trial = Trial::from(trial);
     let mut slot = ctx.slot.lock().await;
     match measure(ctx, &trial, probes, gate, &mut slot).await? {
         Ok(()) => {}
@@ -184,7 +186,7 @@ pub async fn run_trial(
 /// trial's.
 async fn measure(
     ctx: &RunnerContext,
-    trial: &TrialView,
+    trial: &Trial,
     probes: &ProbePlan,
     gate: Option<Gate<'_>>,
     slot: &mut Option<Warm>,
@@ -296,7 +298,7 @@ async fn measure(
 async fn start_engine(
     ctx: &RunnerContext,
     profile: &Profile,
-    trial: &TrialView,
+    trial: &Trial,
 ) -> Result<Result<(RunningEngine, serde_json::Value), Failure>, sqlx::Error> {
     let start = match Start::plan(profile, &trial.model, &trial.settings) {
         Ok(start) => start.adapt().await,

@@ -3,23 +3,21 @@
 //! run each named configuration outside Tunebook.
 
 use std::collections::BTreeSet;
-use tunebook_domain::Role;
-use tunebook_views::types::Metric;
-
 use std::sync::Arc;
 
-use crate::checked::Checked;
+use tunebook_domain::{Metric, Role, TrialState};
 use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, StudyDef};
-use tunebook_views::types::{TrialState, TrialView};
 
+use crate::checked::Checked;
 use crate::db::{studies, trials};
-use crate::study_facts::{by_machine, findings_of, metrics, objectives_of};
+use crate::study_facts::{by_machine, findings_of, objectives_of};
+use crate::trial::Trial;
 
 /// The classes of machine side by side, as a markdown table: the workers
 /// that ran each, trials run, and per objective the baseline's value and
 /// the best found, each against its own class's baseline.
-pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)]) -> String {
+pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<Trial>)]) -> String {
     let cell = |s: String| s.replace('|', "\\|");
     // Names a worker gave are shown as they are, never read as markdown.
     let names: Vec<String> = groups
@@ -30,7 +28,7 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
         format!("| | {} |", names.join(" | ")),
         format!("|---|{}", "---|".repeat(groups.len())),
     ];
-    let row = |label: &str, f: &dyn Fn(&[TrialView]) -> String| {
+    let row = |label: &str, f: &dyn Fn(&[Trial]) -> String| {
         let cells: Vec<String> = groups.iter().map(|(_, list)| cell(f(list))).collect();
         format!("| {label} | {} |", cells.join(" | "))
     };
@@ -43,10 +41,10 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
         format!("{} / {}", n(TrialState::Done), n(TrialState::Failed))
     }));
     for (metric, goal) in objectives_of(def) {
-        let base = |list: &[TrialView]| {
+        let base = |list: &[Trial]| {
             list.iter()
                 .find(|t| t.role == Some(Role::Baseline) && t.state == TrialState::Done)
-                .and_then(|t| Some((t.id, *metrics(t).get(&metric)?)))
+                .and_then(|t| Some((t.id, t.value(metric)?)))
         };
         rows.push(row(&format!("Baseline {}", metric.label()), &|list| match base(list) {
             Some((id, v)) => format!("{} (trial {id})", findings::value_text(metric, v)),
@@ -55,12 +53,12 @@ pub fn side_by_side(def: &StudyDef, groups: &[(Option<String>, Vec<TrialView>)])
         rows.push(row(&format!("Best {}", metric.label()), &|list| {
             // The reference's own divergence (exactly 0) is no best.
             let yardstick =
-                |t: &TrialView| metric.against_reference() && t.value(Metric::KldMean) == Some(0.0);
+                |t: &Trial| metric.against_reference() && t.value(Metric::KldMean) == Some(0.0);
             let best = list
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
                 .filter(|t| !yardstick(t))
-                .filter_map(|t| Some((t, *metrics(t).get(&metric)?)))
+                .filter_map(|t| Some((t, t.value(metric)?)))
                 .max_by(|a, b| goal.oriented(a.1).total_cmp(&goal.oriented(b.1)));
             let Some((t, v)) = best else { return "—".into() };
             let against = base(list)
@@ -98,7 +96,7 @@ fn nested(markdown: &str) -> String {
 /// side and then each class's own findings. Returns the findings too.
 pub fn findings_markdown(
     def: &StudyDef,
-    list: &[TrialView],
+    list: &[Trial],
     checked: &Checked,
 ) -> (Vec<Finding>, String) {
     let (found, text) = by_class(def, list, checked);
@@ -107,7 +105,7 @@ pub fn findings_markdown(
 
 /// Trials the engine did not run as asked, said once: they are left out of
 /// every finding.
-fn left_out(list: &[TrialView]) -> String {
+fn left_out(list: &[Trial]) -> String {
     let said: Vec<String> = list
         .iter()
         .filter(|t| !t.mismatched.is_empty())
@@ -138,11 +136,11 @@ fn left_out(list: &[TrialView]) -> String {
 pub const FINDINGS_FOR: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Whether `list` ran on one class of machine (or on this server alone).
-pub fn one_class(list: &[TrialView]) -> bool {
+pub fn one_class(list: &[Trial]) -> bool {
     by_machine(list).len() <= 1
 }
 
-fn by_class(def: &StudyDef, list: &[TrialView], checked: &Checked) -> (Vec<Finding>, String) {
+fn by_class(def: &StudyDef, list: &[Trial], checked: &Checked) -> (Vec<Finding>, String) {
     let groups = by_machine(list);
     if groups.len() <= 1 {
         let found = findings_of(def, list, checked);
@@ -163,7 +161,7 @@ fn by_class(def: &StudyDef, list: &[TrialView], checked: &Checked) -> (Vec<Findi
 /// How the trial with the most goodput fared at each load, and what bound
 /// it where it missed the objective (see `engine_bridge::probes::load_watch`);
 /// empty where no trial ran the load probe.
-async fn serving_load(db: &crate::db::Db, list: &[TrialView]) -> Result<String, sqlx::Error> {
+async fn serving_load(db: &crate::db::Db, list: &[Trial]) -> Result<String, sqlx::Error> {
     let best = list
         .iter()
         .filter(|t| t.value(Metric::GoodputRps).is_some() && t.mismatched.is_empty())
@@ -205,11 +203,10 @@ async fn serving_load(db: &crate::db::Db, list: &[TrialView]) -> Result<String, 
 pub async fn write_up(
     db: &crate::db::Db,
     row: &studies::StudyRow,
-    list: &[TrialView],
+    list: &[Trial],
     checked: &Arc<Checked>,
     heavy: &crate::heavy::Turns,
 ) -> crate::Result<(Vec<Finding>, String)> {
-    let id = row.id;
     // CPU work: off the request threads, and waited on only so long.
     let (def, owned, checked) = (row.definition.clone(), list.to_vec(), checked.clone());
     let (found, mut text) = heavy
@@ -234,17 +231,26 @@ pub async fn write_up(
         if !shown.insert(*trial) {
             continue;
         }
-        let Some(r) = crate::recipe::of_trial(db, id, t).await? else { continue };
+        let Some(r) = crate::recipe::of_trial(db, t).await? else { continue };
         let why = match &t.machine {
             Some(m) => format!("{why}, on {}", crate::markdown::code(m)),
             None => why,
         };
-        // The unit folded: most readers want the command line.
+        // The others folded: most readers want the command line.
+        let folded = |summary: &str, lang: &str, text: Result<String, String>| match text {
+            Ok(text) => format!(
+                "<details><summary>{summary}</summary>\n\n{}\n</details>\n\n",
+                crate::markdown::fenced(lang, &text)
+            ),
+            Err(why) => format!("*No {summary}: {}.*\n\n", crate::markdown::code(&why)),
+        };
         recipes.push_str(&format!(
-            "### Trial {trial} ({})\n\n{}\n<details><summary>As a systemd unit</summary>\n\n{}\n</details>\n\n",
+            "### Trial {trial} ({})\n\n{}\n{}{}{}",
             why,
             crate::markdown::fenced("sh", &r.shell),
-            crate::markdown::fenced("ini", &r.unit)
+            folded("systemd unit", "ini", Ok(r.unit.clone())),
+            folded("llama-swap entry", "yaml", r.llama_swap(&t.model)),
+            folded("docker compose service", "yaml", r.compose(&t.model)),
         ));
     }
     if !recipes.is_empty() {
@@ -265,7 +271,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use tunebook_views::types::Metrics;
+    use tunebook_domain::Metrics;
 
     #[test]
     fn a_trial_the_engine_did_not_run_as_asked_is_left_out_and_said() {
@@ -274,17 +280,17 @@ mod tests {
              [[objectives]]\nmetric = \"decode_tps\"\n",
         )
         .unwrap();
-        let trial = |id: i64, ubatch: &str, decode: f64| TrialView {
+        let trial = |id: i64, ubatch: &str, decode: f64| Trial {
             id,
             metrics: Metrics::of([(Metric::DecodeTps, Some(decode))]),
-            ..TrialView::new(
+            ..Trial::new(
                 "p",
                 "m",
                 BTreeMap::from([("ubatch_size".into(), ubatch.into())]),
                 TrialState::Done,
             )
         };
-        let mut list: Vec<TrialView> = (1..=6)
+        let mut list: Vec<Trial> = (1..=6)
             .map(|i| trial(i, if i % 2 == 0 { "512" } else { "128" }, 10.0 + i as f64 * 0.1))
             .collect();
         // The fastest trial by far, but the engine ran it at another size.
@@ -315,11 +321,11 @@ mod tests {
              [[objectives]]\nmetric = \"decode_tps\"\n",
         )
         .unwrap();
-        let on = |machine: &str, worker: &str| TrialView {
+        let on = |machine: &str, worker: &str| Trial {
             metrics: Metrics::of([(Metric::DecodeTps, Some(10.0))]),
             machine: Some(machine.into()),
             worker: Some(worker.into()),
-            ..TrialView::new("p", "m", BTreeMap::new(), TrialState::Done)
+            ..Trial::new("p", "m", BTreeMap::new(), TrialState::Done)
         };
         let evil = "[click](http://evil.example) *x*";
         let groups = vec![(Some(evil.to_string()), vec![on(evil, "<img src=x>")])];

@@ -10,4 +10,4 @@ pub mod trial;
 
 pub use metric::{Goal, Metric, Scale};
 pub use metrics::Metrics;
-pub use trial::{Role, TrialState};
+pub use trial::{Role, TrialState, TrialSupport};

@@ -1,5 +1,8 @@
-//! Where a trial is in its life ([`TrialState`]) and why a study ran it
-//! ([`Role`]): one type each, stored as their words, sent as their words.
+//! Where a trial is in its life ([`TrialState`]), why a study ran it
+//! ([`Role`]): one type each, stored as their words, sent as their words;
+//! and what its numbers rest on ([`TrialSupport`]).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -97,5 +100,27 @@ impl Role {
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// What a trial's numbers rest on, by metric name: each speed's value per
+/// measured request (the trial's value is their median), the number of
+/// pass/fail items (questions, recall points) behind each share, and each
+/// question's verdict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrialSupport {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub repeats: BTreeMap<String, Vec<f64>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub items: BTreeMap<String, u32>,
+    /// Each item's verdict behind a share, in the suite's order: `1`
+    /// passed, `0` failed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub verdicts: BTreeMap<String, String>,
+}
+
+impl TrialSupport {
+    pub fn is_empty(&self) -> bool {
+        self.repeats.is_empty() && self.items.is_empty() && self.verdicts.is_empty()
     }
 }

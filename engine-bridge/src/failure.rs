@@ -59,6 +59,17 @@ impl FailureKind {
             FailureKind::Interrupted => "interrupted",
         }
     }
+
+    /// The kind a stored word names: its label (`out of memory`), as
+    /// failures are stored, or its name (`out_of_memory`), as a worker may
+    /// send it.
+    pub fn parse(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| {
+            k.label() == word
+                || serde_json::to_value(k).ok().and_then(|v| v.as_str().map(|s| s == word))
+                    == Some(true)
+        })
+    }
 }
 
 /// A failure with its evidence.
@@ -148,6 +159,16 @@ pub fn engine_message(tail: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_is_read_back_from_its_label_and_from_its_name() {
+        for kind in FailureKind::ALL {
+            assert_eq!(FailureKind::parse(kind.label()), Some(kind));
+            let name = serde_json::to_value(kind).unwrap();
+            assert_eq!(FailureKind::parse(name.as_str().unwrap()), Some(kind));
+        }
+        assert_eq!(FailureKind::parse("x\" onmouseover=\"alert(1)"), None);
+    }
 
     fn lines(s: &[&str]) -> Vec<String> {
         s.iter().map(|l| l.to_string()).collect()

@@ -53,6 +53,18 @@ pub fn unregister(dir: &Path, pid: u32) {
     let _ = std::fs::remove_file(record_path(dir, pid));
 }
 
+/// The recorded engines whose processes still run.
+pub fn running(dir: &Path) -> Vec<EngineRecord> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| std::fs::read(e.path()).ok())
+        .filter_map(|b| serde_json::from_slice::<EngineRecord>(&b).ok())
+        .filter(|r| start_ticks(r.pid) == Some(r.start_ticks))
+        .collect()
+}
+
 /// Stops (SIGKILL to the process group) every recorded engine that still
 /// runs, and clears the records. Returns the engines stopped.
 pub fn reap_leftovers(dir: &Path) -> std::io::Result<Vec<EngineRecord>> {
@@ -80,6 +92,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_live_record_is_running_and_a_stale_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        register(dir.path(), std::process::id(), "me").unwrap();
+        let stale = EngineRecord { pid: u32::MAX / 2, start_ticks: 1, program: "x".into() };
+        std::fs::write(dir.path().join("stale.json"), serde_json::to_vec(&stale).unwrap()).unwrap();
+        let live = running(dir.path());
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].program, "me");
+    }
+
+    #[test]
     fn own_process_has_a_start_time_and_a_dead_pid_has_none() {
         assert!(start_ticks(std::process::id()).is_some());
         assert_eq!(start_ticks(u32::MAX / 2), None);
@@ -97,5 +120,6 @@ mod tests {
         assert!(reap_leftovers(dir.path()).unwrap().is_empty());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "records cleared");
         assert!(reap_leftovers(&dir.path().join("missing")).unwrap().is_empty());
+        assert!(running(&dir.path().join("missing")).is_empty());
     }
 }

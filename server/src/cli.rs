@@ -90,11 +90,18 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Write trials as JSONL (one record per trial, with every sample) or CSV.
+    /// Write trials as JSONL (one record per trial, with every sample) or
+    /// CSV, a study as an Optuna journal, or one trial's configuration as a
+    /// llama-swap entry, a docker compose service or a systemd unit.
+    ///
+    /// Example: tunebook export --trial 12 --format llama-swap
     Export {
         /// Only this study's trials.
         #[arg(long, env = "TUNEBOOK_STUDY")]
         study: Option<i64>,
+        /// The trial to hand off (llama-swap, compose, systemd).
+        #[arg(long, env = "TUNEBOOK_TRIAL", conflicts_with = "study")]
+        trial: Option<i64>,
         #[arg(long, env = "TUNEBOOK_FORMAT", value_enum, default_value_t = Format::Jsonl)]
         format: Format,
         /// Write here instead of standard output.
@@ -223,8 +230,19 @@ impl Common {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {
+    /// Trials, one record a line, with every sample.
     Jsonl,
+    /// Trials, a row each.
     Csv,
+    /// A study (`--study`) as a journal Optuna's `JournalStorage` loads and
+    /// optuna-dashboard opens.
+    OptunaJournal,
+    /// A trial (`--trial`) as a llama-swap `models:` entry.
+    LlamaSwap,
+    /// A trial (`--trial`) as a docker compose service.
+    Compose,
+    /// A trial (`--trial`) as a systemd unit.
+    Systemd,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

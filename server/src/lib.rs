@@ -9,6 +9,7 @@ pub mod api_error;
 pub mod cli;
 pub mod exit_status;
 pub mod login;
+pub mod metrics;
 pub mod plan_cli;
 pub mod probe_cli;
 pub mod room;
@@ -36,8 +37,8 @@ use tunebook_app::{App, OUTPUT_NAME, shell};
 pub use tunebook_core::{
     Error, Result, Settings, announce, checked, data_lock, db, dominance, error, events, import,
     machine, machine_class, markdown, new_token, ops, places, prepare, provenance, recipe, remote,
-    report, service, settings, shutdown, study_checks, study_facts, study_runner, trial_changes,
-    trial_runner, trials_csv, views, write_up,
+    report, service, settings, shutdown, study_checks, study_facts, study_runner, telemetry, trial,
+    trial_changes, trial_runner, trials_csv, views, write_up,
 };
 
 use crate::service::Service;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The login every page wants, when a password is set.
     pub login: Option<Arc<login::Login>>,
+    /// What `/metrics` reports.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -75,6 +78,7 @@ pub async fn launch(
     let endpoints = ctx.endpoints.clone();
     let bandwidth = ctx.bandwidth;
     let (heavy, checked) = (ctx.heavy.clone(), ctx.checked.clone());
+    let (telemetry, engines_dir) = (ctx.telemetry.clone(), ctx.engines_dir.clone());
     let (runner, worker) = Runner::start(ctx.clone()).await?;
     let studies = Studies::new(ctx);
     studies.resume_all().await?;
@@ -96,6 +100,8 @@ pub async fn launch(
         lease: settings.lease,
         heavy,
         checked,
+        telemetry,
+        engines_dir,
     });
     // Trials whose worker stopped renewing its lease go back to the queue.
     tokio::spawn(remote::sweep(service.clone(), token.clone()));
@@ -112,7 +118,8 @@ pub async fn launch(
         .site_addr(addr)
         .build();
     let login = settings.password.as_deref().map(|p| Arc::new(login::Login::new(p)));
-    let state = AppState { leptos_options, service, shutdown: token.clone(), login };
+    let metrics = metrics::Metrics::new(&service.telemetry);
+    let state = AppState { leptos_options, service, shutdown: token.clone(), login, metrics };
     tracing::info!("Tunebook listening on http://{addr}");
     let stop = token.clone();
     let allowed_hosts = same_origin::AllowedHosts(Arc::new(settings.allowed_hosts.clone()));
@@ -199,6 +206,9 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
         )
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
+        .route("/metrics", get(metrics::scrape))
+        // Every routed request timed, by its route's pattern.
+        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), metrics::track))
         .nest_service("/pkg", bundle)
         .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
             move || {

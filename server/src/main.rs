@@ -8,6 +8,8 @@ use anyhow::Context;
 use clap::Parser;
 use engine_bridge::gguf::{LlamaSpec, write_random_llama};
 use tunebook::cli::{Cli, Command, Format, Size};
+use tunebook::ops::handoff::Format as Handoff;
+use tunebook::study_cli::Export;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -110,21 +112,38 @@ async fn main_inner() -> anyhow::Result<()> {
             tunebook::study_cli::run(tunebook::study_cli::RunArgs { settings, file, resume })
                 .await?;
         }
-        Command::Export { study, format, out, common } => {
+        Command::Export { study, trial, format, out, common } => {
             let settings = common.settings()?;
-            let csv = matches!(format, Format::Csv);
+            let what = match format {
+                Format::Jsonl => Export::Trials { study, csv: false },
+                Format::Csv => Export::Trials { study, csv: true },
+                Format::OptunaJournal => Export::OptunaJournal(
+                    study.context("an Optuna journal is of one study: give --study")?,
+                ),
+                Format::LlamaSwap | Format::Compose | Format::Systemd => {
+                    let handoff = match format {
+                        Format::LlamaSwap => Handoff::LlamaSwap,
+                        Format::Compose => Handoff::Compose,
+                        _ => Handoff::Systemd,
+                    };
+                    Export::Trial(
+                        trial.context("a configuration is one trial's: give --trial")?,
+                        handoff,
+                    )
+                }
+            };
             match out {
                 Some(path) => {
                     let mut file = std::io::BufWriter::new(
                         std::fs::File::create(&path)
                             .with_context(|| format!("cannot write {}", path.display()))?,
                     );
-                    tunebook::study_cli::export(&settings, study, csv, &mut file).await?;
+                    tunebook::study_cli::export(&settings, what, &mut file).await?;
                     std::io::Write::flush(&mut file)?;
                 }
                 None => {
                     let mut stdout = std::io::stdout().lock();
-                    tunebook::study_cli::export(&settings, study, csv, &mut stdout).await?;
+                    tunebook::study_cli::export(&settings, what, &mut stdout).await?;
                 }
             }
         }

@@ -17,8 +17,9 @@ use crate::db::trials;
 use crate::events::{Payload, Update};
 use crate::exit_status::{Stopped, Why};
 use crate::import::Record;
-use crate::study_facts::{counts_against_budget, objectives_of};
+use crate::study_facts::objectives_of;
 use crate::study_runner::Studies;
+use crate::trial::Trial;
 use crate::trial_runner::Runner;
 use crate::views::studies::points;
 use crate::{Settings, prepare};
@@ -89,9 +90,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     bar.set_prefix(id.to_string());
     bar.enable_steady_tick(Duration::from_millis(200));
-    let counted =
-        |list: &[TrialView]| list.iter().filter(|t| counts_against_budget(t)).count() as u64;
-    bar.set_position(counted(&crate::views::all::<_, TrialView>(trials::of_study(&db, id).await?)));
+    let counted = |list: &[Trial]| list.iter().filter(|t| t.counts_against_budget()).count() as u64;
+    bar.set_position(counted(&crate::views::all::<_, Trial>(trials::of_study(&db, id).await?)));
     let interrupted = crate::shutdown::signal();
     tokio::pin!(interrupted);
     loop {
@@ -121,7 +121,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                         s => format!("trial {} {}", t.id, s.as_str()),
                     };
                     bar.set_message(phase);
-                    bar.set_position(counted(&crate::views::all::<_, TrialView>(trials::of_study(&db, id).await?)));
+                    bar.set_position(counted(&crate::views::all::<_, Trial>(trials::of_study(&db, id).await?)));
                 }
             }
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -140,7 +140,7 @@ async fn print_summary(
     checked: &crate::checked::Checked,
 ) -> anyhow::Result<()> {
     let row = studies::get(db, id).await?.context("the study vanished")?;
-    let list = crate::views::all::<_, TrialView>(trials::of_study(db, id).await?);
+    let list = crate::views::all::<_, Trial>(trials::of_study(db, id).await?);
     println!(
         "study {id} `{}`: {} — {}",
         row.name,
@@ -178,14 +178,32 @@ async fn print_summary(
     Ok(())
 }
 
-/// Writes a study's trials (or all trials) as JSONL or CSV.
-pub async fn export(
-    settings: &Settings,
-    study: Option<i64>,
-    csv: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+/// What `tunebook export` writes.
+pub enum Export {
+    /// A study's trials (or all trials) as JSONL or CSV.
+    Trials { study: Option<i64>, csv: bool },
+    /// A study as an Optuna journal.
+    OptunaJournal(i64),
+    /// A trial's configuration handed off.
+    Trial(i64, crate::ops::handoff::Format),
+}
+
+/// Writes what `what` asks for.
+pub async fn export(settings: &Settings, what: Export, out: &mut dyn Write) -> anyhow::Result<()> {
     let db = crate::db::Db::connect(&settings.database_url).await?;
+    let (study, csv) = match what {
+        Export::Trials { study, csv } => (study, csv),
+        Export::OptunaJournal(id) => {
+            let profiles = engine_bridge::Profile::load_dir(&settings.profiles_dir)?;
+            let checked = crate::checked::Checked::new(std::sync::Arc::new(profiles));
+            let text = crate::ops::handoff::optuna_journal(&db, &checked, id).await?;
+            return Ok(out.write_all(text.as_bytes())?);
+        }
+        Export::Trial(id, format) => {
+            let text = crate::ops::handoff::trial(&db, id, format).await?;
+            return Ok(out.write_all(text.as_bytes())?);
+        }
+    };
     let mut list = match study {
         Some(id) => crate::views::all::<_, TrialView>(trials::of_study(&db, id).await?),
         None => crate::views::all(trials::list(&db).await?),

@@ -207,14 +207,26 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
     // Export both ways and read the files back into another database.
     let settings = TestServer::settings(server.data.path().to_path_buf());
     let mut jsonl = Vec::new();
-    study_cli::export(&settings, Some(study.id), false, &mut jsonl).await.unwrap();
+    study_cli::export(
+        &settings,
+        study_cli::Export::Trials { study: Some(study.id), csv: false },
+        &mut jsonl,
+    )
+    .await
+    .unwrap();
     let text = String::from_utf8(jsonl).unwrap();
     assert_eq!(text.lines().count(), 6);
     let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(first["samples"].as_array().unwrap().len(), 1, "every sample is exported");
     assert!(first["measurement"]["speed"].is_object());
     let mut csv = Vec::new();
-    study_cli::export(&settings, Some(study.id), true, &mut csv).await.unwrap();
+    study_cli::export(
+        &settings,
+        study_cli::Export::Trials { study: Some(study.id), csv: true },
+        &mut csv,
+    )
+    .await
+    .unwrap();
     let csv = String::from_utf8(csv).unwrap();
     assert!(csv.lines().next().unwrap().contains("setting.cache_type_k"));
 

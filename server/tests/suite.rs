@@ -24,12 +24,16 @@ mod crash_recovery;
 mod databases;
 #[path = "faults.rs"]
 mod faults;
+#[path = "handoff.rs"]
+mod handoff;
 #[path = "live_feed.rs"]
 mod live_feed;
 #[path = "load_progress.rs"]
 mod load_progress;
 #[path = "login.rs"]
 mod login;
+#[path = "metrics.rs"]
+mod metrics;
 #[path = "queue.rs"]
 mod queue;
 #[path = "real_trial.rs"]

@@ -20,6 +20,9 @@ pub enum StudyState {
 }
 
 impl StudyState {
+    pub const ALL: [StudyState; 5] =
+        [Self::Running, Self::Paused, Self::Done, Self::Stopped, Self::Failed];
+
     pub fn as_str(self) -> &'static str {
         match self {
             StudyState::Running => "running",
@@ -31,9 +34,7 @@ impl StudyState {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Running, Self::Paused, Self::Done, Self::Stopped, Self::Failed]
-            .into_iter()
-            .find(|v| v.as_str() == s)
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
     pub fn is_final(self) -> bool {
@@ -118,6 +119,11 @@ pub async fn list(db: &Db) -> Result<Vec<StudyRow>, sqlx::Error> {
 }
 
 /// Ids of studies in a state, oldest first.
+/// How many studies there are in each state.
+pub async fn state_counts(db: &Db) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as("SELECT state, COUNT(*) FROM studies GROUP BY state").fetch_all(&db.pool).await
+}
+
 pub async fn ids_in_state(db: &Db, state: StudyState) -> Result<Vec<i64>, sqlx::Error> {
     sqlx::query_scalar("SELECT id FROM studies WHERE state = $1 ORDER BY id")
         .bind(state.as_str())

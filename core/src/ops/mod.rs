@@ -12,9 +12,11 @@
 //! functions, which only translate.
 
 pub mod catalog;
+pub mod handoff;
 pub mod pareto;
 pub mod reports;
 pub mod settle;
+pub mod status;
 pub mod studies;
 pub mod trials;
 pub mod workers;

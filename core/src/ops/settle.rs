@@ -3,13 +3,15 @@
 //! that would settle it (or why runs cannot), and "settle this", which
 //! queues those runs on the study.
 
+use tunebook_domain::TrialState;
 use tunebook_study::findings::{Finding, TrialFacts};
 use tunebook_study::settle;
 use tunebook_study::{Metric, StudyDef};
-use tunebook_views::types::{OpenQuestion, Settling, TrialState, TrialView};
+use tunebook_views::types::{OpenQuestion, Settling};
 
 use crate::error::Result;
 use crate::service::Service;
+use crate::trial::Trial;
 
 /// Most open findings a page lists.
 const MAX_SHOWN: usize = 32;
@@ -36,7 +38,7 @@ pub fn open_questions(
     def: &StudyDef,
     found: &[Finding],
     facts: &[TrialFacts],
-    trials: &[TrialView],
+    trials: &[Trial],
 ) -> Vec<OpenQuestion> {
     if !def.machines.is_empty() {
         return vec![];

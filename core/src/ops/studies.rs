@@ -86,7 +86,7 @@ pub async fn study_progress(db: &Db, id: i64) -> Result<StudyProgress> {
 pub async fn findings(service: &Service, id: i64) -> Result<(Vec<Finding>, FindingsView)> {
     let db = &service.db;
     let row = row(db, id).await?;
-    let list: Vec<tunebook_views::types::TrialView> = views::all(trials::of_study(db, id).await?);
+    let list: Vec<crate::trial::Trial> = views::all(trials::of_study(db, id).await?);
     let (found, markdown) =
         crate::write_up::write_up(db, &row, &list, &service.checked, &service.heavy).await?;
     let facts = study_facts::facts_of(&row.definition, &list);

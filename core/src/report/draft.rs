@@ -4,15 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use tunebook_domain::TrialState;
 use tunebook_study::findings::{self, Finding};
 use tunebook_study::{Goal, Metric};
-use tunebook_views::types::{Cell, CellBody, Chart, Notebook, TrialState, TrialView};
+use tunebook_views::types::{Cell, CellBody, Chart, Notebook};
 
 use super::context::Reports;
 use super::sources::Source;
 use crate::db::studies::StudyRow;
 use crate::db::trials;
 use crate::error::{Error, Result};
+use crate::trial::Trial;
 
 /// Most cells a report may hold, and most characters in one cell.
 pub const MAX_CELLS: usize = 500;
@@ -41,7 +43,7 @@ fn cell(origin: &str, body: CellBody) -> Cell {
 /// from, so regenerating can find it again.
 pub fn draft(
     row: &StudyRow,
-    list: &[TrialView],
+    list: &[Trial],
     found: &[Finding],
     provenance: &crate::provenance::Provenance,
 ) -> Vec<Cell> {
@@ -200,7 +202,7 @@ pub fn reconcile(old: &Notebook, mut new: Notebook) -> Notebook {
 }
 
 /// Checks a notebook a user sent: sizes, metric names, trials of the study.
-pub fn validate(notebook: &Notebook, list: &[TrialView], varied: &[String]) -> Result<()> {
+pub fn validate(notebook: &Notebook, list: &[Trial], varied: &[String]) -> Result<()> {
     if notebook.cells.len() > MAX_CELLS {
         return Err(Error::BadRequest(format!(
             "a report holds at most {MAX_CELLS} cells, this one has {}",

@@ -4,22 +4,24 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use tunebook_domain::TrialState;
 use tunebook_study::findings::{self};
 use tunebook_study::{Goal, Measure, Metric};
 use tunebook_views::figures::{self as plot, Point};
-use tunebook_views::types::{Cell, CellBody, Chart, Notebook, ParetoView, TrialState, TrialView};
+use tunebook_views::types::{Cell, CellBody, Chart, Notebook, ParetoView};
 
 use super::context::Reports;
 use crate::db::studies::StudyRow;
 use crate::db::trials;
 use crate::error::{Error, Result};
 use crate::markdown::{code, fenced};
+use crate::trial::Trial;
 
 /// A study and what its cells are drawn from.
 pub(super) struct Source<'a> {
     pub(super) service: &'a Reports,
     pub(super) row: &'a StudyRow,
-    pub(super) list: Vec<TrialView>,
+    pub(super) list: Vec<Trial>,
     pub(super) baseline: BTreeMap<String, String>,
     pub(super) varied: Vec<String>,
     /// The classes of machine its trials ran on, where more than one.
@@ -133,12 +135,12 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
         CellBody::Table { metric, limit } => {
             let m = parse(metric)?;
             let goal = src.goal(m);
-            let mut rows: Vec<(&TrialView, f64)> = src
+            let mut rows: Vec<(&Trial, f64)> = src
                 .list
                 .iter()
                 .filter(|t| t.state == TrialState::Done)
                 .filter(|t| machine.is_none() || t.machine.as_deref() == machine)
-                .filter_map(|t| Some((t, *crate::study_facts::metrics(t).get(&m)?)))
+                .filter_map(|t| Some((t, t.value(m)?)))
                 .collect();
             rows.sort_by(|a, b| goal.oriented(b.1).total_cmp(&goal.oriented(a.1)));
             rows.truncate(*limit as usize);
@@ -161,7 +163,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 "---|".repeat(head.len())
             );
             for (t, v) in &rows {
-                let all = crate::study_facts::metrics(t);
+                let all = t.measured();
                 let mut cells = vec![t.id.to_string()];
                 cells.extend(
                     src.varied
@@ -186,7 +188,8 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                 return Ok((format!("*Trial {trial} is not a trial of this study.*"), None));
             };
             let config: Vec<String> = t.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let measured: Vec<String> = crate::study_facts::metrics(t)
+            let measured: Vec<String> = t
+                .measured()
                 .iter()
                 .filter(|(m, _)| {
                     matches!(
@@ -215,7 +218,7 @@ async fn cell_source(src: &Source<'_>, cell: &Cell) -> Result<(String, Option<Va
                     format!(": {}", measured.join(", "))
                 }
             );
-            match crate::recipe::of_trial(&src.service.db, src.row.id, t).await? {
+            match crate::recipe::of_trial(&src.service.db, t).await? {
                 Some(r) => text.push_str(&format!(
                     "Run it (port {}; the unit's start timeout is three times the measured load time):\n\n{}\n{}",
                     crate::recipe::PORT,

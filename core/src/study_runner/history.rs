@@ -1,12 +1,11 @@
 //! What a study's trials say so far, as its runner reads them turn by
 //! turn, and why its search should end.
 
-use tunebook_domain::Role;
+use tunebook_domain::{Role, TrialState};
 use tunebook_study::{Observation, Study, confirm, settle};
-use tunebook_views::types::{TrialState, TrialView};
 
 use crate::db::trials;
-use crate::study_facts::{counts_against_budget, interrupted, metrics};
+use crate::trial::Trial;
 use crate::trial_runner::RunnerContext;
 
 /// What the study's trials say so far, kept between the study loop's
@@ -16,9 +15,9 @@ pub(super) struct History {
     /// On workers: the class of machine whose trials these are (each class
     /// is searched on its own). `None`: all of the study's trials.
     pub machine: Option<String>,
-    pub trials: Vec<TrialView>,
+    pub trials: Vec<Trial>,
     pub observations: Vec<Observation>,
-    pub baseline: Option<TrialView>,
+    pub baseline: Option<Trial>,
     /// Every trial up to this id had ended when it was read (and ended
     /// trials do not change); later ones are read again.
     pub settled: i64,
@@ -33,7 +32,7 @@ impl History {
     ) -> Result<(), sqlx::Error> {
         let before = self.settled;
         let mut fresh =
-            crate::views::all::<_, TrialView>(trials::of_study_after(&ctx.db, id, before).await?);
+            crate::views::all::<_, Trial>(trials::of_study_after(&ctx.db, id, before).await?);
         if let Some(class) = &self.machine {
             fresh.retain(|t| t.machine.as_ref() == Some(class));
         }
@@ -42,7 +41,7 @@ impl History {
             fresh.iter().take_while(|t| t.state.is_final()).last().map_or(before, |t| t.id);
         self.trials.extend(fresh);
         let settled = self.settled;
-        let ended = |t: &&TrialView| t.id <= settled;
+        let ended = |t: &&Trial| t.id <= settled;
         let from = if self.baseline.is_none() {
             self.baseline = self
                 .trials
@@ -60,14 +59,14 @@ impl History {
         } else {
             before
         };
-        let base_metrics = self.baseline.as_ref().map(metrics);
+        let base_metrics = self.baseline.as_ref().map(Trial::measured);
         let observed = self
             .trials
             .iter()
             .filter(|t| t.id > from && ended(t))
-            .filter(|t| !interrupted(t) && t.role != Some(Role::Rerun))
+            .filter(|t| !t.interrupted() && t.role != Some(Role::Rerun))
             .map(|t| {
-                let m = (t.state == TrialState::Done).then(|| metrics(t));
+                let m = (t.state == TrialState::Done).then(|| t.measured());
                 study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref())
             });
         self.observations.extend(observed);
@@ -76,7 +75,7 @@ impl History {
 
     /// Trials that count against the budget: run to an end, not cut off.
     pub fn spent(&self) -> usize {
-        self.trials.iter().filter(|t| counts_against_budget(t)).count()
+        self.trials.iter().filter(|t| t.counts_against_budget()).count()
     }
 }
 

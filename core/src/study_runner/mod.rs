@@ -28,7 +28,7 @@ use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
 use crate::events::Payload;
 use crate::study_checks::{FitCheck, check_endpoints};
-use crate::study_facts::{facts_of, interrupted};
+use crate::study_facts::facts_of;
 use crate::trial_runner::{self as runner, RunnerContext};
 use history::{History, stop_reason};
 pub(crate) use on_workers::WORKER_UP_MS;
@@ -43,6 +43,9 @@ struct Control {
     /// Set when trials were queued for the study while its loop may have
     /// been ending: the loop looks again before it lets go of the study.
     again: Arc<AtomicBool>,
+    /// When its last trial here ended: the time to the next one's start
+    /// is counted (see [`crate::telemetry`]).
+    ended: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 /// Running studies, one task each; trials still run one at a time (the
@@ -303,7 +306,7 @@ impl Studies {
             let failed_baseline = history
                 .trials
                 .iter()
-                .find(|t| t.role == Some(Role::Baseline) && t.state.is_final() && !interrupted(t));
+                .find(|t| t.role == Some(Role::Baseline) && t.state.is_final() && !t.interrupted());
             if let (None, Some(t)) = (&history.baseline, failed_baseline) {
                 let reason = format!(
                     "the baseline (trial {}) did not run: {}",
@@ -383,7 +386,11 @@ impl Studies {
         let gate = crate::dominance::gate(study, &facts, config);
         let gate_ref: Option<engine_bridge::probes::Gate<'_>> =
             gate.as_ref().map(|g| g as engine_bridge::probes::Gate<'_>);
-        tokio::select! {
+        let ended = control.ended.lock().expect("the last trial's end").take();
+        if let Some(end) = ended {
+            ctx.telemetry.trial_gap.observe(end.elapsed().as_secs_f64());
+        }
+        let ran = tokio::select! {
             _ = control.stop.cancelled() => {
                 let failure = engine_bridge::Failure::new(FailureKind::Interrupted, "the study was stopped while this trial ran");
                 trials::finish_failed(&ctx.db, trial_id, &failure).await?;
@@ -391,7 +398,9 @@ impl Studies {
                 Ok(false)
             }
             result = runner::run_trial(ctx, trial_id, &study.probes, gate_ref) => result.map(|()| true),
-        }
+        };
+        *control.ended.lock().expect("the last trial's end") = Some(std::time::Instant::now());
+        ran
     }
 }
 

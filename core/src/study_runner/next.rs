@@ -11,7 +11,6 @@ use tunebook_views::types::TrialState;
 use super::history::History;
 use super::{Studies, record};
 use crate::db::trials;
-use crate::study_facts::{interrupted, metrics};
 
 impl Studies {
     /// The next trial: an interrupted one again, the baseline, a due
@@ -27,7 +26,7 @@ impl Studies {
         let on_workers = h.machine.is_some();
         // Queued trials (to settle a finding) have not run: the last that did.
         let last = h.trials.iter().rev().find(|t| t.state != TrialState::Queued);
-        if let Some(last) = last.filter(|t| interrupted(t) && !on_workers) {
+        if let Some(last) = last.filter(|t| t.interrupted() && !on_workers) {
             // Run again in the role it had; a trial of none was the search's.
             let role = last.role.unwrap_or(Role::Search);
             return Some((
@@ -86,10 +85,8 @@ impl Studies {
             return Ok(());
         };
         let Some(rerun) = trials::get(&self.ctx.db, rerun_id).await? else { return Ok(()) };
-        let rerun = tunebook_views::types::TrialView::from(rerun);
-        let (Some(before), Some(now)) =
-            (metrics(base).get(&first).copied(), metrics(&rerun).get(&first).copied())
-        else {
+        let rerun = crate::trial::Trial::from(rerun);
+        let (Some(before), Some(now)) = (base.value(first), rerun.value(first)) else {
             return Ok(());
         };
         let pct = (now - before) / before.abs().max(f64::MIN_POSITIVE) * 100.0;

@@ -6,15 +6,16 @@
 //! runs them still.
 
 use tunebook_domain::Role;
+use tunebook_domain::TrialState;
 use tunebook_study::settle::{self, Plan};
 use tunebook_study::{Metric, Study};
-use tunebook_views::types::{TrialState, TrialView};
 
 use super::history::History;
 use super::{Studies, record};
 use crate::db::studies::{self, StudyState};
 use crate::db::trials::{self, NewTrial, StudyPart};
-use crate::study_facts::{facts_of, findings_of, interrupted};
+use crate::study_facts::{facts_of, findings_of};
+use crate::trial::Trial;
 use crate::trial_runner::{self as runner, RunnerContext};
 
 /// Most settling trials a study may have queued at once.
@@ -22,7 +23,7 @@ pub const MAX_QUEUED: usize = 48;
 
 /// The findings settling trials were run or queued for, once each plan
 /// (its first run, the baseline's, names it).
-pub(super) fn asked(trials: &[TrialView]) -> Vec<settle::Asked> {
+pub(super) fn asked(trials: &[Trial]) -> Vec<settle::Asked> {
     trials
         .iter()
         .filter(|t| t.role == Some(Role::Settle))
@@ -35,16 +36,16 @@ pub(super) fn asked(trials: &[TrialView]) -> Vec<settle::Asked> {
 
 /// The last trial that ran, where it was settling a finding and a restart
 /// cut it off: it runs again before anything else, as it was asked for.
-pub(super) fn cut_off(h: &History) -> Option<&TrialView> {
+pub(super) fn cut_off(h: &History) -> Option<&Trial> {
     h.trials
         .iter()
         .rev()
         .find(|t| t.state != TrialState::Queued)
-        .filter(|t| t.role == Some(Role::Settle) && interrupted(t))
+        .filter(|t| t.role == Some(Role::Settle) && t.interrupted())
 }
 
 /// The oldest trial queued to settle a finding, if any.
-pub(super) fn queued(h: &History) -> Option<&TrialView> {
+pub(super) fn queued(h: &History) -> Option<&Trial> {
     h.trials.iter().find(|t| t.state == TrialState::Queued && t.role == Some(Role::Settle))
 }
 
@@ -180,7 +181,7 @@ impl Studies {
             )));
         }
         let study = ctx.checked.study(&row.definition).map_err(crate::Error::Invalid)?;
-        let list: Vec<TrialView> = crate::views::all(trials::of_study(&ctx.db, id).await?);
+        let list: Vec<Trial> = crate::views::all(trials::of_study(&ctx.db, id).await?);
         let waiting = list
             .iter()
             .filter(|t| t.state == TrialState::Queued && t.role == Some(Role::Settle))

@@ -4,22 +4,19 @@
 
 use std::collections::BTreeMap;
 
+use tunebook_domain::TrialState;
 use tunebook_study::{Goal, Measure, Metric, pareto};
-use tunebook_views::types::{ParetoPointView, ParetoView, SettingValues, TrialState, TrialView};
+use tunebook_views::types::{ParetoPointView, ParetoView, SettingValues};
 
-use crate::study_facts::metrics;
+use crate::trial::Trial;
 
 /// The done trials that measured every chosen metric, with those values.
-pub fn points<'a>(
-    trials: &'a [TrialView],
-    chosen: &[(Metric, Goal)],
-) -> Vec<(&'a TrialView, Vec<f64>)> {
+pub fn points<'a>(trials: &'a [Trial], chosen: &[(Metric, Goal)]) -> Vec<(&'a Trial, Vec<f64>)> {
     trials
         .iter()
         .filter(|t| t.state == TrialState::Done)
         .filter_map(|t| {
-            let m = metrics(t);
-            Some((t, chosen.iter().map(|(k, _)| m.get(k).copied()).collect::<Option<Vec<f64>>>()?))
+            Some((t, chosen.iter().map(|(k, _)| t.value(*k)).collect::<Option<Vec<f64>>>()?))
         })
         .collect()
 }

@@ -1,75 +1,50 @@
-//! Trials as the pages, the API and exports show them, built from
-//! storage's rows; and an exported trial turned back into a row to import.
+//! Trials as the pages, the API and exports show them, mapped from the
+//! typed [`Trial`]; and an exported trial turned back into a row to import.
 
-use tunebook_views::types::{SampleView, TrialQuery, TrialSupport, TrialView};
+use tunebook_views::types::{SampleView, TrialQuery, TrialView};
 
 use crate::db::trials::{PageQuery, SampleRow, TrialRow};
+use crate::trial::Trial;
 
-impl From<TrialRow> for TrialView {
-    fn from(row: TrialRow) -> Self {
-        let command = row.command_display();
-        let settings = row.settings();
-        let state = row.state();
-        let role = row.role();
-        let mismatched = row
-            .mismatched
-            .as_deref()
-            .and_then(|m| serde_json::from_str(m).ok())
-            .unwrap_or_default();
-        let support = support_of(row.support.as_deref());
+impl From<Trial> for TrialView {
+    fn from(t: Trial) -> Self {
         TrialView {
-            id: row.id,
-            profile: row.profile,
-            model: row.model,
-            settings,
-            state,
-            command,
-            created_ms: row.created_ms,
-            metrics: row.metrics.0,
-            client_decode_tps: row.client_decode_tps,
-            prompt_tokens: row.prompt_tokens,
-            tokens_requested: row.tokens_requested,
-            tokens_generated: row.tokens_generated,
-            n_ctx: row.n_ctx,
-            ceiling_tps: row.ceiling_tps,
-            started_ms: row.started_ms,
-            expected_load_ms: row.expected_load_ms,
-            load_state: row.load_state,
-            failure_kind: row.failure_kind,
-            error: row.error,
-            study_id: row.study_id,
-            role,
-            note: row.note,
-            drift_pct: row.drift_pct,
-            machine: row.machine,
-            worker: row.worker,
-            mismatched,
-            support,
+            id: t.id,
+            profile: t.profile,
+            model: t.model,
+            settings: t.settings,
+            state: t.state,
+            command: t.command,
+            created_ms: t.created_ms,
+            metrics: t.metrics,
+            client_decode_tps: t.client_decode_tps,
+            prompt_tokens: t.prompt_tokens,
+            tokens_requested: t.tokens_requested,
+            tokens_generated: t.tokens_generated,
+            n_ctx: t.n_ctx,
+            ceiling_tps: t.ceiling_tps,
+            started_ms: t.started_ms,
+            expected_load_ms: t.expected_load_ms,
+            load_state: t.load_state,
+            failure_kind: t.failure_kind.map(|k| k.label().to_string()),
+            error: t.error,
+            study_id: t.study_id,
+            role: t.role,
+            note: t.note,
+            drift_pct: t.drift_pct,
+            machine: t.machine,
+            worker: t.worker,
+            mismatched: t.mismatched,
+            support: t.support,
         }
     }
 }
 
-/// Most repeats of one metric, and metrics, a stored support is read with:
-/// a worker's result is untrusted.
-const MAX_SUPPORT: usize = 100;
-
-/// A stored support (JSON), bounded; empty when absent or unreadable.
-fn support_of(text: Option<&str>) -> TrialSupport {
-    let mut s: TrialSupport = text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
-    s.repeats = std::mem::take(&mut s.repeats).into_iter().take(MAX_SUPPORT).collect();
-    for values in s.repeats.values_mut() {
-        values.truncate(MAX_SUPPORT);
-        values.retain(|v| v.is_finite());
+/// A stored trial as shown: read as a [`Trial`], then mapped.
+impl From<TrialRow> for TrialView {
+    fn from(row: TrialRow) -> Self {
+        Trial::from(row).into()
     }
-    s.items = std::mem::take(&mut s.items).into_iter().take(MAX_SUPPORT).collect();
-    // Verdicts are kept only as the findings read them: `0`s and `1`s,
-    // at most a suite's cap of them.
-    s.verdicts = std::mem::take(&mut s.verdicts)
-        .into_iter()
-        .take(MAX_SUPPORT)
-        .filter(|(_, v)| tunebook_study::findings::parse_verdicts(v).is_some())
-        .collect();
-    s
 }
 
 impl From<SampleRow> for SampleView {
@@ -122,6 +97,7 @@ pub fn row_of(view: &TrialView) -> TrialRow {
 mod tests {
     use super::*;
     use crate::db::trials::MetricColumns;
+    use crate::trial::{MAX_SUPPORT, support_of};
     use tunebook_views::types::{Metric, Metrics};
 
     #[test]

@@ -5,6 +5,7 @@
 //! here touches an engine.
 
 mod formula;
+mod held_out;
 mod region;
 mod score;
 mod search;

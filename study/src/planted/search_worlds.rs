@@ -11,6 +11,8 @@
 //! - `llama8`: the findings' world (864 configurations, a failing region).
 //! - `noise`: the llama8 space with no structure: each configuration's
 //!   truth is a hash of it, so no model can beat drawing at random.
+//! - `offload`, `ridge`, `pocket`: worlds built after the strategies were
+//!   tuned, to differ from these (see [`super::held_out`]).
 
 use engine_bridge::Settings;
 
@@ -157,7 +159,7 @@ pub fn search_worlds() -> Vec<World> {
         Noise { speed: 0.02, memory: 0.005, quality: 0.005, divergence: 2e-4, ..Noise::default() };
     let llama8 = worlds().into_iter().find(|w| w.name == "llama8").expect("llama8");
     let llama8_space = llama8.study.clone();
-    vec![
+    let mut all = vec![
         World {
             name: "midrange",
             study: MIDRANGE.into(),
@@ -186,5 +188,7 @@ pub fn search_worlds() -> Vec<World> {
             silent: vec![],
             plan: None,
         },
-    ]
+    ];
+    all.extend(super::held_out::held_out(noise));
+    all
 }

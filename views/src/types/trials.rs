@@ -64,7 +64,9 @@ pub struct RunRequest {
     pub target: Option<String>,
 }
 
-pub use tunebook_domain::{Goal, Metric, Metrics, Role, Scale as MetricScale, TrialState};
+pub use tunebook_domain::{
+    Goal, Metric, Metrics, Role, Scale as MetricScale, TrialState, TrialSupport,
+};
 
 impl TrialView {
     /// A metric's value by its name (`decode_tps`, `peak_rss_bytes`, …),
@@ -180,28 +182,6 @@ pub struct TrialView {
     /// many items each share was counted over.
     #[serde(default, skip_serializing_if = "TrialSupport::is_empty")]
     pub support: TrialSupport,
-}
-
-/// What a trial's numbers rest on, by metric name: each speed's value per
-/// measured request (the trial's value is their median), the number of
-/// pass/fail items (questions, recall points) behind each share, and each
-/// question's verdict.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TrialSupport {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub repeats: BTreeMap<String, Vec<f64>>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub items: BTreeMap<String, u32>,
-    /// Each item's verdict behind a share, in the suite's order: `1`
-    /// passed, `0` failed.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub verdicts: BTreeMap<String, String>,
-}
-
-impl TrialSupport {
-    pub fn is_empty(&self) -> bool {
-        self.repeats.is_empty() && self.items.is_empty() && self.verdicts.is_empty()
-    }
 }
 
 /// One recorded request of a trial.

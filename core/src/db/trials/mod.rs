@@ -129,6 +129,17 @@ pub async fn of_study_after(
     Ok(rows)
 }
 
+/// When each of a study's ended trials ended: (id, ms since the epoch).
+pub async fn finished_times(db: &Db, study_id: i64) -> Result<Vec<(i64, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, finished_ms FROM trials WHERE study_id = $1 AND finished_ms IS NOT NULL \
+         ORDER BY id",
+    )
+    .bind(study_id)
+    .fetch_all(&db.pool)
+    .await
+}
+
 /// One trial.
 pub async fn get(db: &Db, id: i64) -> Result<Option<TrialRow>, sqlx::Error> {
     let row: Option<TrialRow> =
@@ -160,6 +171,11 @@ pub async fn samples(db: &Db, id: i64) -> Result<Vec<SampleRow>, sqlx::Error> {
 }
 
 /// How many trials of a study are in each state.
+/// How many trials there are in each state, over every study and none.
+pub async fn state_counts_all(db: &Db) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as("SELECT state, COUNT(*) FROM trials GROUP BY state").fetch_all(&db.pool).await
+}
+
 pub async fn state_counts(db: &Db, study_id: i64) -> Result<BTreeMap<String, usize>, sqlx::Error> {
     let rows: Vec<(String, i64)> =
         sqlx::query_as("SELECT state, COUNT(*) FROM trials WHERE study_id = $1 GROUP BY state")
