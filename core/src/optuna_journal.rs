@@ -244,3 +244,103 @@ fn trial_op(
         "intermediate_values": {},
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use engine_bridge::FailureKind;
+    use tunebook_domain::{Metric, Metrics, Role};
+    use tunebook_study::StudyDef;
+
+    use super::*;
+
+    fn study() -> Study {
+        let text = r#"
+name = "s"
+profile = "p"
+model = "m"
+[space]
+threads = { min = 2, max = 8, step = 2 }
+batch_size = { min = 512, max = 4096, log = true }
+cache_type_k = ["f16", "q8_0"]
+ubatch_size = [128, 256]
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "peak_rss_bytes"
+"#;
+        StudyDef::from_toml(text)
+            .and_then(|d| d.check(&engine_bridge::Catalog::llama_server(), &["m".to_string()]))
+            .unwrap()
+    }
+
+    fn trial(id: i64, settings: &[(&str, &str)], state: TrialState) -> Trial {
+        let settings = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Trial { id, created_ms: 1_700_000_000_000, ..Trial::new("p", "m", settings, state) }
+    }
+
+    fn ops(text: &str) -> Vec<Value> {
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_baseline_outside_the_space_widens_its_distribution_and_choices_keep_their_type() {
+        let s = study();
+        let mut base = trial(1, &[("threads", "3"), ("batch_size", "2048")], TrialState::Done);
+        base.metrics =
+            Metrics::of([(Metric::DecodeTps, Some(10.0)), (Metric::PeakRssBytes, Some(5e9))]);
+        base.role = Some(Role::Baseline);
+        let mut run = trial(
+            2,
+            &[("threads", "8"), ("cache_type_k", "q8_0"), ("ubatch_size", "256")],
+            TrialState::Done,
+        );
+        run.metrics =
+            Metrics::of([(Metric::DecodeTps, Some(12.0)), (Metric::PeakRssBytes, Some(4e9))]);
+        let journal =
+            ops(&journal("s", &s, &[base, run], &BTreeMap::from([(2, 1_700_000_060_000)])));
+        assert_eq!(journal[0]["directions"], json!([MAXIMIZE, MINIMIZE]));
+        let dist = |op: &Value, name: &str| -> Value {
+            serde_json::from_str(op["distributions"][name].as_str().unwrap()).unwrap()
+        };
+        // Threads stepped by 2 from 2; the baseline's 3 is off that grid.
+        let threads = dist(&journal[1], "threads");
+        assert_eq!(threads["attributes"], json!({ "log": false, "step": 1, "low": 2, "high": 8 }));
+        assert_eq!(journal[1]["params"]["threads"], json!(3.0));
+        // A log range is Optuna's log range, by ones.
+        let batch = dist(&journal[1], "batch_size");
+        assert_eq!(batch["attributes"]["log"], json!(true));
+        assert_eq!(batch["attributes"]["step"], json!(1));
+        // Choices as numbers where they are, stored by their index.
+        let ubatch = dist(&journal[2], "ubatch_size");
+        assert_eq!(ubatch["attributes"]["choices"], json!([128, 256]));
+        assert_eq!(journal[2]["params"]["ubatch_size"], json!(1));
+        assert_eq!(
+            dist(&journal[2], "cache_type_k")["attributes"]["choices"],
+            json!(["f16", "q8_0"])
+        );
+        assert_eq!(journal[2]["values"], json!([12.0, 4e9]));
+        assert_eq!(journal[2]["state"], json!(COMPLETE));
+        assert_eq!(journal[2]["datetime_complete"], json!("2023-11-14T22:14:20.000000"));
+        assert_eq!(journal[1]["user_attrs"]["role"], json!("baseline"));
+    }
+
+    #[test]
+    fn failed_unmeasured_and_never_run_trials_are_not_complete_and_unended_ones_are_left_out() {
+        let s = study();
+        let mut failed = trial(1, &[], TrialState::Failed);
+        failed.failure_kind = Some(FailureKind::OutOfMemory);
+        failed.error = Some("x".repeat(5000));
+        let unmeasured = trial(2, &[], TrialState::Done);
+        let pruned = trial(3, &[], TrialState::Pruned);
+        let queued = trial(4, &[], TrialState::Queued);
+        let journal =
+            ops(&journal("s", &s, &[failed, unmeasured, pruned, queued], &BTreeMap::new()));
+        assert_eq!(journal.len(), 4, "the study and three trials");
+        assert_eq!(journal[1]["state"], json!(FAIL));
+        assert_eq!(journal[1]["user_attrs"]["failure"], json!("out of memory"));
+        assert_eq!(journal[1]["user_attrs"]["error"].as_str().unwrap().len(), MAX_ERROR);
+        assert_eq!(journal[2]["state"], json!(FAIL));
+        assert!(journal[2]["values"].is_null());
+        assert_eq!(journal[3]["state"], json!(PRUNED));
+    }
+}

@@ -155,6 +155,18 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
         markdown.contains("TimeoutStartSec=60"),
         "a quick load still gets a minute: {markdown}"
     );
+    // And as the tools that serve it take it: llama-swap's entry on the
+    // port it picks, a compose service on llama.cpp's image.
+    assert!(
+        markdown.contains("<summary>llama-swap entry</summary>")
+            && markdown.contains("--port ${PORT}"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("<summary>docker compose service</summary>")
+            && markdown.contains("ghcr.io/ggml-org/llama.cpp:server"),
+        "{markdown}"
+    );
 
     let pareto: Value = get_json(&server, &format!("/api/studies/{}/pareto", study.id)).await;
     let points = pareto["points"].as_array().unwrap();
