@@ -6,7 +6,8 @@
 # TPE. Optuna is installed into a project-local virtual environment
 # (.tools/bench-venv), once.
 # Usage: scripts/bench-strategies.sh [SEEDS (5)] [MAX TRIALS (200)]
-# ONLY=bayes,random runs only those of the project's strategies.
+# ONLY=bayes,random runs only those of the project's strategies;
+# WORLDS=ridge,pocket only those worlds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -17,5 +18,5 @@ cargo build --quiet --release -p tunebook-study --example bench_strategies
 binary="$root/target/release/examples/bench_strategies"
 project="$(mktemp)"
 trap 'rm -f "$project"' EXIT
-"$binary" project "$seeds" "$max" 0.95 ${ONLY:+"$ONLY"} > "$project"
-"$python" scripts/bench_strategies.py "$binary" "$project" "$seeds" "$max" 0.95
+"$binary" project "$seeds" "$max" 0.95 "${ONLY:-random,two_phase,motpe,bayes,grid}" ${WORLDS:+"$WORLDS"} > "$project"
+"$python" scripts/bench_strategies.py "$binary" "$project" "$seeds" "$max" 0.95 ${WORLDS:+"$WORLDS"}

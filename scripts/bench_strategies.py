@@ -86,6 +86,9 @@ def main():
     binary, project_file, seeds, max_trials, target = sys.argv[1:6]
     seeds, max_trials, target = int(seeds), int(max_trials), float(target)
     worlds = json.loads(subprocess.check_output([binary, "worlds"], text=True))
+    if len(sys.argv) > 6:
+        named = sys.argv[6].split(",")
+        worlds = [w for w in worlds if w["name"] in named]
     runs = {}  # (world, strategy) -> [(trials, hours) or None]
     with open(project_file) as f:
         for line in f:
