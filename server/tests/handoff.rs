@@ -182,3 +182,64 @@ fn healthy_within(port: u16, limit: std::time::Duration) -> bool {
     }
     false
 }
+
+/// The same from the JSON API (what the study page links to): a trial's
+/// entry by an allowlisted format, a study's journal as a download.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_hands_off_a_trial_by_a_known_format_and_a_study_as_a_journal() {
+    use common::{TestServer, eventually, http};
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    common::write_fake_profile(profiles.path(), "fake", &[]);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+    let def = serde_json::json!({
+        "name": "handed", "profile": "fake", "model": "m",
+        "space": { "ubatch_size": [128, 256] },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 5, "confirm_pairs": 0, "settle_trials": 0 },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    });
+    let study: serde_json::Value = http()
+        .post(server.url("/api/studies"))
+        .json(&def)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = study["id"].as_i64().unwrap();
+    let path = format!("/api/studies/{id}");
+    eventually(std::time::Duration::from_secs(120), "the study's end", || async {
+        let row: serde_json::Value =
+            http().get(server.url(&path)).send().await.ok()?.json().await.ok()?;
+        (row["state"] == "done").then_some(())
+    })
+    .await;
+    let at = &server;
+    let get = |p: String| async move { http().get(at.url(&p)).send().await.unwrap() };
+
+    let r = get(format!("{path}/optuna-journal")).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-disposition"].to_str().unwrap().contains("optuna.log"));
+    let journal = r.text().await.unwrap();
+    assert_eq!(journal.lines().count(), 1 + 3, "the study, the baseline and two");
+
+    let r = get("/api/trials/2/handoff/llama-swap".into()).await;
+    assert_eq!(r.status(), 200);
+    let entry: serde_norway::Value = serde_norway::from_str(&r.text().await.unwrap()).unwrap();
+    assert!(entry["models"]["m"]["cmd"].as_str().unwrap().contains("--port ${PORT}"));
+    // The fake engine is no llama-server: no image to run it in.
+    let r = get("/api/trials/2/handoff/compose".into()).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("no container image"));
+    let r = get("/api/trials/2/handoff/script".into()).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("one of llama-swap, compose, systemd"));
+    assert_eq!(get("/api/trials/999/handoff/systemd".into()).await.status(), 404);
+    assert_eq!(get("/api/studies/999/optuna-journal".into()).await.status(), 404);
+    server.stop().await;
+}

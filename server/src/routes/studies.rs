@@ -88,6 +88,24 @@ pub async fn trials_csv(
         .into_response())
 }
 
+/// `GET /api/studies/{id}/optuna-journal`: the study as a journal Optuna's
+/// `JournalStorage` loads, as a download.
+pub async fn optuna_journal(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<axum::response::Response> {
+    use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+    use axum::response::IntoResponse;
+    let service = &state.service;
+    let text = ops::handoff::optuna_journal(&service.db, &service.checked, id).await?;
+    let file = format!("attachment; filename=\"study-{id}-optuna.log\"");
+    Ok((
+        [(CONTENT_TYPE, "text/plain; charset=utf-8".to_string()), (CONTENT_DISPOSITION, file)],
+        text,
+    )
+        .into_response())
+}
+
 /// What "settle this" names: a setting and a metric the findings hold not
 /// determined.
 #[derive(Deserialize)]

@@ -25,6 +25,24 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
+/// `GET /api/trials/{id}/handoff/{format}`: the trial's configuration as a
+/// llama-swap entry, a compose service or a systemd unit, as text.
+pub async fn handoff(
+    State(state): State<AppState>,
+    Path((id, format)): Path<(i64, String)>,
+) -> Result<([(axum::http::header::HeaderName, &'static str); 1], String)> {
+    let Some(format) = ops::handoff::Format::parse(&format) else {
+        let known: Vec<&str> = ops::handoff::Format::ALL.iter().map(|f| f.name()).collect();
+        return Err(crate::Error::BadRequest(format!(
+            "unknown format `{format}`: one of {}",
+            known.join(", ")
+        ))
+        .into());
+    };
+    let text = ops::handoff::trial(&state.service.db, id, format).await?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
+}
+
 pub async fn get(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<TrialView>> {
     Ok(Json(ops::trials::get(&state.service.db, id).await?))
 }

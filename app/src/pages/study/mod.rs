@@ -176,7 +176,7 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
             <explore::Explore id objectives=study.objectives.clone() finished=Signal::derive(move || progress.with(|p| p.finished)) />
         </section>
         <section class="panel">
-            <h2>"Trials" <a class="download" id="trials-csv" href=format!("/api/studies/{id}/trials.csv") download="">"Download CSV"</a></h2>
+            <h2>"Trials" <a class="download" id="trials-csv" href=format!("/api/studies/{id}/trials.csv") download="">"Download CSV"</a> <a class="download" id="optuna-journal" href=format!("/api/studies/{id}/optuna-journal") download="" title="A journal Optuna's JournalStorage and optuna-dashboard open">"Optuna journal"</a></h2>
             <TrialsTable id first=study.first_page.clone() live objectives=study.objectives.clone() baseline=baseline.get_value() />
         </section>
         <section class="panel">
