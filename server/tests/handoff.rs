@@ -187,13 +187,8 @@ fn healthy_within(port: u16, limit: std::time::Duration) -> bool {
 /// entry by an allowlisted format, a study's journal as a download.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_hands_off_a_trial_by_a_known_format_and_a_study_as_a_journal() {
-    use common::{TestServer, eventually, http};
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    common::write_fake_profile(profiles.path(), "fake", &[]);
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.profiles_dir = profiles.path().to_path_buf();
-    let server = TestServer::start_with(settings, data).await;
+    use common::{eventually, http};
+    let (server, _profiles) = common::on_fake_engine("fake", &[]).await;
     let def = serde_json::json!({
         "name": "handed", "profile": "fake", "model": "m",
         "space": { "ubatch_size": [128, 256] },

@@ -10,7 +10,7 @@ use tunebook::db::studies::{StudyRow, StudyState};
 use tunebook_views::types::{TrialState, TrialView};
 
 use crate::common;
-use common::{TestServer, eventually, get_json, http};
+use common::{eventually, get_json, http};
 
 /// The samples of an OpenMetrics text, by name with its labels.
 fn samples(text: &str) -> BTreeMap<String, f64> {
@@ -25,12 +25,7 @@ fn samples(text: &str) -> BTreeMap<String, f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrape_counts_the_trials_the_studies_and_the_time_between_trials() {
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    common::write_fake_profile(profiles.path(), "fake", &[]);
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.profiles_dir = profiles.path().to_path_buf();
-    let server = TestServer::start_with(settings, data).await;
+    let (server, _profiles) = common::on_fake_engine("fake", &[]).await;
     let def = json!({
         "name": "scraped",
         "profile": "fake",

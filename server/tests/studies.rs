@@ -9,7 +9,7 @@ mod settling;
 
 use std::time::Duration;
 
-use common::{TestServer, eventually, get_json, http};
+use common::{TestServer, eventually, get_json, http, on_fake_engine};
 use serde_json::{Value, json};
 use tunebook::db::studies::{StudyRow, StudyState};
 use tunebook::study_cli;
@@ -39,17 +39,6 @@ fn demo_study() -> Value {
 
 async fn post(server: &TestServer, path: &str, body: &Value) -> reqwest::Response {
     http().post(server.url(path)).json(body).send().await.unwrap()
-}
-
-/// A server whose only profile, `name`, runs the fake engine with `args`;
-/// the profiles' folder is kept alive with it (more profiles may go there).
-async fn on_fake_engine(name: &str, args: &[&str]) -> (TestServer, tempfile::TempDir) {
-    let data = tempfile::tempdir().unwrap();
-    let profiles = tempfile::tempdir().unwrap();
-    common::write_fake_profile(profiles.path(), name, args);
-    let mut settings = TestServer::settings(data.path().to_path_buf());
-    settings.profiles_dir = profiles.path().to_path_buf();
-    (TestServer::start_with(settings, data).await, profiles)
 }
 
 /// Creates the study `def`, waits until it is done (it must not fail) and

@@ -24,11 +24,7 @@ impl Launch {
             .iter()
             .filter_map(|a| a.as_str().map(str::to_string))
             .collect();
-        if let Some(at) = args.iter().position(|a| a == "--port")
-            && let Some(port) = args.get_mut(at + 1)
-        {
-            *port = PORT.into();
-        }
+        set_port(&mut args, PORT);
         let env = command["env"]
             .as_object()
             .map(|e| {
@@ -48,6 +44,15 @@ impl Launch {
     pub fn value_of(&self, flag: &str) -> Option<&str> {
         let at = self.args.iter().position(|a| a == flag)?;
         self.args.get(at + 1).map(String::as_str)
+    }
+}
+
+/// `args` serving on `port`: the value after `--port` replaced, or the
+/// flag added where there is none.
+pub fn set_port(args: &mut Vec<String>, port: &str) {
+    match args.iter().position(|a| a == "--port").and_then(|at| args.get_mut(at + 1)) {
+        Some(value) => *value = port.into(),
+        None => args.extend(["--port".into(), port.into()]),
     }
 }
 

@@ -42,13 +42,7 @@ pub fn entry(launch: &Launch, id: &str, description: &str, timeout: u64) -> Resu
         return Err(format!("{w:?} holds {why}"));
     }
     let mut args = launch.args.clone();
-    if let Some(at) = args.iter().position(|a| a == "--port")
-        && let Some(port) = args.get_mut(at + 1)
-    {
-        *port = "${PORT}".into();
-    } else {
-        args.extend(["--port".into(), "${PORT}".into()]);
-    }
+    super::launch::set_port(&mut args, "${PORT}");
     // `${PORT}` stays a word of its own for llama-swap to fill in.
     let quote = |s: &str| match s {
         "${PORT}" => s.to_string(),

@@ -44,6 +44,17 @@ pub fn write_fake_profile(dir: &std::path::Path, name: &str, args: &[&str]) {
     std::fs::write(dir.join(format!("{name}.toml")), profile).unwrap();
 }
 
+/// A server whose only profile, `name`, runs the fake engine with `args`;
+/// the profiles' folder is kept alive with it (more profiles may go there).
+pub async fn on_fake_engine(name: &str, args: &[&str]) -> (TestServer, tempfile::TempDir) {
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    write_fake_profile(profiles.path(), name, args);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    (TestServer::start_with(settings, data).await, profiles)
+}
+
 /// Fails with a clear message when the demo engine has not been set up.
 pub fn require_demo_engine() {
     let root = repo_root();
