@@ -19,6 +19,9 @@ cargo clippy --quiet -p tunebook-app --lib --target wasm32-unknown-unknown \
 # Optuna, for the test that loads a study's Optuna journal with it.
 TUNEBOOK_OPTUNA_PYTHON="$(scripts/setup-bench-venv.sh)"
 export TUNEBOOK_OPTUNA_PYTHON
+# schemathesis, for the test that fuzzes the JSON API from its description.
+TUNEBOOK_SCHEMATHESIS="$(scripts/setup-fuzz-venv.sh)"
+export TUNEBOOK_SCHEMATHESIS
 echo "==> cargo test"
 # Two tests at a time, whatever the machine reports: the suites start real
 # engines and browsers, sized for two cores.

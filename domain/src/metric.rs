@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a trial is judged on; the names are the trials' own columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     DecodeTps,
@@ -219,6 +220,7 @@ impl Metric {
 
 /// Which way an objective is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Goal {
     #[serde(alias = "maximize")]

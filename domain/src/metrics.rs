@@ -79,3 +79,19 @@ impl<'de> Deserialize<'de> for Metrics {
         d.deserialize_map(Each)
     }
 }
+
+/// An object of numbers under metric names, as it is written.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Metrics {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Metrics".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "description": "Measured values, one field per metric by its name",
+            "additionalProperties": { "type": "number" },
+        })
+    }
+}

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a trial is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TrialState {
     Queued,
@@ -56,6 +57,7 @@ impl TrialState {
 
 /// Why a study ran a trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// The reference every trial is compared with, run first.
@@ -108,6 +110,7 @@ impl Role {
 /// pass/fail items (questions, recall points) behind each share, and each
 /// question's verdict.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TrialSupport {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub repeats: BTreeMap<String, Vec<f64>>,

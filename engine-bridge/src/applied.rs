@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::Settings;
 
 /// One setting as asked and as the engine ran it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Applied {
     pub setting: String,
     pub asked: String,

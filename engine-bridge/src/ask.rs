@@ -17,7 +17,9 @@ use crate::llama_server::{self, CompletionRequest, Prompt};
 use crate::profile::Api;
 
 /// How a question reached the model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptStyle {
     /// As a plain completion of `QUESTION\nAnswer:`: the model has no chat

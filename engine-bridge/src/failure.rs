@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::process::ExitInfo;
 
 /// The cause of a failed launch or probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// The engine refused a setting (bad flag or value) and exited.
@@ -73,7 +73,9 @@ impl FailureKind {
 }
 
 /// A failure with its evidence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error, schemars::JsonSchema,
+)]
 #[error("{}: {message}", kind.label())]
 pub struct Failure {
     pub kind: FailureKind,

@@ -149,7 +149,7 @@ pub async fn apply_template(
 }
 
 /// llama-server's own `timings` block of a finished completion.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineTimings {
     pub prompt_n: u32,
     pub prompt_ms: f64,
@@ -168,7 +168,7 @@ pub struct EngineTimings {
 }
 
 /// One timed completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompletionSample {
     /// Request sent to first generated token, on the client.
     pub ttft_ms: f64,

@@ -90,6 +90,21 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Serve the Model Context Protocol on stdin and stdout for an agent:
+    /// tools to list profiles, check, create and follow studies, read
+    /// their findings and trials, and pause or stop them, through a
+    /// running server's JSON API.
+    ///
+    /// Example (an agent's MCP settings): {"command": "tunebook", "args": ["mcp"]}
+    Mcp {
+        /// The running server's address.
+        #[arg(long, env = "TUNEBOOK_SERVER", default_value = "http://127.0.0.1:3000")]
+        server: String,
+        /// The server's password, where it has one (set it in the
+        /// environment, not on the command line).
+        #[arg(long, env = "TUNEBOOK_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+    },
     /// Write trials as JSONL (one record per trial, with every sample) or
     /// CSV, a study as an Optuna journal, or one trial's configuration as a
     /// llama-swap entry, a docker compose service or a systemd unit.

@@ -5,10 +5,12 @@
 
 #![recursion_limit = "512"]
 
+pub mod api;
 pub mod api_error;
 pub mod cli;
 pub mod exit_status;
 pub mod login;
+pub mod mcp;
 pub mod metrics;
 pub mod plan_cli;
 pub mod probe_cli;
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::FromRef;
 use axum::http::{HeaderValue, header};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tokio::net::TcpListener;
@@ -157,44 +159,13 @@ fn router(state: AppState, allowed_hosts: same_origin::AllowedHosts) -> Router {
     // beside each file is sent to browsers that take it (plotly.js is
     // 4.8 MB, 1.4 gzipped), without compressing on every request.
     let bundle = ServeDir::new(state.service.site_root.join("pkg")).precompressed_gzip();
+    // The JSON API, and its description.
+    let (api, description) = api::described();
     Router::new()
         .route("/api/events", get(routes::events::stream))
-        .route("/api/profiles", get(routes::trials::profiles))
-        .route("/api/trials", get(routes::trials::list).post(routes::trials::create))
-        .route("/api/trials/{id}", get(routes::trials::get))
-        .route("/api/trials/{id}/samples", get(routes::trials::samples))
-        .route("/api/trials/{id}/measurement", get(routes::trials::measurement))
         .route("/api/trials/{id}/log", get(routes::log::follow))
-        .route("/api/trials/{id}/handoff/{format}", get(routes::trials::handoff))
-        .route("/api/studies", get(routes::studies::list).post(routes::studies::create))
-        .route("/api/studies/check", post(routes::studies::check))
-        .route("/api/studies/{id}", get(routes::studies::get))
-        .route("/api/studies/{id}/trials", get(routes::studies::trials))
-        .route("/api/studies/{id}/trials.csv", get(routes::studies::trials_csv))
-        .route("/api/studies/{id}/optuna-journal", get(routes::studies::optuna_journal))
-        .route("/api/studies/{id}/pareto", get(routes::studies::pareto))
-        .route("/api/studies/{id}/pareto/figure", get(routes::studies::pareto_figure))
-        .route("/api/studies/{id}/findings", get(routes::studies::findings))
-        .route("/api/studies/{id}/settle", post(routes::studies::settle))
-        .route(
-            "/api/studies/{id}/reports",
-            get(routes::reports::list).post(routes::reports::create),
-        )
-        .route("/api/studies/{id}/{action}", post(routes::studies::control))
-        .route("/api/reports/{id}", get(routes::reports::get).put(routes::reports::save))
-        .route("/api/reports/{id}/regenerate", post(routes::reports::regenerate))
-        .route("/api/reports/{id}/shares", post(routes::reports::publish))
-        .route("/api/reports/{id}/prose", post(routes::reports::prose))
-        .route("/api/reports/{id}/{file}", get(routes::reports::export_own))
-        .route("/api/shares/{token}", delete(routes::reports::revoke))
-        .route("/api/workers", get(routes::workers::list).post(routes::workers::create))
-        .route("/api/workers/{name}", delete(routes::workers::revoke))
-        .route("/api/worker/register", post(routes::workers::register))
-        .route("/api/worker/claim", post(routes::workers::claim))
-        .route("/api/worker/trials/{id}/heartbeat", post(routes::workers::heartbeat))
-        .route("/api/worker/trials/{id}/result", post(routes::workers::result))
-        .route("/api/shared/{token}", get(routes::reports::shared))
-        .route("/api/shared/{token}/{file}", get(routes::reports::export_shared))
+        .merge(api)
+        .route("/api/openapi.json", api::serve(&description))
         .leptos_routes_with_context(
             &state,
             generate_route_list(App),

@@ -112,6 +112,10 @@ async fn main_inner() -> anyhow::Result<()> {
             tunebook::study_cli::run(tunebook::study_cli::RunArgs { settings, file, resume })
                 .await?;
         }
+        Command::Mcp { server, password } => {
+            let password = password.filter(|p| !p.is_empty());
+            tunebook::mcp::serve(&server, password.as_deref()).await?;
+        }
         Command::Export { study, trial, format, out, common } => {
             let settings = common.settings()?;
             let what = match format {

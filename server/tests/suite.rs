@@ -32,8 +32,12 @@ mod live_feed;
 mod load_progress;
 #[path = "login.rs"]
 mod login;
+#[path = "mcp.rs"]
+mod mcp;
 #[path = "metrics.rs"]
 mod metrics;
+#[path = "openapi.rs"]
+mod openapi;
 #[path = "queue.rs"]
 mod queue;
 #[path = "real_trial.rs"]

@@ -107,12 +107,12 @@ impl StudyDef {
             match Constraint::parse(text) {
                 Err(e) => {
                     // The commonest slip, told as such.
-                    let lone_eq = text.char_indices().any(|(i, c)| {
+                    // (Sliced only at an `=`, one byte: any other character
+                    // may be several, and a slice inside one panics.)
+                    let lone_eq = text.char_indices().filter(|&(_, c)| c == '=').any(|(i, _)| {
                         let before = text[..i].chars().next_back();
                         let after = text[i + 1..].chars().next();
-                        c == '='
-                            && !matches!(before, Some('=' | '!' | '<' | '>'))
-                            && after != Some('=')
+                        !matches!(before, Some('=' | '!' | '<' | '>')) && after != Some('=')
                     });
                     let hint = if lone_eq { " (to compare, write `==`, not `=`)" } else { "" };
                     errors.push(format!("{e}{hint}"));

@@ -8,7 +8,7 @@ use crate::metric::Metric;
 
 /// How close counts as "the same": the equivalence margins a "no effect"
 /// or a free win must be shown within.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Margins {
     /// Speeds and times, in percent either way.

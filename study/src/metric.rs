@@ -35,6 +35,20 @@ impl<'de> Deserialize<'de> for Measure {
     }
 }
 
+/// A string: a metric's name or `setting.` and a setting's.
+impl schemars::JsonSchema for Measure {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Measure".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A metric's name (`decode_tps`), or `setting.` and a numeric setting's name",
+        })
+    }
+}
+
 impl Measure {
     /// A metric's name, or `setting.` and a setting's name; the setting is
     /// checked against the study by [`crate::StudyDef::check`].

@@ -12,7 +12,7 @@ pub use crate::metric::{Goal, Measure, Metric};
 use crate::space::Space;
 
 /// An objective or a bound, as written.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TargetDef {
     pub metric: String,
@@ -28,7 +28,7 @@ pub struct TargetDef {
 }
 
 /// When a study stops on its own.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Budget {
     /// Trials in all, the baseline and its re-runs included.
@@ -83,7 +83,9 @@ impl Default for Budget {
 }
 
 /// The search strategies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StrategyKind {
     /// Every combination, like llama-bench's comma lists.
@@ -109,7 +111,7 @@ pub enum StrategyKind {
 
 pub use engine_bridge::endpoints::Endpoint;
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StrategyDef {
     pub kind: StrategyKind,
@@ -120,7 +122,7 @@ pub struct StrategyDef {
 }
 
 /// A study as written in a file or sent by the browser.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StudyDef {
     pub name: String,

@@ -174,6 +174,12 @@ fn no_objective_and_unsatisfiable_constraints() {
     let lone = SEEDS.replace("when cache_type_v", "when cache_type_v = \"f16\" and cache_type_v");
     let e = check(&lone).unwrap_err().to_string();
     assert!(e.contains("(to compare, write `==`, not `=`)"), "{e}");
+    // Characters of several bytes, around an `=` or not: an error, never a
+    // panic (the API's fuzzing found one).
+    for text in ["\u{80}", "é = 1", "ctx_size =é", "ü==ü"] {
+        let odd = SEEDS.replace("constraints = [", &format!("constraints = ['{text}', "));
+        assert!(check(&odd).is_err(), "{text}");
+    }
     let bare = SEEDS.replace("constraints = [", "constraints = ['flash_attn == on', ");
     let e = check(&bare).unwrap_err().to_string();
     assert!(e.contains("if it is a value, quote it: \"on\""), "{e}");

@@ -24,7 +24,7 @@ pub const MAX_ATTEMPTS: i64 = 3;
 const IN_FLIGHT: &str = "('launching', 'loading', 'probing')";
 
 /// A worker as the server knows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Worker {
     pub id: i64,
     pub name: String,
@@ -98,7 +98,7 @@ pub async fn fail_targeted(db: &Db, name: &str, why: &str) -> Result<Vec<i64>, s
 }
 
 /// A profile a worker registered: its name, engine and models.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkerProfile {
     pub name: String,
     pub engine: String,
@@ -295,7 +295,7 @@ pub async fn expire(db: &Db) -> Result<Vec<i64>, sqlx::Error> {
 }
 
 /// A finished trial as a worker sends it back.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialResult {
     pub columns: BTreeMap<String, Value>,
     pub samples: Vec<BTreeMap<String, Value>>,

@@ -6,7 +6,7 @@ use tunebook_study::StudyDef;
 use super::{Db, now_ms};
 
 /// Where a study is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StudyState {
     Running,
@@ -43,7 +43,7 @@ impl StudyState {
 }
 
 /// A stored study.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StudyRow {
     pub id: i64,
     pub name: String,
@@ -150,7 +150,7 @@ pub async fn set_state(
 }
 
 /// One thing that happened in a study.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow, schemars::JsonSchema)]
 pub struct Event {
     pub id: i64,
     pub at_ms: i64,

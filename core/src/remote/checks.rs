@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::db::queue::{self, TrialResult};
 use crate::error::{Error, Result};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct Registration {
     pub hardware: Value,
     /// The class of machine, where the worker was given one (`--class`).

@@ -40,7 +40,7 @@ pub async fn register(service: &Service, id: i64, name: &str, body: &Registratio
 }
 
 /// A trial to run, what to measure, and how often to renew the lease.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Claimed {
     pub trial: TrialView,
     pub probes: ProbePlan,
@@ -106,7 +106,7 @@ pub async fn claim(
 
 /// A worker's word that its trial still runs, in which phase, with what
 /// its engine wrote since.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct Beat {
     pub state: TrialState,
     /// What the engine wrote since the last report, whole lines.

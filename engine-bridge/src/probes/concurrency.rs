@@ -11,7 +11,7 @@ use crate::engine::RunningEngine;
 use crate::failure::Failure;
 
 /// Batches of simultaneous streamed completions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ConcurrencyProbe {
     /// How many requests at once, one batch each.
@@ -19,6 +19,7 @@ pub struct ConcurrencyProbe {
     pub prompt_tokens: usize,
     pub n_predict: u32,
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
 }
 
@@ -34,7 +35,7 @@ impl Default for ConcurrencyProbe {
 }
 
 /// One batch of simultaneous requests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConcurrencyPoint {
     pub clients: u32,
     /// All generated tokens over the batch's wall time.

@@ -18,7 +18,7 @@ const FILLER: &str = "The river bends twice before it reaches the old mill. Farm
     sells bread made from the mill's flour, and the smell fills the street each morning. ";
 
 /// Recall at each size and depth.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ContextProbe {
     /// Prompt sizes in tokens.
@@ -30,6 +30,7 @@ pub struct ContextProbe {
     /// `max_tokens`.
     pub thinking_budget: u32,
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
 }
 
@@ -46,7 +47,7 @@ impl Default for ContextProbe {
 }
 
 /// One size and depth.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecallPoint {
     pub size: usize,
     pub depth: f64,

@@ -10,7 +10,7 @@ use crate::engine::RunningEngine;
 use crate::failure::Failure;
 
 /// Generation after prompts of each depth.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct DepthProbe {
     /// Prompt lengths in tokens.
@@ -18,6 +18,7 @@ pub struct DepthProbe {
     pub n_predict: u32,
     pub repeats: u32,
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
 }
 
@@ -33,7 +34,7 @@ impl Default for DepthProbe {
 }
 
 /// The speeds at one depth, or why it was skipped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DepthPoint {
     pub depth: usize,
     pub decode_tps: Option<Stats>,

@@ -17,7 +17,7 @@ use crate::catalog::Settings;
 use crate::failure::{Failure, FailureKind};
 use crate::profile::Profile;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct KldProbe {
     /// Tokens per chunk.
@@ -25,6 +25,7 @@ pub struct KldProbe {
     /// Chunks scored.
     pub chunks: u32,
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub timeout: Duration,
     /// The configuration compared against: a study's baseline (its check
     /// sets it), else the engine's defaults; where it names a `model`,
@@ -38,7 +39,7 @@ impl Default for KldProbe {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KldResult {
     pub mean: f64,
     pub p99: f64,

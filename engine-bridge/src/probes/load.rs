@@ -27,7 +27,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::workloads::{self, Workload};
 
 /// A latency objective; a bound left out is not judged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Slo {
     pub ttft_p99_ms: Option<f64>,
@@ -40,7 +40,7 @@ impl Default for Slo {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoadProbe {
     /// A built-in workload or a file in the server's workloads folder.
@@ -50,6 +50,7 @@ pub struct LoadProbe {
     pub rates: Vec<f64>,
     /// How long requests arrive at each rate.
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub duration: Duration,
     pub slo: Slo,
     /// Rates tried between the last that held and the first that did not.
@@ -58,6 +59,7 @@ pub struct LoadProbe {
     /// counts as an error (the client's limit, said as such).
     pub max_in_flight: usize,
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
     /// The arrivals' draw: the same seed, the same arrival times.
     pub seed: u64,
@@ -86,7 +88,7 @@ impl Default for LoadProbe {
 }
 
 /// The 50th, 90th and 99th percentiles.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
     pub p50: f64,
     pub p90: f64,
@@ -107,7 +109,7 @@ impl Percentiles {
 }
 
 /// One rate's run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadStep {
     /// Arrivals a second asked for.
     pub rate: f64,
@@ -144,7 +146,7 @@ pub struct LoadStep {
 }
 
 /// Every rate run, in the order run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadResult {
     pub workload: String,
     pub slo: Slo,

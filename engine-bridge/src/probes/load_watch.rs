@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 const EVERY: Duration = Duration::from_millis(250);
 
 /// The engine's own account of a step, averaged over its readings.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineLoad {
     pub readings: u32,
     /// Slots (llama-server's `parallel`), and the mean share busy.

@@ -31,7 +31,7 @@ use crate::failure::Failure;
 
 /// Which probes to run, and how. A plan runs only the probes it names; the
 /// default names none, [`ProbePlan::standard`] the quick ones.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProbePlan {
     pub speed: Option<SpeedProbe>,
@@ -60,7 +60,7 @@ impl ProbePlan {
 }
 
 /// Everything the probes measured.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Measurement {
     pub speed: Option<SpeedResult>,
     pub depth: Option<Vec<DepthPoint>>,

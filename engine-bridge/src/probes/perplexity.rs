@@ -50,7 +50,7 @@ const SHARED_SETTINGS: &[&str] = &[
     "numa",
 ];
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct PerplexityProbe {
     /// Tokens per chunk.
@@ -60,6 +60,7 @@ pub struct PerplexityProbe {
     /// A text file to score instead of the built-in one.
     pub text: Option<PathBuf>,
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub timeout: Duration,
 }
 
@@ -69,7 +70,7 @@ impl Default for PerplexityProbe {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerplexityResult {
     pub ppl: f64,
     /// The estimate's uncertainty, as llama-perplexity reports it.

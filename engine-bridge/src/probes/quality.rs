@@ -20,7 +20,7 @@ use crate::failure::Failure;
 pub const DEFAULT_SUITE: &str = include_str!("../../suites/default.toml");
 
 /// One known-answer prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
     pub id: String,
@@ -49,7 +49,7 @@ fn default_max_tokens() -> u32 {
 }
 
 /// A named set of cases.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Suite {
     pub name: String,
@@ -130,17 +130,19 @@ impl Case {
 }
 
 /// Known-answer prompts, one greedy answer each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct QualityProbe {
     pub suite: Suite,
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
     /// Tokens a thinking model may spend before its answer, on top of each
     /// case's `max_tokens`.
     pub thinking_budget: u32,
     /// How long a thinking model's answer may take.
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub thinking_timeout: Duration,
     /// Ask as raw completions even where the model has a chat template
     /// (to see what the template is worth).
@@ -164,7 +166,7 @@ impl Default for QualityProbe {
 
 /// A judge model behind an OpenAI-compatible endpoint of the server's
 /// configuration (see [`crate::endpoints`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Judge {
     /// The name of a configured endpoint.
@@ -257,7 +259,7 @@ pub fn parse_grade(text: &str) -> Option<f64> {
 }
 
 /// One case's answer and verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CaseResult {
     pub id: String,
     /// The question as asked (the user's message, before any template).
@@ -279,7 +281,7 @@ pub struct CaseResult {
 }
 
 /// A suite's results.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityResult {
     pub suite: String,
     /// How the questions reached the model: its chat template, or raw.

@@ -13,7 +13,7 @@ use crate::failure::Failure;
 use crate::llama_server::{CompletionRequest, CompletionSample};
 
 /// Timed completions: warm-up requests, then measured repeats.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SpeedProbe {
     /// Prompt length in tokens (built with the engine's own tokenizer).
@@ -26,6 +26,7 @@ pub struct SpeedProbe {
     pub repeats: u32,
     /// Longest a single request may take.
     #[serde(with = "super::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
 }
 
@@ -42,7 +43,7 @@ impl Default for SpeedProbe {
 }
 
 /// Medians over a probe's recorded samples.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeedSummary {
     pub ttft_ms: f64,
     /// Prompt tokens per second, from the engine's timings.
@@ -56,7 +57,7 @@ pub struct SpeedSummary {
 }
 
 /// Everything the speed probe measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeedResult {
     pub summary: SpeedSummary,
     pub ttft_ms: Stats,

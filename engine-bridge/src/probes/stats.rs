@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The spread of repeated measurements of one quantity.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stats {
     pub n: usize,
     pub median: f64,

@@ -26,7 +26,7 @@ pub const MAX_MESSAGES: usize = 256;
 pub const MAX_TOKENS: u32 = 8192;
 const DEFAULT_TOKENS: u32 = 128;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Line {
     prompt: Option<String>,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{Message, Request, Role, Workload};
 
 /// A length's distribution, in tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Length {
     pub mean: u32,
@@ -19,7 +19,7 @@ pub struct Length {
     pub sd: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Lengths {
     pub prompt: Length,

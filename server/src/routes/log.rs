@@ -20,6 +20,7 @@ use crate::AppState;
 use crate::Error;
 use crate::api_error::Result;
 use crate::db::{Db, trials};
+use crate::routes::params::Id;
 
 /// Lines sent first.
 const TAIL_LINES: usize = 100;
@@ -35,7 +36,7 @@ const MAX_LINE: usize = 16 * 1024;
 
 pub async fn follow(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
 ) -> Result<Sse<impl Stream<Item = std::result::Result<Event, Infallible>>>> {
     let db = state.service.db.clone();
     trials::get(&db, id).await?.ok_or(Error::NotFound)?;

@@ -5,7 +5,8 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use tunebook_views::types::{Notebook, ReportSummary, ReportView};
 
 use crate::AppState;
@@ -14,36 +15,37 @@ use crate::api_error::Result;
 use crate::db::reports;
 use crate::ops;
 use crate::report;
+use crate::routes::params::{Id, IdFile, Token, TokenFile};
 
 pub async fn list(
     State(state): State<AppState>,
-    Path(study_id): Path<i64>,
+    Path(Id { id: study_id }): Path<Id>,
 ) -> Result<Json<Vec<ReportSummary>>> {
     Ok(Json(ops::reports::list(&state.service.reports(), study_id).await?))
 }
 
 pub async fn create(
     State(state): State<AppState>,
-    Path(study_id): Path<i64>,
+    Path(Id { id: study_id }): Path<Id>,
 ) -> Result<(StatusCode, Json<ReportView>)> {
     Ok((StatusCode::CREATED, Json(ops::reports::create(&state.service.reports(), study_id).await?)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct VersionQuery {
     version: Option<i64>,
 }
 
 pub async fn get(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
     Query(q): Query<VersionQuery>,
 ) -> Result<Json<ReportView>> {
     Ok(Json(ops::reports::open(&state.service.reports(), id, q.version).await?))
 }
 
 /// A new version: the cells as the user left them, made from `base`.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct Save {
     base: i64,
     title: String,
@@ -52,21 +54,21 @@ pub struct Save {
 
 pub async fn save(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
     Json(body): Json<Save>,
 ) -> Result<Json<ReportView>> {
     let ctx = state.service.reports();
     Ok(Json(ops::reports::save(&ctx, id, body.base, &body.title, body.notebook).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct Base {
     base: i64,
 }
 
 pub async fn regenerate(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
     Json(body): Json<Base>,
 ) -> Result<Json<ReportView>> {
     Ok(Json(ops::reports::regenerate(&state.service.reports(), id, body.base).await?))
@@ -75,24 +77,32 @@ pub async fn regenerate(
 /// Adds the findings rewritten as prose by the configured writer.
 pub async fn prose(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
     Json(body): Json<Base>,
 ) -> Result<Json<ReportView>> {
     Ok(Json(ops::reports::prose(&state.service.reports(), id, body.base).await?))
 }
 
+/// A report's new read-only link.
+#[derive(Serialize, JsonSchema)]
+pub struct Published {
+    token: String,
+    /// The page that shows it: `/share/{token}`.
+    path: String,
+}
+
 pub async fn publish(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
-) -> Result<(StatusCode, Json<serde_json::Value>)> {
+    Path(Id { id }): Path<Id>,
+) -> Result<(StatusCode, Json<Published>)> {
     let (token, _) = ops::reports::publish(&state.service.reports(), id).await?;
-    let body = serde_json::json!({ "token": token, "path": format!("/share/{token}") });
-    Ok((StatusCode::CREATED, Json(body)))
+    let path = format!("/share/{token}");
+    Ok((StatusCode::CREATED, Json(Published { token, path })))
 }
 
 pub async fn revoke(
     State(state): State<AppState>,
-    Path(token): Path<String>,
+    Path(Token { token }): Path<Token>,
 ) -> Result<StatusCode> {
     ops::reports::revoke_link(&state.service.reports(), &token).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -100,7 +110,7 @@ pub async fn revoke(
 
 pub async fn shared(
     State(state): State<AppState>,
-    Path(token): Path<String>,
+    Path(Token { token }): Path<Token>,
 ) -> Result<Json<ReportView>> {
     Ok(Json(ops::reports::shared(&state.service.reports(), &token).await?))
 }
@@ -144,7 +154,7 @@ fn download(body: String, kind: &str, name: &str) -> Response {
 
 pub async fn export_own(
     State(state): State<AppState>,
-    Path((id, file)): Path<(i64, String)>,
+    Path(IdFile { id, file }): Path<IdFile>,
     Query(q): Query<VersionQuery>,
 ) -> Result<Response> {
     export(&state, id, q.version, &file).await
@@ -152,7 +162,7 @@ pub async fn export_own(
 
 pub async fn export_shared(
     State(state): State<AppState>,
-    Path((token, file)): Path<(String, String)>,
+    Path(TokenFile { token, file }): Path<TokenFile>,
 ) -> Result<Response> {
     let (id, version) = report::link(&state.service.reports(), &token).await?;
     export(&state, id, Some(version), &file).await

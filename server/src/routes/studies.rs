@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tunebook_study::findings::Finding;
 use tunebook_study::{Measure, StudyDef};
@@ -19,6 +20,7 @@ use crate::api_error::Result;
 use crate::db::studies::{self, Event, StudyRow};
 use crate::db::trials;
 use crate::ops;
+use crate::routes::params::{Id, IdAction, JsonOf};
 
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<StudyRow>>> {
     Ok(Json(studies::list(&state.service.db).await?))
@@ -34,20 +36,20 @@ fn study_of(body: serde_json::Value) -> Result<StudyDef> {
 /// Checks a study without storing it: what the designer shows as you type.
 pub async fn check(
     State(state): State<AppState>,
-    Json(body): Json<serde_json::Value>,
+    JsonOf(body, _): JsonOf<StudyDef>,
 ) -> Result<Json<CheckView>> {
     Ok(Json(ops::studies::check(&state.service, &study_of(body)?).await?))
 }
 
 pub async fn create(
     State(state): State<AppState>,
-    Json(body): Json<serde_json::Value>,
+    JsonOf(body, _): JsonOf<StudyDef>,
 ) -> Result<(StatusCode, Json<StudyRow>)> {
     let id = ops::studies::create(&state.service, &study_of(body)?).await?;
     Ok((StatusCode::CREATED, Json(ops::studies::row(&state.service.db, id).await?)))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct StudyDetail {
     #[serde(flatten)]
     study: StudyRow,
@@ -55,7 +57,10 @@ pub struct StudyDetail {
     trials_by_state: BTreeMap<String, usize>,
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<StudyDetail>> {
+pub async fn get(
+    State(state): State<AppState>,
+    Path(Id { id }): Path<Id>,
+) -> Result<Json<StudyDetail>> {
     let db = &state.service.db;
     let study = ops::studies::row(db, id).await?;
     let trials_by_state = trials::state_counts(db, id).await?;
@@ -64,7 +69,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<i64>) -> Result<J
 
 pub async fn trials(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
 ) -> Result<Json<Vec<TrialView>>> {
     ops::studies::row(&state.service.db, id).await?;
     Ok(Json(crate::views::all::<_, TrialView>(trials::of_study(&state.service.db, id).await?)))
@@ -74,7 +79,7 @@ pub async fn trials(
 /// (the page's download; `tunebook export --format csv` writes the same).
 pub async fn trials_csv(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
 ) -> Result<axum::response::Response> {
     use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
     use axum::response::IntoResponse;
@@ -92,7 +97,7 @@ pub async fn trials_csv(
 /// `JournalStorage` loads, as a download.
 pub async fn optuna_journal(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
 ) -> Result<axum::response::Response> {
     use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
     use axum::response::IntoResponse;
@@ -108,9 +113,9 @@ pub async fn optuna_journal(
 
 /// What "settle this" names: a setting and a metric the findings hold not
 /// determined.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SettleRequest {
+pub struct SettleRequest {
     setting: String,
     metric: String,
     /// Settle it at the pick rather than at the baseline.
@@ -124,8 +129,8 @@ struct SettleRequest {
 /// why where the findings hold nothing open there or runs cannot settle it.
 pub async fn settle(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
-    Json(body): Json<serde_json::Value>,
+    Path(Id { id }): Path<Id>,
+    JsonOf(body, _): JsonOf<SettleRequest>,
 ) -> Result<(StatusCode, Json<Settling>)> {
     let asked: SettleRequest = serde_json::from_value(body)
         .map_err(|e| Error::BadRequest(format!("the request cannot be read: {e}")))?;
@@ -137,13 +142,13 @@ pub async fn settle(
 /// `pause`, `resume` or `stop`.
 pub async fn control(
     State(state): State<AppState>,
-    Path((id, action)): Path<(i64, String)>,
+    Path(IdAction { id, action }): Path<IdAction>,
 ) -> Result<Json<StudyRow>> {
     ops::studies::control(&state.service, id, &action).await?;
     Ok(Json(ops::studies::row(&state.service.db, id).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct ParetoQuery {
     /// Comma-separated metrics; the study's objectives when absent.
     metrics: Option<String>,
@@ -154,7 +159,7 @@ pub struct ParetoQuery {
 /// The done trials of a study on chosen metrics, the front marked.
 pub async fn pareto(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
     Query(q): Query<ParetoQuery>,
 ) -> Result<Json<ParetoView>> {
     pareto_view(&state, id, q).await.map(Json)
@@ -164,7 +169,7 @@ pub async fn pareto(
 /// here, with what the page shows around it.
 pub async fn pareto_figure(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
     Query(q): Query<ParetoQuery>,
 ) -> Result<Json<ParetoFigure>> {
     let view = pareto_view(&state, id, q).await?;
@@ -184,7 +189,7 @@ async fn pareto_view(state: &AppState, id: i64, q: ParetoQuery) -> Result<Pareto
     Ok(ops::pareto::front(&state.service, id, &metrics, machine.as_deref()).await?)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct Written {
     findings: Vec<Finding>,
     markdown: String,
@@ -197,7 +202,10 @@ pub struct Written {
 
 /// What the study's trials show: each finding with the trials it cites,
 /// all of them as one markdown document, and what they leave open.
-pub async fn findings(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<Written>> {
+pub async fn findings(
+    State(state): State<AppState>,
+    Path(Id { id }): Path<Id>,
+) -> Result<Json<Written>> {
     let (findings, view) = ops::studies::findings(&state.service, id).await?;
     Ok(Json(Written {
         findings,

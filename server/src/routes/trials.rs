@@ -8,6 +8,7 @@ use tunebook_views::types::{ProfileView, RunRequest, SampleView, TrialView};
 use crate::AppState;
 use crate::api_error::Result;
 use crate::ops;
+use crate::routes::params::{Id, IdFormat};
 
 pub async fn profiles(State(state): State<AppState>) -> Json<Vec<ProfileView>> {
     Json(ops::catalog::profiles(&state.service.profiles).await)
@@ -29,7 +30,7 @@ pub async fn create(
 /// llama-swap entry, a compose service or a systemd unit, as text.
 pub async fn handoff(
     State(state): State<AppState>,
-    Path((id, format)): Path<(i64, String)>,
+    Path(IdFormat { id, format }): Path<IdFormat>,
 ) -> Result<([(axum::http::header::HeaderName, &'static str); 1], String)> {
     let Some(format) = ops::handoff::Format::parse(&format) else {
         let known: Vec<&str> = ops::handoff::Format::ALL.iter().map(|f| f.name()).collect();
@@ -43,20 +44,23 @@ pub async fn handoff(
     Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<TrialView>> {
+pub async fn get(
+    State(state): State<AppState>,
+    Path(Id { id }): Path<Id>,
+) -> Result<Json<TrialView>> {
     Ok(Json(ops::trials::get(&state.service.db, id).await?))
 }
 
 pub async fn samples(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
 ) -> Result<Json<Vec<SampleView>>> {
     Ok(Json(ops::trials::samples(&state.service.db, id).await?))
 }
 
 pub async fn measurement(
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    Path(Id { id }): Path<Id>,
 ) -> Result<Json<serde_json::Value>> {
     Ok(Json(ops::trials::measurement(&state.service.db, id).await?))
 }

@@ -8,8 +8,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use serde::Deserialize;
-use serde_json::Value;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::Error;
@@ -17,27 +17,38 @@ use crate::api_error::Result;
 use crate::db::queue::{self, TrialResult, Worker};
 use crate::ops;
 use crate::remote::{self, Beat, Claimed, Registration};
+use crate::routes::params::{Id, Name};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct NewWorker {
     name: String,
 }
 
 /// Adds a worker: its token, shown this once.
+/// A worker's name and token: the token is shown this once.
+#[derive(Serialize, JsonSchema)]
+pub struct WorkerToken {
+    name: String,
+    token: String,
+}
+
 pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewWorker>,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<WorkerToken>)> {
     let token = ops::workers::add(&state.service.db, &body.name).await?;
-    let name = body.name.trim();
-    Ok((StatusCode::CREATED, Json(serde_json::json!({ "name": name, "token": token }))))
+    let name = body.name.trim().to_string();
+    Ok((StatusCode::CREATED, Json(WorkerToken { name, token })))
 }
 
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Worker>>> {
     Ok(Json(queue::workers(&state.service.db).await?))
 }
 
-pub async fn revoke(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode> {
+pub async fn revoke(
+    State(state): State<AppState>,
+    Path(Name { name }): Path<Name>,
+) -> Result<StatusCode> {
     ops::workers::revoke(&state.service, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -54,14 +65,21 @@ async fn worker(state: &AppState, headers: &HeaderMap) -> Result<(i64, String)> 
     Ok(remote::authenticate(&state.service, token).await?)
 }
 
+/// The worker a token belongs to.
+#[derive(Serialize, JsonSchema)]
+pub struct Registered {
+    id: i64,
+    name: String,
+}
+
 pub async fn register(
     State(state): State<AppState>,
     headers: HeaderMap,
     Json(body): Json<Registration>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Registered>> {
     let (id, name) = worker(&state, &headers).await?;
     remote::register(&state.service, id, &name, &body).await?;
-    Ok(Json(serde_json::json!({ "id": id, "name": name })))
+    Ok(Json(Registered { id, name }))
 }
 
 /// Hands the worker the oldest trial it may run, waiting a while for one;
@@ -78,7 +96,7 @@ pub async fn claim(
 pub async fn heartbeat(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(trial): Path<i64>,
+    Path(Id { id: trial }): Path<Id>,
     Json(body): Json<Beat>,
 ) -> Result<StatusCode> {
     let (id, _) = worker(&state, &headers).await?;
@@ -90,7 +108,7 @@ pub async fn heartbeat(
 pub async fn result(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(trial): Path<i64>,
+    Path(Id { id: trial }): Path<Id>,
     Json(body): Json<TrialResult>,
 ) -> Result<StatusCode> {
     let (id, name) = worker(&state, &headers).await?;

@@ -27,7 +27,7 @@ use super::{EQUIVALENCE, Finding, INTERVAL, Interval, Margins, Undetermined};
 use crate::metric::{Goal, Metric};
 
 /// How one other value of a setting compares with the pick's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Versus {
     Worse,
@@ -38,7 +38,7 @@ pub enum Versus {
 
 /// One other value of a setting at the pick: the pick changed in that
 /// setting alone, against the pick (95 % interval), where the trials reach.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Alternative {
     pub value: String,
     pub interval: Option<Interval>,
@@ -49,7 +49,7 @@ pub struct Alternative {
 }
 
 /// One setting at the pick on one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PickRow {
     pub setting: String,
     /// The pick's value.

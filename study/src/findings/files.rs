@@ -23,7 +23,7 @@ const WEIGHED: [Metric; 8] = [
 ];
 
 /// One file against the baseline's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileRow {
     /// The file's name in the profile.
     pub file: String,

@@ -123,7 +123,7 @@ pub struct TrialFacts {
 }
 
 /// Something the data shows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Finding {
     /// The best trial on an objective: a metric, or a setting's own value

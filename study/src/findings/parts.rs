@@ -8,7 +8,7 @@ use crate::metric::Metric;
 
 /// An estimate against the baseline and its interval, in the metric's
 /// own terms: a ratio (speeds, memory, perplexity) or a difference (rates).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Interval {
     pub est: f64,
     pub lo: f64,
@@ -16,7 +16,7 @@ pub struct Interval {
 }
 
 /// One value of a setting on one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Level {
     /// `""`: left to the engine.
     pub value: String,
@@ -29,7 +29,7 @@ pub struct Level {
 }
 
 /// How much a free win gains on one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Gain {
     pub metric: Metric,
     /// The model's value with the winning value, and with the baseline's.
@@ -42,7 +42,7 @@ pub struct Gain {
 }
 
 /// A setting changed from the baseline's value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Change {
     pub setting: String,
     pub value: String,
@@ -51,7 +51,7 @@ pub struct Change {
 }
 
 /// Why a setting's effect on a metric is not determined.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "why", rename_all = "snake_case")]
 pub enum Undetermined {
     /// The trials changed it only together with these settings.
@@ -72,7 +72,7 @@ pub enum Undetermined {
 }
 
 /// One combination of two settings that act together.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
     pub values: (String, String),
     /// Against the baseline, the other settings held there.

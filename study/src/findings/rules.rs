@@ -19,7 +19,9 @@ const MAX_CONDITIONS: usize = 3;
 const MIN_SUPPORT: usize = 2;
 
 /// One condition on a setting.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     Is,
@@ -28,7 +30,9 @@ pub enum Op {
     AtMost,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Condition {
     pub setting: String,
     pub op: Op,
@@ -40,7 +44,7 @@ pub struct Condition {
 /// failed so (`failed` of the cause's `of` failures), and every trial
 /// that ran (`ran`) lies outside. `also`: values every failure inside
 /// shared that no trial inside changed, so the rule may need them too.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rule {
     pub conditions: Vec<Condition>,
     pub also: Vec<Condition>,

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a report cell shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CellBody {
     /// Markdown, shown sanitized.
@@ -18,6 +19,7 @@ pub enum CellBody {
 
 /// Which plot a plot cell draws.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "chart", rename_all = "snake_case")]
 pub enum Chart {
     /// Two metrics against each other, the Pareto front marked.
@@ -30,6 +32,7 @@ pub enum Chart {
 
 /// One cell of a report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cell {
     /// Names the cell within its report, across versions.
     pub id: String,
@@ -51,6 +54,7 @@ pub struct Cell {
 
 /// A report's content at one version.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Notebook {
     pub cells: Vec<Cell>,
     /// Origins of written cells the user deleted: regenerating does not
@@ -61,6 +65,7 @@ pub struct Notebook {
 
 /// A cell as shown: its sanitized HTML, and for a plot the figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RenderedCell {
     pub cell: Cell,
     pub html: String,
@@ -69,6 +74,7 @@ pub struct RenderedCell {
 
 /// One saved version of a report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VersionInfo {
     pub version: i64,
     pub note: String,
@@ -77,6 +83,7 @@ pub struct VersionInfo {
 
 /// A read-only link to a report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ShareView {
     pub token: String,
     /// The version it shows.
@@ -88,6 +95,7 @@ pub struct ShareView {
 /// A report as a page shows it: one version's cells rendered; the owner's
 /// view also lists its versions and links.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReportView {
     pub id: i64,
     pub study_id: i64,
@@ -108,6 +116,7 @@ pub struct ReportView {
 
 /// A report in a study's list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReportSummary {
     pub id: i64,
     pub title: String,

@@ -9,6 +9,7 @@ use super::trials::{TrialPage, TrialView};
 
 /// Something that happened to a study, pushed to its watchers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StudyUpdate {
     pub study_id: i64,
     /// The study's state after it: running, paused, done, stopped or failed.
@@ -21,6 +22,7 @@ pub struct StudyUpdate {
 
 /// A study in the list of studies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StudySummary {
     pub id: i64,
     pub name: String,
@@ -36,6 +38,7 @@ pub struct StudySummary {
 
 /// An objective of a study: which metric, which way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ObjectiveView {
     pub metric: String,
     pub label: String,
@@ -44,6 +47,7 @@ pub struct ObjectiveView {
 
 /// A study with what its page shows besides its trials.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StudyView {
     pub summary: StudySummary,
     pub objectives: Vec<ObjectiveView>,
@@ -59,6 +63,7 @@ pub struct StudyView {
 
 /// What the designer shows about a study before it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CheckView {
     /// Configurations in the whole grid.
     pub grid_size: u64,
@@ -81,6 +86,7 @@ pub struct CheckView {
 
 /// A study's done trials on chosen metrics, with its Pareto front marked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ParetoView {
     pub metrics: Vec<String>,
     /// `max` or `min`, one for each metric.
@@ -100,6 +106,7 @@ pub struct ParetoView {
 /// server from a [`ParetoView`], and what the page shows around it. The
 /// browser hands the figure to plotly.js as it comes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ParetoFigure {
     #[serde(default)]
     pub figure: serde_json::Value,
@@ -116,6 +123,7 @@ pub struct ParetoFigure {
 /// What a study's trials show, written out: the markdown, and the same as
 /// sanitized HTML for the page.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FindingsView {
     pub markdown: String,
     pub html: String,
@@ -135,6 +143,7 @@ pub struct FindingsView {
 
 /// How much each varied setting moves one metric, against the baseline.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ImportanceView {
     /// The metric's name and its label.
     pub metric: String,
@@ -150,6 +159,7 @@ pub struct ImportanceView {
 /// One setting's furthest change on a metric, with its interval: 95 % for
 /// an effect, 90 % for a "no effect" (the equivalence test's own).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ImportanceRow {
     pub setting: String,
     /// The value that changed the metric most (`""`: none measured).
@@ -164,6 +174,7 @@ pub struct ImportanceRow {
 /// A setting whose effect on a metric the findings could not tell yet,
 /// and what would settle it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OpenQuestion {
     pub setting: String,
     /// The metric's name, as a request names it.
@@ -190,6 +201,7 @@ pub struct OpenQuestion {
 
 /// What "settle this" queued.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Settling {
     pub study_id: i64,
     pub setting: String,
@@ -203,6 +215,7 @@ pub struct Settling {
 
 /// One done trial of a study on one metric: what two studies are joined on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MetricPoint {
     pub trial_id: i64,
     pub settings: BTreeMap<String, String>,
@@ -212,12 +225,14 @@ pub struct MetricPoint {
 /// One varied setting and the values trials gave it (`""`: left to the
 /// engine), which points refer to by index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SettingValues {
     pub name: String,
     pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ParetoPointView {
     pub trial_id: i64,
     /// One value for each metric.
@@ -231,6 +246,7 @@ pub struct ParetoPointView {
 
 /// Where a study stands, read again as trials finish.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StudyProgress {
     /// Trials that count against the budget.
     pub counted: u64,
@@ -248,12 +264,14 @@ pub struct StudyProgress {
 
 /// One class of machine's best done trial on each objective.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MachineBest {
     pub machine: String,
     pub best: Vec<Option<BestView>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BestView {
     pub trial_id: i64,
     pub value: f64,

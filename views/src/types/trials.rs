@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// An engine profile as the browser sees it: names only, never paths.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProfileView {
     pub name: String,
     pub engine: String,
@@ -26,6 +27,7 @@ pub struct ProfileView {
 
 /// One setting of an engine's catalog.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ParamView {
     pub name: String,
     /// How it is written on the command line (`-ctk`).
@@ -44,6 +46,7 @@ pub struct ParamView {
 
 /// A metric a study can optimize or bound.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MetricView {
     pub name: String,
     pub label: String,
@@ -53,6 +56,7 @@ pub struct MetricView {
 
 /// A request to run one configuration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunRequest {
     pub profile: String,
     pub model: String,
@@ -125,6 +129,7 @@ impl TrialView {
 
 /// One trial with its measurements (medians over the recorded requests).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TrialView {
     pub id: i64,
     pub profile: String,
@@ -186,6 +191,7 @@ pub struct TrialView {
 
 /// One recorded request of a trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SampleView {
     pub idx: i64,
     pub ttft_ms: f64,
@@ -201,6 +207,7 @@ pub struct SampleView {
 
 /// Everything known about one trial, for its page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TrialDetail {
     pub trial: TrialView,
     /// The program and arguments exactly as launched.
@@ -220,6 +227,7 @@ pub struct TrialDetail {
 
 /// Which of a study's trials a table shows: sorted, filtered, one page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TrialQuery {
     /// `id` or a metric's name.
     pub sort: String,
@@ -239,6 +247,7 @@ impl Default for TrialQuery {
 
 /// One page of a study's trials, and how many match the query in all.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TrialPage {
     pub rows: Vec<TrialView>,
     /// Where in the matching trials the page begins.
@@ -248,6 +257,7 @@ pub struct TrialPage {
 
 /// A worker (`tunebook worker` on another machine) as its page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkerView {
     pub name: String,
     /// The class of machine it stands for: studies compare speeds within one.
