@@ -79,8 +79,10 @@ async fn post(server: &TestServer, path: &str, body: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_description_covers_the_api_and_fuzzing_it_finds_no_server_error() {
     let (server, _profiles) = common::on_fake_engine("fake", &[]).await;
-    let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), seed(&server).await).unwrap();
+    // Its config, and the folder it runs in (it keeps a cache there).
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("schemathesis.toml");
+    std::fs::write(&config, seed(&server).await).unwrap();
     let doc: Value = get_json(&server, "/api/openapi.json").await;
     assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")), "{}", doc["openapi"]);
     let paths = doc["paths"].as_object().expect("paths");
@@ -115,8 +117,9 @@ async fn the_description_covers_the_api_and_fuzzing_it_finds_no_server_error() {
     // Every operation, examples and generated inputs both valid and not;
     // any 5xx, or an answer off its description, fails the run.
     let out = tokio::process::Command::new(schemathesis())
+        .current_dir(work.path())
         .arg("--config-file")
-        .arg(config.path())
+        .arg(&config)
         .arg("run")
         .arg(server.url("/api/openapi.json"))
         .args([
