@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The benchmarks' Python: a project-local virtual environment
-# (.tools/bench-venv) with Optuna 5.0.0 and, when asked, more packages
+# The benchmarks' Python: a virtual environment with Optuna 5.0.0 and, when
+# asked, more packages
 # (modules named as Python imports them, e.g. `scipy torch` for Optuna's
-# GPSampler). Installs only what is missing; prints the venv's python.
+# GPSampler). Kept once per machine in the cache (as the engine is), linked
+# as .tools/bench-venv; installs only what is missing; prints the venv's
+# python.
 # Usage: scripts/setup-bench-venv.sh [MODULE…]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$root/.tools/bench-venv"
 optuna_version="5.0.0"
+cache="${TUNEBOOK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tunebook}"
+venv="$cache/bench-venv-optuna-$optuna_version"
+mkdir -p "$root/.tools"
+ln -sfn "$venv" "$root/.tools/bench-venv"
 imports="$(printf ', %s' optuna "$@")"
 if ! "$venv/bin/python" -c "import sys${imports}; sys.exit(optuna.__version__ != '$optuna_version')" 2>/dev/null; then
   python3 -m venv "$venv"

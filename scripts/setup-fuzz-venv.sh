@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The API fuzzer's Python: a project-local virtual environment
-# (.tools/fuzz-venv) with schemathesis, which drives every route of the
-# JSON API from its OpenAPI description (the `openapi` test). Installs only
-# when missing; prints the path of the `schemathesis` command.
+# The API fuzzer: a virtual environment with schemathesis, which drives
+# every route of the JSON API from its OpenAPI description (the `openapi`
+# test). Kept once per machine in the cache, linked as .tools/fuzz-venv;
+# installs only when missing; prints the path of the `schemathesis` command.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$root/.tools/fuzz-venv"
 version="4.32.5"
+cache="${TUNEBOOK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tunebook}"
+venv="$cache/fuzz-venv-schemathesis-$version"
+mkdir -p "$root/.tools"
+ln -sfn "$venv" "$root/.tools/fuzz-venv"
 if [[ "$("$venv/bin/schemathesis" --version 2>/dev/null)" != *"$version"* ]]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet "schemathesis==$version" >&2

@@ -223,7 +223,9 @@ async fn a_second_tunebook_on_the_same_data_folder_leaves_the_first_alone() {
     eventually(limit, "the trial to be loading", loading).await;
     let engines = server.data.path().join("engines");
     let records = || std::fs::read_dir(&engines).map(|d| d.flatten().count()).unwrap_or(0);
-    assert_eq!(records(), 1, "the engine is recorded");
+    // Its record is written once the process is spawned, a moment after
+    // the trial is marked loading.
+    eventually(limit, "the engine's record", || async { (records() == 1).then_some(()) }).await;
 
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tunebook"))
         .args(["run", "--resume", "999"])
