@@ -7,6 +7,5 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-scripts/setup.sh
-cargo build --quiet --release -p tunebook --bin tunebook
+scripts/setup.sh --release
 exec target/release/tunebook serve "$@"

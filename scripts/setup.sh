@@ -4,20 +4,41 @@
 # real small instruct model and the tiny random one, the server and the
 # browser bundle. Idempotent: tools, the engine build and the model are
 # cached per machine, so a second run takes seconds.
-# Usage: scripts/setup.sh [--browser]   (--browser also installs Chromium for tests)
+# Usage: scripts/setup.sh [--browser] [--release | --tests]
+#   --browser  also installs Chromium for the browser tests
+#   --release  builds the optimized server (what scripts/run.sh serves)
+#   --tests    builds every test instead (what scripts/test.sh runs): the
+#              server the tests start is that build's, so nothing is
+#              compiled twice (a plain build unifies the dependencies'
+#              features without the tests' and compiles most of them again)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-scripts/setup-tools.sh "$@"
+build=debug
+tools=()
+for arg in "$@"; do
+  case "$arg" in
+    --browser) tools+=(--browser) ;;
+    --release) build=release ;;
+    --tests) build=tests ;;
+    *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+scripts/setup-tools.sh "${tools[@]}"
 scripts/setup-engine.sh
 scripts/setup-models.sh
-echo "==> building tunebook"
-cargo build --quiet -p tunebook
+echo "==> building tunebook ($build)"
+case "$build" in
+  debug) cargo build --quiet -p tunebook; bin=target/debug/tunebook ;;
+  release) cargo build --quiet --release -p tunebook --bin tunebook; bin=target/release/tunebook ;;
+  tests) cargo test --quiet --workspace --no-run; bin=target/debug/tunebook ;;
+esac
 # The browser bundle optimized (a third the size of a debug one, and it
 # hydrates several times faster): what every page loads.
 scripts/build-site.sh --release
 model=.tools/models/tiny-llama.gguf
 if [[ ! -f "$model" ]]; then
-  target/debug/tunebook make-model "$model"
+  "$bin" make-model "$model"
 fi

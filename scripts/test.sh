@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-scripts/setup.sh --browser
+scripts/setup.sh --browser --tests
 
 echo "==> cargo fmt --check"
 cargo fmt --all --check

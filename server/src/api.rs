@@ -13,18 +13,10 @@ use aide::openapi::{Info, OpenApi, SecurityScheme};
 use aide::transform::TransformOperation;
 use axum::Json;
 use schemars::JsonSchema;
-use serde::Serialize;
 
 use crate::AppState;
-use crate::api_error::ApiError;
+use crate::api_error::{ApiError, ErrorBody};
 use crate::routes::{reports, studies, trials, workers};
-
-/// What every failure answers, with the status of its kind.
-#[derive(Serialize, JsonSchema)]
-pub struct ErrorBody {
-    /// What was wrong, in words for the client.
-    pub error: String,
-}
 
 impl OperationOutput for ApiError {
     type Inner = ErrorBody;
@@ -34,7 +26,8 @@ impl OperationOutput for ApiError {
         operation: &mut aide::openapi::Operation,
     ) -> Option<aide::openapi::Response> {
         let mut response = Json::<ErrorBody>::operation_response(ctx, operation)?;
-        response.description = "A 4xx naming what was wrong with the request".into();
+        response.description =
+            "What went wrong: a 4xx names what was wrong with the request, a 503 or 507 what the server lacks".into();
         Some(response)
     }
 

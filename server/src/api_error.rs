@@ -5,9 +5,18 @@
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use crate::Error;
+
+/// What every failure answers, with the status of its kind (the API's
+/// description says so from this type: `crate::api`).
+#[derive(Serialize, JsonSchema)]
+pub struct ErrorBody {
+    /// What was wrong, in words for the client.
+    pub error: String,
+}
 
 /// An application error on its way out as an HTTP answer.
 #[derive(Debug)]
@@ -22,7 +31,7 @@ impl<E: Into<Error>> From<E> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = tunebook_app::status::of(self.0.kind());
-        (status, Json(json!({ "error": self.0.for_client() }))).into_response()
+        (status, Json(ErrorBody { error: self.0.for_client() })).into_response()
     }
 }
 
