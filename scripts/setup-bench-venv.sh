@@ -12,7 +12,10 @@ optuna_version="5.0.0"
 cache="${TUNEBOOK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tunebook}"
 venv="$cache/bench-venv-optuna-$optuna_version"
 mkdir -p "$root/.tools"
-ln -sfn "$venv" "$root/.tools/bench-venv"
+# A checkout from before the cache kept its own folder there: replaced.
+link="$root/.tools/bench-venv"
+[[ -L "$link" || ! -e "$link" ]] || rm -rf "$link"
+ln -sfn "$venv" "$link"
 imports="$(printf ', %s' optuna "$@")"
 if ! "$venv/bin/python" -c "import sys${imports}; sys.exit(optuna.__version__ != '$optuna_version')" 2>/dev/null; then
   python3 -m venv "$venv"

@@ -9,7 +9,10 @@ version="4.32.5"
 cache="${TUNEBOOK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tunebook}"
 venv="$cache/fuzz-venv-schemathesis-$version"
 mkdir -p "$root/.tools"
-ln -sfn "$venv" "$root/.tools/fuzz-venv"
+# A checkout from before the cache kept its own folder there: replaced.
+link="$root/.tools/fuzz-venv"
+[[ -L "$link" || ! -e "$link" ]] || rm -rf "$link"
+ln -sfn "$venv" "$link"
 if [[ "$("$venv/bin/schemathesis" --version 2>/dev/null)" != *"$version"* ]]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet "schemathesis==$version" >&2

@@ -201,10 +201,25 @@ async fn an_agent_runs_a_study_through_mcp_within_the_apis_bounds() {
         .await;
     assert!(answer["error"].is_object() || answer["result"]["isError"] == true, "{answer}");
 
-    let (_, error) =
-        client.call("control_study", json!({ "study_id": id, "action": "stop" })).await;
-    let study = client.call_json("get_study", json!({ "study_id": id })).await;
-    assert!(error || study["state"] == "stopped" || study["state"] == "done", "{study}");
+    // A study stopped while it runs.
+    let mut longer = study();
+    longer["name"] = json!("stopped by an agent");
+    longer["space"] = json!({ "ubatch_size": [64, 128, 256, 512] });
+    let running = client.call_json("create_study", json!({ "study": longer })).await;
+    let running_id = running["id"].as_i64().unwrap();
+    let stopped = client
+        .call_json("control_study", json!({ "study_id": running_id, "action": "stop" }))
+        .await;
+    assert_eq!(stopped["state"], "stopped", "{stopped}");
+    let again = client.call_json("get_study", json!({ "study_id": running_id })).await;
+    assert_eq!(again["state"], "stopped", "{again}");
+
+    // A password given to a server that has none is not needed, not an error.
+    let mut spare = Client::start_with(&server.url(""), Some("not needed"));
+    spare.initialize().await;
+    let listed = spare.call_json("list_studies", json!({})).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    drop(spare);
 
     // Closing its stdin ends it.
     drop(client.stdin);

@@ -24,7 +24,6 @@ pub struct NewWorker {
     name: String,
 }
 
-/// Adds a worker: its token, shown this once.
 /// A worker's name and token: the token is shown this once.
 #[derive(Serialize, JsonSchema)]
 pub struct WorkerToken {
@@ -32,6 +31,7 @@ pub struct WorkerToken {
     token: String,
 }
 
+/// Adds a worker: its token, shown this once.
 pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<NewWorker>,

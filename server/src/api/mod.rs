@@ -6,56 +6,19 @@
 //! `/api/trials/{id}/log`) are routed beside it, undescribed: OpenAPI has
 //! no words for a stream of server-sent events.
 
-use aide::OperationOutput;
+mod answers;
+
 use aide::axum::ApiRouter;
 use aide::axum::routing::{delete_with, get_with, post_with};
 use aide::openapi::{Info, OpenApi, SecurityScheme};
-use aide::transform::TransformOperation;
 use axum::Json;
-use schemars::JsonSchema;
 
+use self::answers::{created, file, no_content};
 use crate::AppState;
-use crate::api_error::{ApiError, ErrorBody};
 use crate::routes::{reports, studies, trials, workers};
-
-impl OperationOutput for ApiError {
-    type Inner = ErrorBody;
-
-    fn operation_response(
-        ctx: &mut aide::generate::GenContext,
-        operation: &mut aide::openapi::Operation,
-    ) -> Option<aide::openapi::Response> {
-        let mut response = Json::<ErrorBody>::operation_response(ctx, operation)?;
-        response.description =
-            "What went wrong: a 4xx names what was wrong with the request, a 503 or 507 what the server lacks".into();
-        Some(response)
-    }
-
-    /// The default answer: every error status has this body.
-    fn inferred_responses(
-        ctx: &mut aide::generate::GenContext,
-        operation: &mut aide::openapi::Operation,
-    ) -> Vec<(Option<aide::openapi::StatusCode>, aide::openapi::Response)> {
-        Self::operation_response(ctx, operation).map(|r| vec![(None, r)]).unwrap_or_default()
-    }
-}
 
 /// The worker API's security requirement: its token as a bearer.
 const WORKER: &str = "worker";
-
-/// Documents an answer the handler's type does not carry (a status and a
-/// body given as a tuple).
-fn created<T: JsonSchema>(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    op.response::<201, Json<T>>()
-}
-
-fn no_content(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    op.response_with::<204, (), _>(|r| r.description("Done"))
-}
-
-fn text<'t>(op: TransformOperation<'t>, what: &'static str) -> TransformOperation<'t> {
-    op.response_with::<200, String, _>(|r| r.description(what))
-}
 
 /// Every described route of the JSON API.
 fn routes() -> ApiRouter<AppState> {
@@ -94,8 +57,9 @@ fn routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/trials/{id}/handoff/{format}",
             get_with(trials::handoff, |op| {
-                text(
+                file(
                     op.tag("trials"),
+                    &["text/plain"],
                     "The configuration as a llama-swap entry, a compose service or a systemd unit",
                 )
                 .summary("A trial's configuration, to run elsewhere")
@@ -131,15 +95,23 @@ fn routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/studies/{id}/trials.csv",
             get_with(studies::trials_csv, |op| {
-                text(op.tag("studies"), "CSV: a row per trial, a column per setting and metric")
-                    .summary("A study's trials as CSV")
+                file(
+                    op.tag("studies"),
+                    &["text/csv"],
+                    "A row per trial, a column per setting and metric",
+                )
+                .summary("A study's trials as CSV")
             }),
         )
         .api_route(
             "/api/studies/{id}/optuna-journal",
             get_with(studies::optuna_journal, |op| {
-                text(op.tag("studies"), "A journal that Optuna's JournalStorage loads")
-                    .summary("A study as an Optuna journal")
+                file(
+                    op.tag("studies"),
+                    &["text/plain"],
+                    "A journal that Optuna's JournalStorage loads",
+                )
+                .summary("A study as an Optuna journal")
             }),
         )
         .api_route(
@@ -212,8 +184,12 @@ fn routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/reports/{id}/{file}",
             get_with(reports::export_own, |op| {
-                text(op.tag("reports"), "The report as one markdown or HTML file")
-                    .summary("Exports a report")
+                file(
+                    op.tag("reports"),
+                    &["text/markdown", "text/html"],
+                    "The report as one markdown or HTML file",
+                )
+                .summary("Exports a report")
             }),
         )
         .api_route(
@@ -227,8 +203,12 @@ fn routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/shared/{token}/{file}",
             get_with(reports::export_shared, |op| {
-                text(op.tag("reports"), "The report as one markdown or HTML file")
-                    .summary("Exports a shared report")
+                file(
+                    op.tag("reports"),
+                    &["text/markdown", "text/html"],
+                    "The report as one markdown or HTML file",
+                )
+                .summary("Exports a shared report")
             }),
         )
         .api_route(
