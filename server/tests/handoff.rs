@@ -187,33 +187,12 @@ fn healthy_within(port: u16, limit: std::time::Duration) -> bool {
 /// entry by an allowlisted format, a study's journal as a download.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_hands_off_a_trial_by_a_known_format_and_a_study_as_a_journal() {
-    use common::{eventually, http};
+    use common::http;
     let (server, _profiles) = common::on_fake_engine("fake", &[]).await;
-    let def = serde_json::json!({
-        "name": "handed", "profile": "fake", "model": "m",
-        "space": { "ubatch_size": [128, 256] },
-        "objectives": [{ "metric": "decode_tps" }],
-        "strategy": { "kind": "grid" },
-        "budget": { "max_trials": 5, "confirm_pairs": 0, "settle_trials": 0 },
-        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
-    });
-    let study: serde_json::Value = http()
-        .post(server.url("/api/studies"))
-        .json(&def)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let study = common::run_study(&server, &common::fake_grid_study("handed", &[128, 256])).await;
+    assert_eq!(study["state"], "done", "{study}");
     let id = study["id"].as_i64().unwrap();
     let path = format!("/api/studies/{id}");
-    eventually(std::time::Duration::from_secs(120), "the study's end", || async {
-        let row: serde_json::Value =
-            http().get(server.url(&path)).send().await.ok()?.json().await.ok()?;
-        (row["state"] == "done").then_some(())
-    })
-    .await;
     let at = &server;
     let get = |p: String| async move { http().get(at.url(&p)).send().await.unwrap() };
 

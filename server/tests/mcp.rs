@@ -101,16 +101,7 @@ impl Client {
 }
 
 fn study() -> Value {
-    json!({
-        "name": "by an agent",
-        "profile": "fake",
-        "model": "m",
-        "space": { "ubatch_size": [128, 256, 512] },
-        "objectives": [{ "metric": "decode_tps" }],
-        "strategy": { "kind": "grid" },
-        "budget": { "max_trials": 10, "confirm_pairs": 0, "settle_trials": 0 },
-        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
-    })
+    common::fake_grid_study("by an agent", &[128, 256, 512])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

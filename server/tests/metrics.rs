@@ -3,14 +3,12 @@
 //! trials, and request latencies labelled by route.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use serde_json::json;
-use tunebook::db::studies::{StudyRow, StudyState};
+use tunebook::db::studies::StudyState;
 use tunebook_views::types::{TrialState, TrialView};
 
 use crate::common;
-use common::{eventually, get_json, http};
+use common::{get_json, http};
 
 /// The samples of an OpenMetrics text, by name with its labels.
 fn samples(text: &str) -> BTreeMap<String, f64> {
@@ -26,25 +24,9 @@ fn samples(text: &str) -> BTreeMap<String, f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrape_counts_the_trials_the_studies_and_the_time_between_trials() {
     let (server, _profiles) = common::on_fake_engine("fake", &[]).await;
-    let def = json!({
-        "name": "scraped",
-        "profile": "fake",
-        "model": "m",
-        "space": { "ubatch_size": [128, 256, 512] },
-        "objectives": [{ "metric": "decode_tps" }],
-        "strategy": { "kind": "grid" },
-        "budget": { "max_trials": 10, "confirm_pairs": 0, "settle_trials": 0 },
-        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
-    });
-    let r = http().post(server.url("/api/studies")).json(&def).send().await.unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    let study: StudyRow = r.json().await.unwrap();
-    let path = format!("/api/studies/{}", study.id);
-    eventually(Duration::from_secs(120), "the study's end", || async {
-        let row: StudyRow = http().get(server.url(&path)).send().await.ok()?.json().await.ok()?;
-        row.state.is_final().then_some(())
-    })
-    .await;
+    let def = common::fake_grid_study("scraped", &[128, 256, 512]);
+    let study = common::run_study(&server, &def).await;
+    let path = format!("/api/studies/{}", study["id"]);
     let trials: Vec<TrialView> = get_json(&server, &format!("{path}/trials")).await;
     let ran = trials.iter().filter(|t| t.state != TrialState::Pruned).count();
     assert!(ran >= 3, "{trials:?}");

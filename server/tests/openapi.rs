@@ -4,12 +4,11 @@
 //! server error and no answer the description does not allow.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{TestServer, eventually, get_json, http, repo_root};
+use common::{TestServer, get_json, http, repo_root};
 
 /// The project's schemathesis (the test command sets it up).
 fn schemathesis() -> std::path::PathBuf {
@@ -38,24 +37,11 @@ fn segments(path: &str) -> BTreeSet<String> {
 /// worker's name go into schemathesis's dictionaries, so that half the
 /// generated requests reach something that exists.
 async fn seed(server: &TestServer) -> String {
-    let def = json!({
-        "name": "fuzzed",
-        "profile": "fake",
-        "model": "m",
-        "space": { "ubatch_size": [128, 256, 512] },
-        "objectives": [{ "metric": "decode_tps" }],
-        "strategy": { "kind": "grid" },
-        "budget": { "max_trials": 10, "confirm_pairs": 0, "settle_trials": 0 },
-        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
-    });
-    let study: Value = post(server, "/api/studies", &def).await;
+    let study =
+        common::run_study(server, &common::fake_grid_study("fuzzed", &[128, 256, 512])).await;
+    assert_eq!(study["state"], "done", "{study}");
     let id = study["id"].as_i64().unwrap();
     let path = format!("/api/studies/{id}");
-    eventually(Duration::from_secs(120), "the study's end", || async {
-        let row: Value = http().get(server.url(&path)).send().await.ok()?.json().await.ok()?;
-        (row["state"] == "done").then_some(())
-    })
-    .await;
     let trials: Vec<Value> = get_json(server, &format!("{path}/trials")).await;
     let report: Value = post(server, &format!("{path}/reports"), &json!({})).await;
     let report_id = report["id"].as_i64().unwrap();

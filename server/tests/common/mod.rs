@@ -181,6 +181,38 @@ pub async fn wait_final(server: &TestServer, id: i64) -> TrialView {
     .await
 }
 
+/// A small grid study on a fake-engine profile named `fake` (as
+/// [`on_fake_engine`] makes): the micro-batch over `ubatch`, decode speed
+/// as the objective, a quick speed probe, nothing re-measured.
+pub fn fake_grid_study(name: &str, ubatch: &[u32]) -> serde_json::Value {
+    serde_json::json!({
+        "name": name,
+        "profile": "fake",
+        "model": "m",
+        "space": { "ubatch_size": ubatch },
+        "objectives": [{ "metric": "decode_tps" }],
+        "strategy": { "kind": "grid" },
+        "budget": { "max_trials": 10, "confirm_pairs": 0, "settle_trials": 0 },
+        "probes": { "speed": { "prompt_tokens": 8, "n_predict": 4, "repeats": 1, "warmup": 0 } }
+    })
+}
+
+/// Creates a study through the API and waits until it has ended: its row,
+/// as JSON.
+pub async fn run_study(server: &TestServer, def: &serde_json::Value) -> serde_json::Value {
+    let r = http().post(server.url("/api/studies")).json(def).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let study: serde_json::Value = r.json().await.unwrap();
+    let path = format!("/api/studies/{}", study["id"]);
+    eventually(Duration::from_secs(120), "the study's end", || async {
+        let row: serde_json::Value =
+            http().get(server.url(&path)).send().await.ok()?.json().await.ok()?;
+        let state = row["state"].as_str()?;
+        (!matches!(state, "running" | "paused")).then_some(row)
+    })
+    .await
+}
+
 /// A study cut short: `threads` and `ubatch_size` on the tiny model, a grid
 /// stopped after three trials (the baseline, then `threads` = 1 twice, once
 /// with the smaller micro-batch). Too few trials to tell either setting's
