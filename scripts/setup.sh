@@ -10,7 +10,9 @@
 #   --tests    builds every test instead (what scripts/test.sh runs): the
 #              server the tests start is that build's, so nothing is
 #              compiled twice (a plain build unifies the dependencies'
-#              features without the tests' and compiles most of them again)
+#              features without the tests' and compiles most of them again);
+#              clippy lints the workspace's crates as they compile, the
+#              tests' and the browser bundle's (scripts/lint.env)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -30,6 +32,10 @@ scripts/setup-tools.sh "${tools[@]}"
 scripts/setup-engine.sh
 scripts/setup-models.sh
 echo "==> building tunebook ($build)"
+if [[ "$build" == tests ]]; then
+  # shellcheck source=scripts/lint.env
+  source scripts/lint.env
+fi
 case "$build" in
   debug) cargo build --quiet -p tunebook; bin=target/debug/tunebook ;;
   release) cargo build --quiet --release -p tunebook --bin tunebook; bin=target/release/tunebook ;;

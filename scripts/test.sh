@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up (once) and runs every check: formatting, the modules' shape, clippy
-# on the server and the browser builds, unit tests, real-engine tests, PostgreSQL tests and
+# on the server and the browser builds (as they compile, see
+# scripts/lint.env), unit tests, real-engine tests, PostgreSQL tests and
 # the headless-browser test.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,11 +12,6 @@ echo "==> cargo fmt --check"
 cargo fmt --all --check
 echo "==> module shape (no circles, storage on its own types, file sizes)"
 python3 scripts/check_modules.py
-echo "==> cargo clippy (server)"
-cargo clippy --quiet --workspace --all-targets -- -D warnings
-echo "==> cargo clippy (browser)"
-cargo clippy --quiet -p tunebook-app --lib --target wasm32-unknown-unknown \
-  --no-default-features --features hydrate -- -D warnings
 # Optuna, for the test that loads a study's Optuna journal with it.
 TUNEBOOK_OPTUNA_PYTHON="$(scripts/setup-bench-venv.sh)"
 export TUNEBOOK_OPTUNA_PYTHON
@@ -23,6 +19,10 @@ export TUNEBOOK_OPTUNA_PYTHON
 TUNEBOOK_SCHEMATHESIS="$(scripts/setup-fuzz-venv.sh)"
 export TUNEBOOK_SCHEMATHESIS
 echo "==> cargo test"
+# The build setup.sh made, linted as it compiled: the same variables, so
+# nothing compiles again.
+# shellcheck source=scripts/lint.env
+source scripts/lint.env
 # Two tests at a time, whatever the machine reports: the suites start real
 # engines and browsers, sized for two cores.
 cargo test --workspace -- --test-threads=2
