@@ -10,6 +10,7 @@ mod region;
 mod score;
 mod search;
 mod search_worlds;
+mod unseen;
 mod worlds;
 
 use std::collections::BTreeMap;

@@ -190,5 +190,6 @@ pub fn search_worlds() -> Vec<World> {
         },
     ];
     all.extend(super::held_out::held_out(noise));
+    all.extend(super::unseen::unseen(noise));
     all
 }

@@ -1,0 +1,200 @@
+//! Search worlds built after the default strategy's last tuning (on every
+//! world of [`super::search_worlds`] before these), and kept out of it:
+//! their figures are a strategy's first sight of them.
+//!
+//! - `experts`: a mixture-of-experts model on a 24 GiB GPU. Expert weights
+//!   of the first `n_cpu_moe` layers stay on the CPU, where decode then
+//!   waits on memory bandwidth, which the thread count sets only there (an
+//!   effect confined to a region: with every expert on the GPU, threads do
+//!   nothing); the fewer kept on the CPU, the more the GPU holds, until
+//!   with the K/V cache and the compute buffer (which grows with the
+//!   micro-batch, and without flash attention with the context too) it
+//!   runs out of memory, a cliff that moves with three other settings.
+//!   Prefill gains from a larger micro-batch in steps. Decode ↑, prefill
+//!   ↑, context ↑.
+//! - `draft`: speculative decoding. Each drafted token is accepted with a
+//!   chance that falls as the draft runs on, so decode peaks at a middle
+//!   `draft_max` and each drafted token costs memory; a `draft_min` above
+//!   2 wastes drafts (a plateau, then a slope); drafting with 4 slots is
+//!   refused (a failing region of an interaction); threads past 6 do
+//!   nothing (a plateau) and the batch size nothing at all. Requests are
+//!   slowed now and then (a heavy tail) while the machine drifts. Decode
+//!   ↑, memory ↓.
+
+use engine_bridge::Settings;
+
+use super::formula::{GIB, cache_bytes, get, number};
+use super::{Noise, Truth, World};
+use crate::study::Metric;
+
+fn experts(s: &Settings) -> Truth {
+    let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));
+    let fa = get(s, "flash_attn") == "on";
+    let on_cpu = number(s, "n_cpu_moe").min(48.0);
+    let ctx = number(s, "ctx_size");
+    let threads = number(s, "threads");
+    let ubatch = number(s, "ubatch_size");
+    let kv = ctx / 4096.0 * 0.1 * GIB * (cache_bytes(k) + cache_bytes(v)) / 2.0;
+    let compute = ubatch / 512.0 * 0.3 * GIB + if fa { 0.0 } else { ctx * 4e4 };
+    let vram = 48.0 * 0.08 * GIB + (48.0 - on_cpu) * 0.38 * GIB + kv + compute;
+    if vram > 24.0 * GIB {
+        return Truth::Fails("out_of_memory");
+    }
+    // Bandwidth rises with threads to 8, then contention takes some back.
+    let bandwidth = 40.0 * (threads / 8.0).min(1.0) * (1.0 - 0.02 * (threads - 8.0).max(0.0));
+    let cpu_seconds = on_cpu * 0.38 / 8.0 / bandwidth;
+    let gpu_seconds = 0.012 + ctx / 131072.0 * if fa { 0.002 } else { 0.008 };
+    let decode = 1.0 / (cpu_seconds + gpu_seconds);
+    let steps = match ubatch {
+        u if u < 512.0 => 0.6,
+        u if u < 2048.0 => 1.0,
+        _ => 1.25,
+    };
+    let prefill = 2500.0 * steps / (1.0 + on_cpu / 12.0);
+    Truth::Runs([(Metric::DecodeTps, decode), (Metric::PrefillTps, prefill)].into())
+}
+
+const EXPERTS: &str = r#"
+name = "experts"
+profile = "p"
+model = "m"
+[space]
+n_cpu_moe = { min = 0, max = 48, step = 2 }
+threads = { min = 1, max = 16, step = 1 }
+ctx_size = [8192, 16384, 32768, 65536, 131072]
+ubatch_size = [256, 512, 1024, 4096]
+flash_attn = ["off", "on"]
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+[baseline]
+n_cpu_moe = 48
+threads = 4
+ctx_size = 8192
+ubatch_size = 512
+flash_attn = "on"
+cache_type_k = "f16"
+cache_type_v = "f16"
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "prefill_tps"
+[[objectives]]
+metric = "setting.ctx_size"
+goal = "max"
+"#;
+
+fn draft(s: &Settings) -> Truth {
+    let most = number(s, "draft_max");
+    let fewest = number(s, "draft_min");
+    let slots = number(s, "parallel");
+    let threads = number(s, "threads");
+    if most > 0.0 && slots >= 4.0 {
+        return Truth::Fails("rejected");
+    }
+    // Tokens accepted per step: each further draft is accepted with a
+    // chance that falls from 0.85 by 0.04 a token.
+    let mut accepted = 1.0;
+    let mut chance = 1.0;
+    for i in 0..most as usize {
+        chance *= (0.85 - 0.04 * i as f64).max(0.0);
+        accepted += chance;
+    }
+    let step = 1.0 + 0.09 * most;
+    let wasted = 1.0 - 0.04 * (fewest - 2.0).max(0.0);
+    let cpu = (threads / 6.0).min(1.0).sqrt();
+    let decode = 40.0 * accepted / step * wasted * cpu * (1.0 - 0.08 * slots.log2());
+    let rss = 3.0 * GIB
+        + slots * 0.5 * GIB
+        + if most > 0.0 { 0.6 * GIB + most * 40.0 * 1024.0 * 1024.0 } else { 0.0 }
+        + threads * 10.0 * 1024.0 * 1024.0;
+    Truth::Runs([(Metric::DecodeTps, decode), (Metric::PeakRssBytes, rss)].into())
+}
+
+const DRAFT: &str = r#"
+name = "draft"
+profile = "p"
+model = "m"
+constraints = ["draft_min <= draft_max"]
+[space]
+draft_max = { min = 0, max = 24, step = 1 }
+draft_min = { min = 0, max = 8, step = 1 }
+threads = { min = 1, max = 16, step = 1 }
+parallel = [1, 2, 4]
+batch_size = [512, 1024, 2048, 4096]
+[baseline]
+draft_max = 0
+draft_min = 0
+threads = 4
+parallel = 1
+batch_size = 2048
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "peak_rss_bytes"
+"#;
+
+/// The unseen worlds, with `noise` (and, in `draft`, a heavy tail and
+/// drift on top).
+pub(super) fn unseen(noise: Noise) -> Vec<World> {
+    let world = |name, study: &str, truth, noise| World {
+        name,
+        study: study.into(),
+        truth,
+        noise,
+        facts: vec![],
+        silent: vec![],
+        plan: None,
+    };
+    vec![
+        world("experts", EXPERTS, experts as fn(&Settings) -> Truth, noise),
+        world("draft", DRAFT, draft, Noise { tail: 0.1, drift: -0.002, ..noise }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planted::{Cost, Judge};
+
+    /// Each world's study checks, its truth has a failing region (less
+    /// than half the space) and a front of more than three
+    /// configurations, and in `experts` threads matter only with experts
+    /// on the CPU.
+    #[test]
+    fn each_unseen_world_has_what_it_says() {
+        for w in unseen(Noise::default()) {
+            let study = w.study("random", 0, 10);
+            let judge = Judge::new(&w, &study, Cost::default());
+            let (mut fails, mut values) = (0, Vec::new());
+            for c in study.space.grid() {
+                match judge.values(&study, &c) {
+                    Some(v) => values.push(v),
+                    None => fails += 1,
+                }
+            }
+            assert!(fails > 0 && fails < values.len(), "{}: {fails}", w.name);
+            let goals: Vec<_> = study.objectives.iter().map(|t| t.goal).collect();
+            let front = crate::pareto::front(&values, &goals);
+            assert!(front.len() > 3, "{}: a front of {}", w.name, front.len());
+        }
+        let w = &unseen(Noise::default())[0];
+        let study = w.study("random", 0, 10);
+        let judge = Judge::new(w, &study, Cost::default());
+        let decode = |cpu: &str, threads: &str| {
+            let mut c = study.baseline.clone();
+            c.insert("n_cpu_moe".into(), cpu.into());
+            c.insert("threads".into(), threads.into());
+            judge.values(&study, &c).unwrap()[0]
+        };
+        assert_eq!(decode("0", "2"), decode("0", "12"));
+        assert!(decode("24", "8") > 2.0 * decode("24", "2"));
+        // Every expert on the GPU with the largest context fails unless
+        // the cache is quantized.
+        let mut c = study.baseline.clone();
+        c.extend([
+            ("n_cpu_moe".to_string(), "0".to_string()),
+            ("ctx_size".into(), "131072".into()),
+        ]);
+        assert!(judge.values(&study, &c).is_none());
+    }
+}
