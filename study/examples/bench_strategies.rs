@@ -63,14 +63,14 @@ fn oracle(name: &str, seed: u64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
     let (mut points, mut minutes, mut previous) = (Vec::new(), 0.0, None::<Settings>);
     let mut out = std::io::stdout().lock();
-    for line in std::io::stdin().lock().lines() {
+    for (index, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.expect("stdin");
         let config: Settings = serde_json::from_str(&line).expect("a configuration");
         let mut settings = study.baseline.clone();
         settings.extend(config.clone());
         minutes += judge.minutes(previous.as_ref(), &settings);
         previous = Some(settings.clone());
-        let measured = w.measure(&settings, &mut rng).ok();
+        let measured = w.measure_in_search(&settings, index, &mut rng).ok();
         let values: Option<Vec<f64>> = measured
             .as_ref()
             .and_then(|m| study.objectives.iter().map(|t| t.measure.value(m, &settings)).collect());

@@ -35,7 +35,7 @@ async fn main() {
     while let Some((config, note)) = next.take() {
         let mut settings = study.baseline.clone();
         settings.extend(config.clone());
-        let measured = world.measure(&settings, &mut rng).ok();
+        let measured = world.measure_in_search(&settings, history.len(), &mut rng).ok();
         if history.is_empty() {
             baseline.clone_from(&measured);
         }

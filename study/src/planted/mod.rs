@@ -162,6 +162,35 @@ impl World {
         }
     }
 
+    /// One measurement of `settings` as the `index`-th trial of a search:
+    /// the truth with noise, and each speed moved by the drift so far and
+    /// now and then slowed (the heavy tail), as one request on a busy
+    /// machine is. Worlds with neither draw what [`Self::measure`] draws.
+    pub fn measure_in_search(
+        &self,
+        settings: &Settings,
+        index: usize,
+        rng: &mut impl Rng,
+    ) -> Result<BTreeMap<Metric, f64>, String> {
+        let mut metrics = self.measure(settings, rng)?;
+        if self.noise.tail == 0.0 && self.noise.drift == 0.0 {
+            return Ok(metrics);
+        }
+        let drift = (self.noise.drift * index as f64).exp();
+        for (m, v) in &mut metrics {
+            if !matches!(m, Metric::DecodeTps | Metric::PrefillTps | Metric::TtftMs) {
+                continue;
+            }
+            let slow = if rng.random::<f64>() < self.noise.tail {
+                rng.random_range(1.5..4.0)
+            } else {
+                1.0
+            };
+            *v = if *m == Metric::TtftMs { *v / drift * slow } else { *v * drift / slow };
+        }
+        Ok(metrics)
+    }
+
     /// The `index`-th trial of a study measuring `settings` as a real
     /// machine does: each speed the median of [`REQUESTS`] requests, some
     /// of them slowed (the tail), all of them moved by the drift so far;

@@ -142,7 +142,7 @@ pub async fn search(
         let settings = full(&study, &config);
         minutes += judge.minutes(previous.as_ref(), &settings);
         previous = Some(settings.clone());
-        let measured = world.measure(&settings, &mut rng).ok();
+        let measured = world.measure_in_search(&settings, history.len(), &mut rng).ok();
         if history.is_empty() {
             baseline = measured.clone();
         }
