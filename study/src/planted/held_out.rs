@@ -1,6 +1,7 @@
 //! Search worlds built after the strategies were tuned, to differ from the
-//! worlds they were tuned on ([`super::search_worlds`]'s first three):
-//! what a strategy does here it was not fitted to do.
+//! worlds they were tuned on ([`super::search_worlds`]'s first three).
+//! The default strategy's floor and draws were later tuned on these too;
+//! [`super::unseen`]'s worlds came after that.
 //!
 //! - `offload`: layers on a 16 GiB GPU. Decode is the harmonic mix of the
 //!   CPU's and the GPU's layers (it rises steeply as the last layers move

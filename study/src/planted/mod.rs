@@ -164,8 +164,10 @@ impl World {
 
     /// One measurement of `settings` as the `index`-th trial of a search:
     /// the truth with noise, and each speed moved by the drift so far and
-    /// now and then slowed (the heavy tail), as one request on a busy
-    /// machine is. Worlds with neither draw what [`Self::measure`] draws.
+    /// now and then slowed (the heavy tail), each on its own, as if one
+    /// request had measured it: harsher than [`Self::measure_at`]'s median
+    /// of [`REQUESTS`], which one slow request does not move. Worlds with
+    /// neither draw what [`Self::measure`] draws.
     pub fn measure_in_search(
         &self,
         settings: &Settings,

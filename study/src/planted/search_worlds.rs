@@ -13,6 +13,8 @@
 //!   truth is a hash of it, so no model can beat drawing at random.
 //! - `offload`, `ridge`, `pocket`: worlds built after the strategies were
 //!   tuned, to differ from these (see [`super::held_out`]).
+//! - `experts`, `draft`: built after the default strategy was tuned on
+//!   all of the above, and kept out of it (see [`super::unseen`]).
 
 use engine_bridge::Settings;
 

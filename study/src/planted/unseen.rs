@@ -9,17 +9,18 @@
 //!   nothing); the fewer kept on the CPU, the more the GPU holds, until
 //!   with the K/V cache and the compute buffer (which grows with the
 //!   micro-batch, and without flash attention with the context too) it
-//!   runs out of memory, a cliff that moves with three other settings.
+//!   runs out of memory, a cliff that moves with the context, both cache
+//!   types, the micro-batch and flash attention.
 //!   Prefill gains from a larger micro-batch in steps. Decode ↑, prefill
 //!   ↑, context ↑.
 //! - `draft`: speculative decoding. Each drafted token is accepted with a
 //!   chance that falls as the draft runs on, so decode peaks at a middle
 //!   `draft_max` and each drafted token costs memory; a `draft_min` above
 //!   2 wastes drafts (a plateau, then a slope); drafting with 4 slots is
-//!   refused (a failing region of an interaction); threads past 6 do
-//!   nothing (a plateau) and the batch size nothing at all. Requests are
-//!   slowed now and then (a heavy tail) while the machine drifts. Decode
-//!   ↑, memory ↓.
+//!   refused (a failing region of an interaction); threads past 6 add no
+//!   speed (a plateau) while each costs a little memory, and the batch
+//!   size does nothing at all. Requests are slowed now and then (a heavy
+//!   tail) while the machine drifts. Decode ↑, memory ↓.
 
 use engine_bridge::Settings;
 
@@ -188,13 +189,17 @@ mod tests {
         };
         assert_eq!(decode("0", "2"), decode("0", "12"));
         assert!(decode("24", "8") > 2.0 * decode("24", "2"));
-        // Every expert on the GPU with the largest context fails unless
-        // the cache is quantized.
+        // Every expert on the GPU with the largest context fails with
+        // f16 and q8_0 caches and runs with q4_0.
         let mut c = study.baseline.clone();
         c.extend([
             ("n_cpu_moe".to_string(), "0".to_string()),
             ("ctx_size".into(), "131072".into()),
         ]);
-        assert!(judge.values(&study, &c).is_none());
+        for (cache, runs) in [("f16", false), ("q8_0", false), ("q4_0", true)] {
+            c.insert("cache_type_k".into(), cache.into());
+            c.insert("cache_type_v".into(), cache.into());
+            assert_eq!(judge.values(&study, &c).is_some(), runs, "{cache}");
+        }
     }
 }

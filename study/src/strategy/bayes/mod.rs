@@ -57,9 +57,10 @@ use regression::{LinearDraws, Posterior};
 /// Carlo expected gain, steadier than one draw's (Thompson sampling)
 /// where many settings leave the models unsure. Late in a search the
 /// gains left are small and alike, and 16 draws' noise chose among
-/// them: 32 reached 95 % of the front in fewer trials (the strategy
-/// benchmark, 15 seeds: `ten` 17 → 14, `pocket` 29 → 23, the others
-/// within a trial or two) for twice the scoring time.
+/// them: 32 reached 95 % of the front in fewer trials on most worlds
+/// (the strategy benchmark, 15 seeds, every world with Gaussian noise
+/// only: `ten` 17 → 14, `pocket` 29 → 23, `ridge` 66 → 70, the others
+/// within three trials) for twice the scoring time.
 const SAMPLES: usize = 32;
 /// Configurations scored per proposal when the space is too large to list.
 const SAMPLED: usize = 4000;
@@ -128,9 +129,9 @@ fn floored(mut y: Vec<f64>, log: bool) -> Vec<f64> {
 /// front of two objectives reaches down to slow configurations that are
 /// small, so a floor too near the best flattens part of the front itself:
 /// at 4 the `ridge` world's low-memory end looked alike and took 95
-/// trials to cover, 66 at 10 (15 seeds; `offload` 80 → 61, `pocket`
-/// 35 → 29); with no floor at all `midrange` (a thread count that slows
-/// decode many times) took 23 trials instead of 19-20.
+/// trials to cover, 66 at 10 (15 seeds, Gaussian noise only; `offload`
+/// 80 → 61, `pocket` 35 → 29); with no floor at all `midrange` (a thread
+/// count that slows decode many times) took 23 trials instead of 19-20.
 const FLOOR: f64 = 10.0;
 
 /// The untried configurations the constraints allow: the whole space when
