@@ -116,6 +116,34 @@ pub struct World {
 }
 
 impl World {
+    /// A world for judging searches only: no facts for the findings, no
+    /// silent metrics, no planner.
+    pub(crate) fn for_search(
+        name: &'static str,
+        study: &str,
+        truth: fn(&Settings) -> Truth,
+        noise: Noise,
+    ) -> Self {
+        World { name, study: study.into(), truth, noise, facts: vec![], silent: vec![], plan: None }
+    }
+
+    /// Over the world's whole grid: how many configurations fail, and the
+    /// size of the true Pareto front of those that run.
+    #[cfg(test)]
+    pub(crate) fn failures_and_front(&self) -> (usize, usize) {
+        let study = self.study("random", 0, 10);
+        let judge = Judge::new(self, &study, Cost::default());
+        let (mut fails, mut values) = (0, Vec::new());
+        for c in study.space.grid() {
+            match judge.values(&study, &c) {
+                Some(v) => values.push(v),
+                None => fails += 1,
+            }
+        }
+        let goals: Vec<_> = study.objectives.iter().map(|t| t.goal).collect();
+        (fails, crate::pareto::front(&values, &goals).len())
+    }
+
     /// The world's study searched by `strategy` for `budget` trials.
     pub fn study(&self, strategy: &str, seed: u64, budget: usize) -> Study {
         let text = format!(

@@ -162,34 +162,10 @@ pub fn search_worlds() -> Vec<World> {
     let llama8 = worlds().into_iter().find(|w| w.name == "llama8").expect("llama8");
     let llama8_space = llama8.study.clone();
     let mut all = vec![
-        World {
-            name: "midrange",
-            study: MIDRANGE.into(),
-            truth: midrange,
-            noise,
-            facts: vec![],
-            silent: vec![],
-            plan: None,
-        },
-        World {
-            name: "ten",
-            study: TEN.into(),
-            truth: ten,
-            noise,
-            facts: vec![],
-            silent: vec![],
-            plan: None,
-        },
+        World::for_search("midrange", MIDRANGE, midrange, noise),
+        World::for_search("ten", TEN, ten, noise),
         llama8,
-        World {
-            name: "noise",
-            study: llama8_space.replace("llama8", "noise"),
-            truth: structureless,
-            noise,
-            facts: vec![],
-            silent: vec![],
-            plan: None,
-        },
+        World::for_search("noise", &llama8_space.replace("llama8", "noise"), structureless, noise),
     ];
     all.extend(super::held_out::held_out(noise));
     all.extend(super::unseen::unseen(noise));

@@ -137,18 +137,9 @@ metric = "peak_rss_bytes"
 /// The unseen worlds, with `noise` (and, in `draft`, a heavy tail and
 /// drift on top).
 pub(super) fn unseen(noise: Noise) -> Vec<World> {
-    let world = |name, study: &str, truth, noise| World {
-        name,
-        study: study.into(),
-        truth,
-        noise,
-        facts: vec![],
-        silent: vec![],
-        plan: None,
-    };
     vec![
-        world("experts", EXPERTS, experts as fn(&Settings) -> Truth, noise),
-        world("draft", DRAFT, draft, Noise { tail: 0.1, drift: -0.002, ..noise }),
+        World::for_search("experts", EXPERTS, experts, noise),
+        World::for_search("draft", DRAFT, draft, Noise { tail: 0.1, drift: -0.002, ..noise }),
     ]
 }
 
@@ -164,19 +155,10 @@ mod tests {
     #[test]
     fn each_unseen_world_has_what_it_says() {
         for w in unseen(Noise::default()) {
-            let study = w.study("random", 0, 10);
-            let judge = Judge::new(&w, &study, Cost::default());
-            let (mut fails, mut values) = (0, Vec::new());
-            for c in study.space.grid() {
-                match judge.values(&study, &c) {
-                    Some(v) => values.push(v),
-                    None => fails += 1,
-                }
-            }
-            assert!(fails > 0 && fails < values.len(), "{}: {fails}", w.name);
-            let goals: Vec<_> = study.objectives.iter().map(|t| t.goal).collect();
-            let front = crate::pareto::front(&values, &goals);
-            assert!(front.len() > 3, "{}: a front of {}", w.name, front.len());
+            let (fails, front) = w.failures_and_front();
+            let runs = w.study("random", 0, 10).space.grid_size() as usize - fails;
+            assert!(fails > 0 && fails < runs, "{}: {fails}", w.name);
+            assert!(front > 3, "{}: a front of {}", w.name, front);
         }
         let w = &unseen(Noise::default())[0];
         let study = w.study("random", 0, 10);
