@@ -1,6 +1,9 @@
-//! Search worlds built after the default strategy's last tuning (on every
-//! world of [`super::search_worlds`] before these), and kept out of it:
-//! their figures are a strategy's first sight of them.
+//! Search worlds built after the default strategy was tuned on every
+//! world of [`super::search_worlds`] before these. `experts` and `draft`
+//! were kept out of that tuning; the strategy's next change (a column for
+//! whether a number is 0, see its encoder) came from a trace of `draft`
+//! and was measured on both. `layers` was built after that change and
+//! kept out of it: its figures are a strategy's first sight of it.
 //!
 //! - `experts`: a mixture-of-experts model on a 24 GiB GPU. Expert weights
 //!   of the first `n_cpu_moe` layers stay on the CPU, where decode then
@@ -21,6 +24,17 @@
 //!   speed (a plateau) while each costs a little memory, and the batch
 //!   size does nothing at all. Requests are slowed now and then (a heavy
 //!   tail) while the machine drifts. Decode ↑, memory ↓.
+//! - `layers`: a dense model split between a 12 GiB GPU and the CPU by
+//!   `n_gpu_layers`, where 0 is no different in kind from 1 (a range
+//!   from 0 with no step at 0). The layers left on the CPU wait on memory
+//!   bandwidth, and the thread count that serves them best grows with
+//!   how many there are (an interaction between two numbers: a diagonal);
+//!   past it, threads contend. The GPU holds its layers, their share of
+//!   the K/V cache and a compute buffer that grows with the micro-batch:
+//!   past 12 GiB it runs out of memory, a cliff that moves with the
+//!   context, both cache types and the micro-batch. Quantized caches
+//!   move the next-token distribution (the V cache less), and the batch
+//!   size does nothing. Decode ↑, KL divergence ↓, context ↑.
 
 use engine_bridge::Settings;
 
@@ -134,12 +148,72 @@ metric = "decode_tps"
 metric = "peak_rss_bytes"
 "#;
 
+fn layers(s: &Settings) -> Truth {
+    let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));
+    let on_gpu = number(s, "n_gpu_layers").min(32.0);
+    let threads = number(s, "threads");
+    let ctx = number(s, "ctx_size");
+    let ubatch = number(s, "ubatch_size");
+    let share = on_gpu / 32.0;
+    let kv = ctx / 4096.0 * 0.25 * GIB * (cache_bytes(k) + cache_bytes(v)) / 2.0;
+    let vram = 0.3 * GIB + on_gpu * 0.3 * GIB + kv * share + ubatch / 512.0 * 0.4 * GIB;
+    if vram > 12.0 * GIB {
+        return Truth::Fails("out_of_memory");
+    }
+    // The CPU's layers are served best by 2 threads and one more for
+    // every 3 of them; each thread past that takes 4 % back.
+    let best = 2.0 + (32.0 - on_gpu) / 3.0;
+    let bandwidth = 25.0 * (threads / best).min(1.0) * (1.0 - 0.04 * (threads - best).max(0.0));
+    let cpu_seconds = (1.0 - share) * 9.6 / bandwidth.max(0.5);
+    let gpu_seconds = 0.004 + share * 0.016 + ctx / 32768.0 * 0.004;
+    let divergence = |t: &str, q8: f64, q4: f64| match t {
+        "q8_0" => q8,
+        "q4_0" => q4,
+        _ => 0.0,
+    };
+    let kld = divergence(k, 0.003, 0.04) + divergence(v, 0.001, 0.012);
+    Truth::Runs(
+        [(Metric::DecodeTps, 1.0 / (cpu_seconds + gpu_seconds)), (Metric::KldMean, kld)].into(),
+    )
+}
+
+const LAYERS: &str = r#"
+name = "layers"
+profile = "p"
+model = "m"
+[space]
+n_gpu_layers = { min = 0, max = 32, step = 1 }
+threads = { min = 1, max = 16, step = 1 }
+ctx_size = [4096, 8192, 16384, 32768, 65536]
+ubatch_size = [128, 256, 512, 1024]
+batch_size = [512, 2048]
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+[baseline]
+n_gpu_layers = 0
+threads = 4
+ctx_size = 4096
+ubatch_size = 512
+batch_size = 2048
+cache_type_k = "f16"
+cache_type_v = "f16"
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "kld_mean"
+[[objectives]]
+metric = "setting.ctx_size"
+goal = "max"
+[probes.kld]
+"#;
+
 /// The unseen worlds, with `noise` (and, in `draft`, a heavy tail and
 /// drift on top).
 pub(super) fn unseen(noise: Noise) -> Vec<World> {
     vec![
         World::for_search("experts", EXPERTS, experts, noise),
         World::for_search("draft", DRAFT, draft, Noise { tail: 0.1, drift: -0.002, ..noise }),
+        World::for_search("layers", LAYERS, layers, noise),
     ]
 }
 
@@ -183,5 +257,26 @@ mod tests {
             c.insert("cache_type_v".into(), cache.into());
             assert_eq!(judge.values(&study, &c).is_some(), runs, "{cache}");
         }
+    }
+
+    /// In `layers`, 0 GPU layers is one step of a smooth curve, and the
+    /// best thread count falls as layers move to the GPU.
+    #[test]
+    fn in_layers_the_best_thread_count_follows_the_layers() {
+        let w = &unseen(Noise::default())[2];
+        let study = w.study("random", 0, 10);
+        let judge = Judge::new(w, &study, Cost::default());
+        let decode = |layers: u32, threads: u32| {
+            let mut c = study.baseline.clone();
+            c.insert("n_gpu_layers".into(), layers.to_string());
+            c.insert("threads".into(), threads.to_string());
+            judge.values(&study, &c).unwrap()[0]
+        };
+        let best =
+            |layers: u32| (1..=16).max_by(|a, b| decode(layers, *a).total_cmp(&decode(layers, *b)));
+        assert_eq!(best(0), Some(13));
+        assert_eq!(best(26), Some(4));
+        let (zero, one, two) = (decode(0, 13), decode(1, 13), decode(2, 13));
+        assert!((one / zero - two / one).abs() < 0.01, "{zero} {one} {two}");
     }
 }
