@@ -14,7 +14,9 @@
 //! - `offload`, `ridge`, `pocket`: worlds built after the strategies were
 //!   tuned, to differ from these (see [`super::held_out`]).
 //! - `experts`, `draft`: built after the default strategy was tuned on
-//!   all of the above, and kept out of it (see [`super::unseen`]).
+//!   all of the above, and kept out of it; `layers`, built after the
+//!   next change, which was measured on those two (see
+//!   [`super::unseen`]).
 
 use engine_bridge::Settings;
 

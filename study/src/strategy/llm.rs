@@ -19,8 +19,9 @@ pub struct Llm {
     pub seed: u64,
 }
 
-/// How long the model may think.
-const TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the model may think: a writer on the CPU at a few tokens a
+/// second takes minutes for the prose's 700 tokens.
+const TIMEOUT: Duration = Duration::from_secs(300);
 /// The most recent trials shown to the model.
 const SHOWN: usize = 40;
 
@@ -176,7 +177,13 @@ pub async fn chat(
     if let Some(key) = endpoint.api_key()? {
         request = request.bearer_auth(key);
     }
-    let response = request.send().await.map_err(|e| format!("the request failed: {e}"))?;
+    let response = request.send().await.map_err(|e| {
+        if e.is_timeout() {
+            format!("no answer within {} s", TIMEOUT.as_secs())
+        } else {
+            format!("the request failed: {}", engine_bridge::llama_server::chain(&e))
+        }
+    })?;
     let status = response.status();
     if !status.is_success() {
         // The endpoint's own words say why (a prompt over its context…),

@@ -15,8 +15,9 @@
 //!   model's coordinates: 0 often turns a feature off (no drafted tokens,
 //!   no layers on the GPU, no experts on the CPU), a step between 0 and
 //!   1 that no curve through the other values fits (the strategy
-//!   benchmark, 15 seeds: `experts` 31 trials → 23, `offload` 63 → 59;
-//!   60 seeds: `draft` 20.5 → 17.5; no other world has such a range).
+//!   benchmark: `draft` 20.5 trials → 17.5 over 60 seeds, `experts`
+//!   31 → 23 and `offload` 63 → 59 over 15; no other world had such a
+//!   range).
 //! - A word (a list of texts, a switch) gets one indicator per value
 //!   beyond its first. Words with a known order (K/V cache types, by the
 //!   bytes an element takes) also get their place along it, so that what
@@ -222,9 +223,10 @@ impl Axis {
 
     /// The setting's coordinates for a distance-based model: a number its
     /// position (and a range from 0 whether it is 0, which sets 0 as far
-    /// from 1 as the range's two ends are from each other), a word one coordinate a value, scaled so that any two
-    /// different words lie at distance 1 (and further apart along their
-    /// order, where they have one).
+    /// from 1 as the range's two ends are from each other), a word one
+    /// coordinate a value, scaled so that any two different words lie at
+    /// distance 1 (and further apart along their order, where they have
+    /// one).
     /// A word past [`MAX_WORDS`] stands where the first value does, as in
     /// its row.
     fn inputs(&self, value: &str, out: &mut Vec<f64>) {
@@ -471,7 +473,7 @@ mod tests {
         // whether drafting is off; a range from 1 has no such column.
         let draft = param("draft", Domain::Int { min: 0, max: 24, step: 1, log: false });
         let slots = param("slots", Domain::Values(["1", "2", "4"].map(String::from).to_vec()));
-        let e = Encoder::new(&[draft.clone(), slots], &Settings::new());
+        let e = Encoder::new(&[draft, slots], &Settings::new());
         let config = |d: &str, s: &str| -> Settings {
             [("draft".to_string(), d.to_string()), ("slots".to_string(), s.to_string())].into()
         };
