@@ -38,7 +38,7 @@
 
 use engine_bridge::Settings;
 
-use super::formula::{GIB, cache_bytes, get, number};
+use super::formula::{GIB, cache_bytes, divergence, get, number};
 use super::{Noise, Truth, World};
 use crate::study::Metric;
 
@@ -166,11 +166,6 @@ fn layers(s: &Settings) -> Truth {
     let bandwidth = 25.0 * (threads / best).min(1.0) * (1.0 - 0.04 * (threads - best).max(0.0));
     let cpu_seconds = (1.0 - share) * 9.6 / bandwidth.max(0.5);
     let gpu_seconds = 0.004 + share * 0.016 + ctx / 32768.0 * 0.004;
-    let divergence = |t: &str, q8: f64, q4: f64| match t {
-        "q8_0" => q8,
-        "q4_0" => q4,
-        _ => 0.0,
-    };
     let kld = divergence(k, 0.003, 0.04) + divergence(v, 0.001, 0.012);
     Truth::Runs(
         [(Metric::DecodeTps, 1.0 / (cpu_seconds + gpu_seconds)), (Metric::KldMean, kld)].into(),

@@ -9,7 +9,7 @@ use engine_bridge::Settings;
 use super::{Fact, Noise, Truth, World};
 use crate::study::Metric;
 
-pub(super) use super::formula::{GIB, cache_bytes, get, number};
+pub(super) use super::formula::{GIB, cache_bytes, divergence, get, number};
 
 /// Eight llama-server settings with the seeds' behaviour: decode peaks at
 /// 8 threads; mixed K/V cache types fall off the fast kernel (0.4×);
@@ -201,11 +201,6 @@ fn ranges_facts() -> Vec<Fact> {
 fn kvcache(s: &Settings) -> Truth {
     let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));
     let threads = number(s, "threads");
-    let divergence = |t: &str, q8: f64, q4: f64| match t {
-        "q8_0" => q8,
-        "q4_0" => q4,
-        _ => 0.0,
-    };
     let kld = divergence(k, 0.002, 0.03) + divergence(v, 0.001, 0.01);
     let fa = if get(s, "flash_attn") == "on" { 1.1 } else { 1.0 };
     let decode = 30.0 * fa * (0.3 + 0.7 * (-((threads.log2() - 3.0).powi(2)) / 1.5).exp());
