@@ -82,10 +82,12 @@ pub struct Form {
     pub context_depths: String,
     /// Serving load: a workload (built-in, or a file in the server's
     /// workloads folder; blank: no load probe), its arrival rates a
-    /// second, and the p99 time to first token it must hold (ms).
+    /// second, and the p99 time to first token and between tokens it must
+    /// hold (ms; a blank bound is not judged).
     pub load_workload: String,
     pub load_rates: String,
     pub load_ttft_ms: String,
+    pub load_itl_ms: String,
     /// Where trials run: blank for this server's engine, else workers'
     /// names separated by commas, or `any`.
     pub machines: String,
@@ -139,6 +141,7 @@ impl Default for Form {
             load_workload: String::new(),
             load_rates: "0.5, 1, 2, 4".into(),
             load_ttft_ms: "2000".into(),
+            load_itl_ms: "200".into(),
             machines: String::new(),
             fit_baseline: false,
         }
@@ -446,8 +449,12 @@ impl Form {
         };
         if !workload.is_empty() {
             let mut slo = Map::new();
-            if let Err(e) = optional_number(&mut slo, "ttft_p99_ms", &self.load_ttft_ms) {
-                errors.push(e);
+            for (key, text) in
+                [("ttft_p99_ms", &self.load_ttft_ms), ("itl_p99_ms", &self.load_itl_ms)]
+            {
+                if let Err(e) = optional_number(&mut slo, key, text) {
+                    errors.push(e);
+                }
             }
             probes.insert(
                 "load".into(),
@@ -578,6 +585,10 @@ mod tests {
         let load = &served.to_json().unwrap()["probes"]["load"];
         assert_eq!(load["workload"], "chat");
         assert_eq!(load["rates"], json!([0.5, 1, 2, 4]));
+        assert_eq!(load["slo"], json!({ "ttft_p99_ms": 2000, "itl_p99_ms": 200 }));
+        // A bound left blank is not judged: it is left out of the objective.
+        let first_token_only = Form { load_itl_ms: " ".into(), ..served.clone() };
+        let load = &first_token_only.to_json().unwrap()["probes"]["load"];
         assert_eq!(load["slo"], json!({ "ttft_p99_ms": 2000 }));
         let named = Form { load_workload: "team.jsonl".into(), ..form.clone() }.to_json().unwrap();
         assert_eq!(named["probes"]["load"]["workload"], "team.jsonl");

@@ -26,11 +26,17 @@ use crate::engine::RunningEngine;
 use crate::failure::{Failure, FailureKind};
 use crate::workloads::{self, Workload};
 
-/// A latency objective; a bound left out is not judged.
+/// A latency objective. The bounds written are the ones judged: a bound
+/// left out of a written objective is not judged (so `{ ttft_p99_ms = 5000 }`
+/// judges the first token only); a probe with no objective written is
+/// judged on both defaults, 2000 ms to the first token and 200 ms between
+/// tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Slo {
+    #[serde(default)]
     pub ttft_p99_ms: Option<f64>,
+    #[serde(default)]
     pub itl_p99_ms: Option<f64>,
 }
 
@@ -414,6 +420,18 @@ mod tests {
         let p = Percentiles::of((1..=200).map(f64::from)).unwrap();
         assert_eq!((p.p50, p.p90, p.p99), (100.0, 180.0, 198.0));
         assert!(Percentiles::of([]).is_none());
+    }
+
+    #[test]
+    fn the_bounds_written_are_the_ones_judged() {
+        let probe = |toml: &str| -> LoadProbe { toml::from_str(toml).unwrap() };
+        assert_eq!(probe("").slo, Slo::default(), "none written: both defaults");
+        assert_eq!(
+            probe("slo = { ttft_p99_ms = 5000 }").slo,
+            Slo { ttft_p99_ms: Some(5000.0), itl_p99_ms: None },
+            "one written: only it"
+        );
+        assert!(toml::from_str::<LoadProbe>("slo = { tpot_ms = 5 }").is_err(), "unknown bound");
     }
 
     #[test]

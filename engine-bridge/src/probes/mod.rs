@@ -110,15 +110,15 @@ impl Measurement {
         (questions, points)
     }
 
-    /// The largest probed context size whose recall passed at every depth
-    /// measured there; 0 when none did. A size that did not fit is not a
-    /// pass, so a 4K configuration scores 4K where a 64K one scores 64K.
     /// Requests a second answered within the load probe's objective, at
     /// the highest rate that held it.
     pub fn goodput_rps(&self) -> Option<f64> {
         self.load.as_ref().map(|l| l.goodput_rps)
     }
 
+    /// The largest probed context size whose recall passed at every depth
+    /// measured there; 0 when none did. A size that did not fit is not a
+    /// pass, so a 4K configuration scores 4K where a 64K one scores 64K.
     pub fn context_tokens(&self) -> Option<u64> {
         let points = self.context.as_ref()?;
         let mut sizes: Vec<usize> = points.iter().map(|p| p.size).collect();

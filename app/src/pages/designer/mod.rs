@@ -397,7 +397,8 @@ fn Designer(profiles: Vec<ProfileView>, metrics: Vec<MetricView>) -> impl IntoVi
                     <label>"Context recall: depths (0 to 1)" {text_input(form, "context-depths", |f| &f.context_depths, |f, v| f.context_depths = v)}</label>
                     <label>"Serving load: workload (chat, summary, code, agent, synthetic, or a file in the server's workloads folder; blank: none)" {text_input(form, "load-workload", |f| &f.load_workload, |f, v| f.load_workload = v)}</label>
                     <label>"Serving load: arrivals a second" {text_input(form, "load-rates", |f| &f.load_rates, |f, v| f.load_rates = v)}</label>
-                    <label>"Serving load: p99 time to first token (ms)" {text_input(form, "load-ttft", |f| &f.load_ttft_ms, |f, v| f.load_ttft_ms = v)}</label>
+                    <label>"Serving load: p99 time to first token (ms; blank: not judged)" {text_input(form, "load-ttft", |f| &f.load_ttft_ms, |f, v| f.load_ttft_ms = v)}</label>
+                    <label>"Serving load: p99 gap between tokens (ms; blank: not judged)" {text_input(form, "load-itl", |f| &f.load_itl_ms, |f, v| f.load_itl_ms = v)}</label>
                 </section>
                 </Show>
             </form>
