@@ -7,6 +7,7 @@ pub mod design;
 mod live;
 mod pages;
 pub mod plot;
+pub mod presets;
 #[cfg(feature = "ssr")]
 pub mod status;
 pub use tunebook_views::types;

@@ -10,7 +10,8 @@ use super::home::list_profiles;
 #[cfg(feature = "ssr")]
 use super::{answer, ops, service};
 use super::{error_text, fmt_duration};
-use crate::design::{FixedRow, Form, ObjectiveRow, PRESETS, VaryRow};
+use crate::design::{FixedRow, Form, ObjectiveRow, VaryRow};
+use crate::presets::PRESETS;
 use crate::types::{CheckView, MetricView, ProfileView};
 use rows::{FixedRowView, ObjectiveRowView, VaryRowView};
 
