@@ -184,7 +184,7 @@ impl Strategy for Bayes {
         if pool.is_empty() {
             return None;
         }
-        let encoder = Encoder::new(&study.space.params, &study.baseline);
+        let encoder = Encoder::for_space(&study.space, &study.baseline);
         let seen: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
         let listed = study.space.grid_size() <= LISTED;
         if history.len() < START {
