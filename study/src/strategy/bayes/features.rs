@@ -360,6 +360,15 @@ impl Encoder {
                 if b == a || !matches!(encoder.axes[b], Axis::Number { off: true, .. }) {
                     continue;
                 }
+                // Only pairs that some constraint names together: a study
+                // of many ranges from 0 tries no values for the rest.
+                let named = |c: &crate::expr::Constraint| {
+                    let names = c.settings();
+                    names.contains(&pa.name) && names.contains(&pb.name)
+                };
+                if !space.constraints.iter().any(named) {
+                    continue;
+                }
                 let zero = pb.domain.grid().into_iter().next().unwrap_or_default();
                 let top = pb.domain.ends().1;
                 let allowed = |holder: &str| {
