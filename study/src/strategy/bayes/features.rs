@@ -350,37 +350,43 @@ impl Encoder {
             }
             c
         };
+        // A setting's 0 and its top as written: a range's ends, or the
+        // listed values at them (a list need not be in order). Never the
+        // whole grid of a range, which may be huge.
+        let end = |i: usize, at: f64| match &space.params[i].domain {
+            Domain::Values(v) => v.iter().find(|x| encoder.axes[i].position(x) == at).cloned(),
+            d => Some(if at == 0.0 { d.ends().0 } else { d.ends().1 }),
+        };
+        let zero = |i: usize| end(i, 0.0);
+        let named: Vec<_> = space.constraints.iter().map(|c| c.settings()).collect();
+        let mut held = Vec::new();
         for (a, pa) in space.params.iter().enumerate() {
             let Axis::Number { lo, hi, off: true, .. } = encoder.axes[a] else { continue };
             if pa.domain.len() > MAX_HELD_VALUES {
                 continue;
             }
-            let values = pa.domain.grid();
+            let (values, Some(a_zero)) = (pa.domain.grid(), zero(a)) else { continue };
             for (b, pb) in space.params.iter().enumerate() {
                 if b == a || !matches!(encoder.axes[b], Axis::Number { off: true, .. }) {
                     continue;
                 }
                 // Only pairs that some constraint names together: a study
                 // of many ranges from 0 tries no values for the rest.
-                let named = |c: &crate::expr::Constraint| {
-                    let names = c.settings();
-                    names.contains(&pa.name) && names.contains(&pb.name)
-                };
-                if !space.constraints.iter().any(named) {
+                if !named.iter().any(|n| n.contains(&pa.name) && n.contains(&pb.name)) {
                     continue;
                 }
-                let zero = pb.domain.grid().into_iter().next().unwrap_or_default();
-                let top = pb.domain.ends().1;
+                let Some(b_zero) = zero(b) else { continue };
                 let allowed = |holder: &str| {
                     values.iter().filter(|v| space.allows(&config([(a, v), (b, holder)]))).count()
                 };
                 let only_zero =
-                    allowed(&zero) == 1 && space.allows(&config([(a, &values[0]), (b, &zero)]));
-                if only_zero && allowed(&top) > 1 {
-                    encoder.held.push((a, b, format!("{}", (lo + hi) / 2.0)));
+                    allowed(&b_zero) == 1 && space.allows(&config([(a, &a_zero), (b, &b_zero)]));
+                if only_zero && end(b, 1.0).is_some_and(|top| allowed(&top) > 1) {
+                    held.push((a, b, format!("{}", (lo + hi) / 2.0)));
                 }
             }
         }
+        encoder.held = held;
         encoder
     }
 
@@ -607,6 +613,11 @@ mod tests {
         // Without the constraint, nothing is held.
         let free = Space { constraints: vec![], ..space.clone() };
         assert!(Encoder::for_space(&free, &baseline).held.is_empty());
+        // A list out of order is read by its values, not its first and last.
+        let listed = ["4", "0", "8"].map(String::from).to_vec();
+        let mut unordered = space.clone();
+        unordered.params[1].domain = Domain::Values(listed);
+        assert_eq!(Encoder::for_space(&unordered, &baseline).held.len(), 1);
     }
 
     #[test]
