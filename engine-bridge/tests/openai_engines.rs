@@ -34,6 +34,7 @@ async fn launch(profile: &Profile, s: &Settings) -> RunningEngine {
 
 #[tokio::test]
 async fn llama_cpp_python_server() {
+    let _turn = crate::common::engine_turn();
     let r = root();
     let p = profile(&format!(
         "name = \"py\"\nkind = \"llama-cpp-python\"\nbinary = {:?}\n[[models]]\nname = \"tiny\"\npath = {:?}\n",
@@ -79,6 +80,7 @@ async fn llama_cpp_python_server() {
 
 #[tokio::test]
 async fn custom_command_template() {
+    let _turn = crate::common::engine_turn();
     let r = root();
     let p = profile(&format!(
         "name = \"custom\"\nkind = \"custom\"\nbinary = {:?}\n\
@@ -102,6 +104,7 @@ async fn custom_command_template() {
 
 #[tokio::test]
 async fn an_external_endpoint_is_measured_not_launched() {
+    let _turn = crate::common::engine_turn();
     let r = root();
     // Something Tunebook did not start: a llama-server launched here by hand.
     let server = profile(&format!(

@@ -129,7 +129,7 @@ fn bench_decode() -> Vec<(u32, f64, f64)> {
 #[tokio::test]
 #[ignore = "needs the machine to itself: scripts/test.sh runs it after the rest"]
 async fn a_real_study_agrees_with_llama_perplexity_and_llama_bench() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     assert!(repo_root().join(MODEL_FILE).is_file(), "run scripts/setup.sh: the real model");
     let server = TestServer::start().await;
     let created = http().post(server.url("/api/studies")).json(&study()).send().await.unwrap();

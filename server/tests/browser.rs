@@ -158,7 +158,7 @@ async fn screenshot(client: &Client, name: &str) {
 
 #[tokio::test]
 async fn run_a_trial_from_the_page_and_watch_its_row_arrive() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     assert!(
         common::repo_root().join("target/site/pkg/tunebook_bg.wasm").is_file(),
         "the browser bundle is missing: run scripts/build-site.sh"
@@ -282,7 +282,7 @@ async fn text_when(client: &Client, css: &str, what: &str, ok: impl Fn(&str) -> 
 
 #[tokio::test]
 async fn design_a_study_watch_it_run_and_click_through_its_pareto_plot() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let server = TestServer::start().await;
     let driver = Driver::start().await;
     let client = driver.browser().await;
@@ -788,7 +788,7 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
 
 #[tokio::test]
 async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let study = json!({
         "name": "depth",
@@ -847,7 +847,7 @@ async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
 
 #[tokio::test]
 async fn a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let trial = json!({
         "profile": "demo",
@@ -908,7 +908,7 @@ async fn a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log() 
 /// runs, and ends on the finished trial with its measurements.
 #[tokio::test]
 async fn a_running_trials_page_follows_it_live_through_its_phases_and_its_log() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let driver = Driver::start().await;
     let client = driver.browser().await;
@@ -964,7 +964,7 @@ async fn a_running_trials_page_follows_it_live_through_its_phases_and_its_log() 
 
 #[tokio::test]
 async fn two_studies_of_the_same_space_compare_side_by_side() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let mut ids = Vec::new();
     for (name, threads) in [("two threads", 2), ("one thread", 1)] {

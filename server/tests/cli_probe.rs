@@ -23,7 +23,7 @@ fn probe(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn json_report_of_one_configuration() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let out = probe(&["--json", "--", "ctx_size=1024", "threads=2", "cache_type_k=q4_0"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.windows(5).any(|w| w == b"DEBUG"), "logs at debug level on stderr");
@@ -40,7 +40,7 @@ fn json_report_of_one_configuration() {
 
 #[test]
 fn readable_report_and_errors() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let out = probe(&["--", "ctx_size=1024"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -126,7 +126,7 @@ warmup = 0
 
 #[test]
 fn a_study_runs_headless_from_a_file() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let data = tempfile::tempdir().unwrap();
     let file = write_study(data.path(), "from the command line", "[128, 256]", 4, 1);
     let out = tunebook(&["run", file.to_str().unwrap()], data.path());
@@ -171,7 +171,7 @@ fn a_study_runs_headless_from_a_file() {
 
 #[test]
 fn sigterm_pauses_a_headless_study_and_says_it_was_interrupted() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let data = tempfile::tempdir().unwrap();
     // Long enough to be stopped in the middle: 50 repeats a trial.
     let file = write_study(data.path(), "long", "[64, 128, 256, 512]", 64, 50);

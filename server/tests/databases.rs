@@ -369,7 +369,7 @@ async fn the_server_runs_on_postgres() {
     assert_eq!(body, "[]");
 
     // A study on the real engine runs to its end on PostgreSQL too.
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let study = serde_json::json!({
         "name": "ubatch on postgres",
         "profile": "demo",

@@ -59,7 +59,7 @@ warmup = 0
 
 #[test]
 fn a_finished_study_loads_in_optuna_and_its_trials_serve_from_llama_swaps_command() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let data = tempfile::tempdir().unwrap();
     let file = data.path().join("study.toml");
     std::fs::write(&file, STUDY).unwrap();

@@ -101,7 +101,7 @@ fn ends_study(id: i64) -> impl Fn(&Sse) -> bool + Clone {
 
 #[tokio::test]
 async fn a_hundred_watchers_see_every_event_and_a_reconnecting_one_catches_up() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     // The same study alone first: what the watchers may not slow.
     let (_, alone) = run_study(&server, "alone").await;

@@ -27,7 +27,7 @@ async fn submit(server: &TestServer, req: &RunRequest) -> reqwest::Response {
 
 #[tokio::test]
 async fn a_real_trial_stores_consistent_measurements() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let server = TestServer::start().await;
     let settings = [
         ("ctx_size", "1024"),
@@ -127,7 +127,7 @@ async fn follow_log(
 
 #[tokio::test]
 async fn the_engine_log_is_followed_while_the_trial_runs() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let server = TestServer::start().await;
     let response = submit(&server, &request(&[("ctx_size", "1024"), ("threads", "2")])).await;
     let queued: TrialView = response.json().await.unwrap();
@@ -153,7 +153,7 @@ async fn the_engine_log_is_followed_while_the_trial_runs() {
 
 #[tokio::test]
 async fn a_setting_the_engine_capped_is_said_on_the_trial() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let server = TestServer::start().await;
     // llama.cpp runs a physical batch larger than the logical one at the
     // logical one's size.
@@ -169,7 +169,7 @@ async fn a_setting_the_engine_capped_is_said_on_the_trial() {
 
 #[tokio::test]
 async fn a_setting_the_engine_rejects_fails_with_its_own_message() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     // A profile may name a fork's cache types; this build rejects it.
     let server = TestServer::start_forked().await;
     let response = submit(&server, &request(&[("cache_type_k", "q3_bogus")])).await;
@@ -207,7 +207,7 @@ async fn invalid_requests_are_refused_and_nothing_is_stored() {
 
 #[tokio::test]
 async fn an_external_endpoint_is_measured_without_being_launched() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     // A llama-server started outside Tunebook.
     let demo =
         engine_bridge::Profile::load(&common::repo_root().join("profiles/demo.toml")).unwrap();

@@ -238,12 +238,15 @@ async fn a_report_is_written_edited_regenerated_shared_and_exported() {
 
 #[tokio::test]
 async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let root = common::repo_root();
     let profile = engine_bridge::Profile::load(&root.join("profiles/demo.toml")).unwrap();
     // The real instruct model, with room for the findings and the prose in
-    // the one slot that answers.
-    let settings: engine_bridge::Settings = [("ctx_size", "8192"), ("parallel", "1")]
+    // the one slot that answers; one thread, so that a busy machine slows
+    // it down in proportion (two threads on two busy cores wait on each
+    // other at every step: 700 tokens once took over 300 s).
+    let settings: engine_bridge::Settings =
+        [("ctx_size", "8192"), ("parallel", "1"), ("threads", "1")]
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .into();
     let port = engine_bridge::free_port().unwrap();

@@ -80,7 +80,7 @@ fn the_example_study_checks_against_the_demo_profile() {
 
 #[tokio::test]
 async fn a_grid_study_on_the_real_engine_exports_and_imports() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let check: Value =
         post(&server, "/api/studies/check", &demo_study()).await.json().await.unwrap();
@@ -259,7 +259,7 @@ async fn a_grid_study_on_the_real_engine_exports_and_imports() {
 /// objective, at least 512 of it, and recall counted in tokens.
 #[tokio::test]
 async fn the_context_size_is_an_objective_and_recall_is_counted_in_tokens() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let def = json!({
         "name": "largest context",
@@ -326,7 +326,7 @@ async fn the_context_size_is_an_objective_and_recall_is_counted_in_tokens() {
 
 #[tokio::test]
 async fn a_study_judges_quality_by_kl_divergence_from_its_baseline() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let def = json!({
         "name": "divergence",
@@ -384,7 +384,7 @@ async fn a_study_judges_quality_by_kl_divergence_from_its_baseline() {
 
 #[tokio::test]
 async fn goodput_under_a_latency_objective_is_a_study_metric() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let def = json!({
         "name": "serve a team",
@@ -444,7 +444,7 @@ async fn goodput_under_a_latency_objective_is_a_study_metric() {
 
 #[tokio::test]
 async fn request_time_settings_reuse_the_running_engine() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let mut def = demo_study();
     def["name"] = json!("sampling");
@@ -495,7 +495,7 @@ async fn request_time_settings_reuse_the_running_engine() {
 
 #[tokio::test]
 async fn llama_bench_output_becomes_trials() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let root = common::repo_root();
     let out = std::process::Command::new(root.join(".tools/engine-bin/llama-bench"))
         .args([
@@ -872,7 +872,7 @@ async fn a_pick_is_run_again_against_the_baseline_before_it_is_named() {
 
 #[tokio::test]
 async fn llama_cpps_own_fit_can_be_the_baseline() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let server = TestServer::start().await;
     let mut def = demo_study();
     def["fit_baseline"] = json!(true);

@@ -251,7 +251,7 @@ struct Ran {
 
 #[tokio::test]
 async fn a_study_on_two_classes_of_machine_runs_in_parallel_and_keeps_them_apart() {
-    common::require_demo_engine();
+    let _engine = common::require_demo_engine();
     let (url, db_name) = fresh_postgres().await;
     let data = tempfile::tempdir().unwrap();
     let mut settings = TestServer::settings(data.path().to_path_buf());

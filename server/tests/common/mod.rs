@@ -55,8 +55,18 @@ pub async fn on_fake_engine(name: &str, args: &[&str]) -> (TestServer, tempfile:
     (TestServer::start_with(settings, data).await, profiles)
 }
 
-/// Fails with a clear message when the demo engine has not been set up.
-pub fn require_demo_engine() {
+/// A test's turn with the real engine: see [`require_demo_engine`].
+#[must_use = "the turn ends when it is dropped: bind it for the whole test"]
+pub struct EngineTurn(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+/// Fails with a clear message when the demo engine has not been set up;
+/// otherwise waits for this test's turn with it. The tests that start
+/// llama-server take turns while the others run beside them: each engine
+/// spins its threads at every step, and two engines on two cores spend
+/// most of their time waiting for each other's threads (the engine suite
+/// took 355 s of wall time and 577 s of CPU two at a time, 149 s and 157 s
+/// one at a time).
+pub fn require_demo_engine() -> EngineTurn {
     let root = repo_root();
     for path in [".tools/engine-bin/llama-server", ".tools/models/tiny-llama.gguf"] {
         assert!(
@@ -64,6 +74,9 @@ pub fn require_demo_engine() {
             "{path} is missing: run scripts/test.sh (or scripts/setup.sh) first"
         );
     }
+    static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed holding it hands it on all the same.
+    EngineTurn(ENGINE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
 }
 
 /// A running server and its temporary data folder.

@@ -29,7 +29,7 @@ fn quantize(out: &Path, kind: &str) {
 
 #[tokio::test]
 async fn a_study_compares_model_files_against_the_finest() {
-    crate::common::require_demo_engine();
+    let _engine = crate::common::require_demo_engine();
     let models = tempfile::tempdir().unwrap();
     let file = |name: &str| models.path().join(name);
     // F16 holds the Q4_1 weights exactly, dequantized: the finest file.

@@ -13,7 +13,7 @@ use crate::common::{TestServer, eventually, get_json, http, require_demo_engine}
 
 #[tokio::test]
 async fn an_open_finding_is_settled_from_the_study_page() {
-    require_demo_engine();
+    let _engine = require_demo_engine();
     let server = TestServer::start().await;
     let study = crate::common::cut_short_study();
     let created = http().post(server.url("/api/studies")).json(&study).send().await.unwrap();

@@ -13,7 +13,7 @@ use crate::common::{TestServer, get_json};
 
 #[tokio::test]
 async fn a_finding_left_open_is_settled_by_the_runs_it_names() {
-    crate::common::require_demo_engine();
+    let _engine = crate::common::require_demo_engine();
     let server = TestServer::start().await;
     let (row, before) = run_to_the_end(&server, &crate::common::cut_short_study()).await;
     assert_eq!(before.len(), 3);
