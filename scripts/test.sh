@@ -24,7 +24,9 @@ echo "==> cargo test"
 # shellcheck source=scripts/lint.env
 source scripts/lint.env
 # Two tests at a time, whatever the machine reports: the suites start real
-# engines and browsers, sized for two cores.
+# engines and browsers, sized for two cores. The tests that start a real
+# engine take turns among themselves (their suites' `common` modules): two
+# engines on two cores wait on each other's spinning threads.
 cargo test --workspace -- --test-threads=2
 # Compares its speeds with llama-bench's, so it runs with nothing beside it.
 echo "==> the acceptance study, alone"
