@@ -247,8 +247,8 @@ async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
     // other at every step: 700 tokens once took over 300 s).
     let settings: engine_bridge::Settings =
         [("ctx_size", "8192"), ("parallel", "1"), ("threads", "1")]
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .into();
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
     let port = engine_bridge::free_port().unwrap();
     let spec = engine_bridge::plan(&profile, "smollm2-135m", &settings, port).unwrap();
     let engine =
