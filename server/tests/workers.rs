@@ -237,7 +237,7 @@ async fn a_worker_killed_mid_trial_loses_nothing_and_runs_nothing_twice() {
 }
 
 /// A trial of a study as the test reads it back.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 struct Ran {
     id: i64,
     state: String,
@@ -247,6 +247,22 @@ struct Ran {
     started_ms: i64,
     finished_ms: i64,
     settings: String,
+}
+
+impl<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> for Ran {
+    fn from_row(row: &'r sqlx::any::AnyRow) -> Result<Self, sqlx::Error> {
+        use sqlx::Row as _;
+        Ok(Self {
+            id: row.try_get("id")?,
+            state: row.try_get("state")?,
+            machine: row.try_get("machine")?,
+            worker: row.try_get("worker")?,
+            role: row.try_get("role")?,
+            started_ms: row.try_get("started_ms")?,
+            finished_ms: row.try_get("finished_ms")?,
+            settings: row.try_get("settings")?,
+        })
+    }
 }
 
 #[tokio::test]

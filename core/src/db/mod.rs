@@ -1,8 +1,10 @@
 //! The database: SQLite by default (WAL mode), PostgreSQL by URL, through
 //! one `AnyPool` and runtime queries, so the build needs no database.
 
+mod migrations;
 pub mod queue;
 pub mod reports;
+mod rows;
 pub mod studies;
 pub mod trials;
 
@@ -104,10 +106,7 @@ impl Db {
             })
             .connect_with(options)
             .await?;
-        match kind {
-            Kind::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
-            Kind::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
-        }
+        migrations::migrator(kind).run(&pool).await?;
         Ok(Self { pool, kind })
     }
 }

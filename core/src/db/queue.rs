@@ -15,6 +15,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{Db, Kind, now_ms};
+use crate::db::rows::from_row;
 
 /// A trial whose worker stopped renewing its lease this many times fails
 /// instead of being queued again: something about it takes machines down.
@@ -140,7 +141,6 @@ pub async fn register(
     Ok(())
 }
 
-#[derive(sqlx::FromRow)]
 struct WorkerRow {
     id: i64,
     name: String,
@@ -151,6 +151,17 @@ struct WorkerRow {
     last_seen_ms: Option<i64>,
     revoked_ms: Option<i64>,
 }
+
+from_row!(WorkerRow {
+    id,
+    name,
+    hardware,
+    profiles,
+    machine_class,
+    created_ms,
+    last_seen_ms,
+    revoked_ms
+});
 
 pub async fn workers(db: &Db) -> Result<Vec<Worker>, sqlx::Error> {
     let rows: Vec<WorkerRow> = sqlx::query_as(

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use tunebook_study::StudyDef;
 
 use super::{Db, now_ms};
+use crate::db::rows::from_row;
 
 /// Where a study is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -54,7 +55,6 @@ pub struct StudyRow {
     pub finished_ms: Option<i64>,
 }
 
-#[derive(sqlx::FromRow)]
 struct Raw {
     id: i64,
     name: String,
@@ -64,6 +64,8 @@ struct Raw {
     created_ms: i64,
     finished_ms: Option<i64>,
 }
+
+from_row!(Raw { id, name, definition, state, stop_reason, created_ms, finished_ms });
 
 impl Raw {
     fn into_row(self) -> Result<StudyRow, sqlx::Error> {
@@ -150,13 +152,15 @@ pub async fn set_state(
 }
 
 /// One thing that happened in a study.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Event {
     pub id: i64,
     pub at_ms: i64,
     pub kind: String,
     pub message: String,
 }
+
+from_row!(Event { id, at_ms, kind, message });
 
 pub async fn add_event(
     db: &Db,

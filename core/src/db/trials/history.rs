@@ -8,13 +8,14 @@ use tunebook_study::{Goal, Measure, Metric};
 
 use super::columns::{self, Col, IN_HISTORY};
 use super::{MetricColumns, State, TrialRow, select};
+use crate::db::rows::from_row;
 use crate::db::{Db, Kind};
 
 /// A trial as a study's history needs it: settings, state and metrics,
 /// without the command line, load progress and the other display fields.
 /// Read from [`history`]'s arrays, whose order is [`columns::IN_HISTORY`]'s:
 /// the fields here, then each metric in [`Metric::ALL`]'s order.
-#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct HistoryRow {
     pub id: i64,
     pub state: String,
@@ -22,10 +23,11 @@ pub struct HistoryRow {
     pub settings: String,
     pub failure_kind: Option<String>,
     /// Its metrics, a column each.
-    #[sqlx(flatten)]
     #[serde(flatten)]
     pub metrics: MetricColumns,
 }
+
+from_row!(HistoryRow { id, state, role, settings, failure_kind; flatten metrics });
 
 /// Read from an array, as [`history`] packs a row.
 impl<'de> serde::Deserialize<'de> for HistoryRow {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::Db;
+use crate::db::rows::from_row;
 pub use metric_columns::MetricColumns;
 
 /// Where a trial is in its life: the one type every layer speaks.
@@ -13,7 +14,7 @@ pub use tunebook_domain::TrialState as State;
 /// A trial as stored: one field for each column [`columns::IN_ROW`]
 /// marks, as the database holds it (settings and command as JSON text),
 /// and the name of the worker that ran it.
-#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct TrialRow {
     pub id: i64,
@@ -24,7 +25,6 @@ pub struct TrialRow {
     pub command: Option<String>,
     pub created_ms: i64,
     /// Its metrics, a column each.
-    #[sqlx(flatten)]
     #[serde(flatten)]
     pub metrics: MetricColumns,
     pub client_decode_tps: Option<f64>,
@@ -48,6 +48,14 @@ pub struct TrialRow {
     /// JSON: each speed per request and the items behind each share.
     pub support: Option<String>,
 }
+
+from_row!(TrialRow {
+    id, profile, model, settings, state, command, created_ms, client_decode_tps, prompt_tokens,
+    tokens_requested, tokens_generated, n_ctx, ceiling_tps, started_ms, expected_load_ms,
+    load_state, failure_kind, error, study_id, role, note, drift_pct, machine, worker,
+    mismatched, support;
+    flatten metrics
+});
 
 impl TrialRow {
     /// Its state; failed when the stored word is unknown.
@@ -82,7 +90,7 @@ fn select(rest: &str) -> sqlx::AssertSqlSafe<String> {
 }
 
 /// One recorded request of a trial's speed probe.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SampleRow {
     pub idx: i64,
     pub ttft_ms: f64,
@@ -95,6 +103,19 @@ pub struct SampleRow {
     pub predicted_ms: f64,
     pub predicted_tps: f64,
 }
+
+from_row!(SampleRow {
+    idx,
+    ttft_ms,
+    total_ms,
+    client_decode_tps,
+    prompt_n,
+    prompt_ms,
+    prompt_tps,
+    predicted_n,
+    predicted_ms,
+    predicted_tps
+});
 
 pub mod columns;
 mod history;

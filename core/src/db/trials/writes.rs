@@ -9,6 +9,7 @@ use tunebook_domain::Role;
 use super::columns::{self, IN_IMPORT};
 use super::measured::Measured;
 use super::{State, TrialRow};
+use crate::db::rows::from_row;
 use crate::db::{Db, now_ms};
 
 /// A trial as it is first stored.
@@ -247,12 +248,14 @@ pub async fn measurement(db: &Db, id: i64) -> Result<Option<serde_json::Value>, 
 /// What a trial's page shows besides its [`TrialRow`]: the command as
 /// launched (JSON: program, args, env), what the engine read back (JSON),
 /// and the engine's last lines.
-#[derive(Debug, Default, sqlx::FromRow)]
+#[derive(Debug, Default)]
 pub struct Extras {
     pub command: Option<String>,
     pub props: Option<String>,
     pub log_tail: Option<String>,
 }
+
+from_row!(Extras { command, props, log_tail });
 
 pub async fn extras(db: &Db, id: i64) -> Result<Option<Extras>, sqlx::Error> {
     sqlx::query_as("SELECT command, props, log_tail FROM trials WHERE id = $1")
