@@ -12,29 +12,18 @@ use sqlx::{AssertSqlSafe, SqlSafeStr};
 
 use super::Kind;
 
-/// Each kind's files as `(name, SQL)`, in version order.
+/// Each kind's files as `(name, SQL)`, in version order: the two folders
+/// hold the same names, one list serves both.
 macro_rules! files {
-    ($dir:literal: $($name:literal),* $(,)?) => {
-        &[$(($name, include_str!(concat!("../../../migrations/", $dir, "/", $name)))),*]
+    ($($name:literal),* $(,)?) => {
+        const SQLITE: &[(&str, &str)] =
+            &[$(($name, include_str!(concat!("../../../migrations/sqlite/", $name)))),*];
+        const POSTGRES: &[(&str, &str)] =
+            &[$(($name, include_str!(concat!("../../../migrations/postgres/", $name)))),*];
     };
 }
 
-const SQLITE: &[(&str, &str)] = files!("sqlite":
-    "20261121000001_trials.sql",
-    "20261121000002_trial_memory.sql",
-    "20261121000003_trial_measurement.sql",
-    "20261121000004_studies.sql",
-    "20261121000005_reports.sql",
-    "20261121000006_workers.sql",
-    "20261121000007_machines.sql",
-    "20261123000008_context_tokens.sql",
-    "20261124000009_mismatched.sql",
-    "20261124000010_divergence.sql",
-    "20261124000011_goodput.sql",
-    "20261125000012_support.sql",
-);
-
-const POSTGRES: &[(&str, &str)] = files!("postgres":
+files!(
     "20261121000001_trials.sql",
     "20261121000002_trial_memory.sql",
     "20261121000003_trial_measurement.sql",

@@ -1,8 +1,9 @@
 //! Rows read into structs by column name, as sqlx's `FromRow` derive
 //! reads them. The derive lives in sqlx's proc-macro crate, which compiles
 //! sqlx with its SQLite and PostgreSQL drivers (and SQLite's C source) a
-//! second time, for the machine that builds: 114 s of a fresh build on two
-//! cores for a few lines each struct.
+//! second time, for the machine that builds (that stack alone builds in
+//! 114 s from nothing on two cores, part of it shared with other crates),
+//! for a few lines each struct.
 
 /// `sqlx::FromRow` on the generic driver's rows for `$ty`: each field
 /// listed read from the column of its name, each field after `flatten`
