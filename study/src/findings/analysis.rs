@@ -292,8 +292,10 @@ impl Analysis {
     /// residuals are anomalies (see [`Analysis::outlying`]), at most one in
     /// twenty.
     fn set_aside_outliers(&mut self) {
-        let mut flagged: Vec<(usize, f64)> =
-            (0..self.trials.len()).filter_map(|k| Some((k, self.outlying(k)?))).collect();
+        let mut flagged: Vec<(usize, f64)> = {
+            let outlying = self.outlying();
+            (0..self.trials.len()).filter_map(|k| Some((k, outlying(k)?))).collect()
+        };
         flagged.sort_by(|a, b| a.1.total_cmp(&b.1));
         flagged.truncate((self.trials.len() / 20).max(1));
         for (k, _) in flagged {
@@ -308,12 +310,15 @@ impl Analysis {
     /// finds far off, or cannot predict without them (no other trial
     /// shares what sets them apart); whether any came back.
     fn take_back(&mut self) -> bool {
-        let back: Vec<usize> = (0..self.trials.len())
-            .filter(|&k| {
-                let t = &self.trials[k];
-                t.excluded && (!self.fit.is_estimable(&t.row) || self.outlying(k).is_none())
-            })
-            .collect();
+        let back: Vec<usize> = {
+            let outlying = self.outlying();
+            (0..self.trials.len())
+                .filter(|&k| {
+                    let t = &self.trials[k];
+                    t.excluded && (!self.fit.is_estimable(&t.row) || outlying(k).is_none())
+                })
+                .collect()
+        };
         for &k in &back {
             self.trials[k].excluded = false;
         }

@@ -4,9 +4,11 @@
 //! The test of one trial ([`Analysis::outlying`]) is here too: the model
 //! also sets such trials aside while it chooses its terms.
 
+use std::cell::OnceCell;
+
 use super::Finding;
-use super::analysis::{Analysis, MAX_LEVERAGE, Measured, gram_of};
-use super::ols::{Fit, t_p};
+use super::analysis::{Analysis, MAX_LEVERAGE, gram_of};
+use super::ols::{Fit, Gram, t_p};
 use super::scales::{ANOMALY_ALPHA, anomaly_gap, in_bytes};
 use crate::metric::Scale;
 
@@ -26,7 +28,8 @@ const MIN_ANOMALIES: usize = 2;
 /// [`Analysis::outlying`]), their prediction kept in the metric's range;
 /// none where so many are that the model is what is off.
 pub fn anomalies(a: &Analysis) -> Vec<Finding> {
-    let flagged: Vec<usize> = (0..a.trials.len()).filter(|&k| a.outlying(k).is_some()).collect();
+    let outlying = a.outlying();
+    let flagged: Vec<usize> = (0..a.trials.len()).filter(|&k| outlying(k).is_some()).collect();
     let most = ((a.trials.len() as f64 * MAX_ANOMALY_SHARE) as usize).max(MIN_ANOMALIES);
     if flagged.len() > most {
         return vec![];
@@ -52,12 +55,32 @@ pub fn anomalies(a: &Analysis) -> Vec<Finding> {
         .collect()
 }
 
+/// What the tests of every trial against one fit share, worked out when
+/// first needed: the kept trials' spread and cross-products.
+#[derive(Default)]
+struct Shared {
+    spread: OnceCell<f64>,
+    kept: OnceCell<Gram>,
+}
+
 impl Analysis {
+    /// The test of each trial against the current fit (see
+    /// [`Analysis::outlying_with`]), what every trial's test shares worked
+    /// out once. Memory's spread is a median over all the trials, and a
+    /// trial's pairs are judged from the others' cross-products: worked
+    /// out again for each trial, they made a study's findings take time in
+    /// the square of its trials (19 s at 10,000 in a release build;
+    /// `examples/findings_time.rs`).
+    pub fn outlying(&self) -> impl Fn(usize) -> Option<f64> + '_ {
+        let shared = Shared::default();
+        move |k| self.outlying_with(k, &shared)
+    }
+
     /// Whether trial `k` is an anomaly against the current fit: its
     /// prediction without it at least [`super::scales::ANOMALY_RATIO`] off (a tenth for
     /// rates), and its studentized residual beyond [`ANOMALY_ALPHA`],
     /// Bonferroni over the trials. The p-value when it is.
-    pub fn outlying(&self, k: usize) -> Option<f64> {
+    fn outlying_with(&self, k: usize, shared: &Shared) -> Option<f64> {
         let t = &self.trials[k];
         let h = self.fit.leverage(&t.row);
         let e = t.y - self.fit.predict(&t.row);
@@ -83,11 +106,12 @@ impl Analysis {
             // Memory's noise is relative: judged in bytes, a value high by
             // chance would pass for an anomaly. Judged again as a ratio.
             let ratio = (self.natural(t.y) / self.natural(t.y - deleted)).ln();
-            let spread = self.log_spread();
+            let spread = *shared.spread.get_or_init(|| self.log_spread());
             let z = if ratio.is_finite() { ratio / spread.max(f64::MIN_POSITIVE) } else { 0.0 };
             p = p.max(t_p(z, df) * self.trials.len() as f64);
         }
-        (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA && !self.alone_in_a_pair(k)).then_some(p)
+        (deleted.abs() >= min_gap && p <= ANOMALY_ALPHA && !self.alone_in_a_pair(k, shared))
+            .then_some(p)
     }
 
     /// The robust spread of the kept trials' values about the fit, as log
@@ -106,16 +130,11 @@ impl Analysis {
     /// Whether trial `k` is the only one of its combination of two
     /// settings' values: then an interaction of those two would explain it
     /// exactly, and one trial cannot tell an anomaly from an interaction.
-    fn alone_in_a_pair(&self, k: usize) -> bool {
-        let others: Vec<Measured> = self
-            .trials
-            .iter()
-            .enumerate()
-            .filter(|(j, t)| *j != k && !t.excluded)
-            .map(|(_, t)| t.clone())
-            .collect();
-        let gram = gram_of(&others);
-        let row = &self.trials[k].row;
+    fn alone_in_a_pair(&self, k: usize, shared: &Shared) -> bool {
+        let kept = shared.kept.get_or_init(|| gram_of(&self.trials));
+        let t = &self.trials[k];
+        let gram = if t.excluded { kept.clone() } else { kept.without(&t.row, t.y) };
+        let row = &t.row;
         self.design.terms.iter().any(|(term, _)| {
             if !term.acts_with_another() || self.terms.contains(term) {
                 return false;

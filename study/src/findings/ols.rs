@@ -38,6 +38,18 @@ impl Gram {
         }
         Gram { xtx, xty, yty, n: rows.len() }
     }
+
+    /// The sums without one of their rows (`row`, `y`): the others' sums,
+    /// without going over them again.
+    pub fn without(&self, row: &[f64], y: f64) -> Gram {
+        let x = DVector::from_column_slice(row);
+        let mut less = self.clone();
+        less.xtx.ger(-1.0, &x, &x, 1.0);
+        less.xty.axpy(-y, &x, 1.0);
+        less.yty -= y * y;
+        less.n -= 1;
+        less
+    }
 }
 
 /// A linear model of some of a [`Gram`]'s columns, fitted.
@@ -228,6 +240,20 @@ mod tests {
         assert_eq!(fit.rank, 2);
         assert!(!fit.is_estimable(&[0.0, 1.0, 0.0]));
         assert!(fit.is_estimable(&[0.0, 1.0, 1.0]));
+    }
+
+    #[test]
+    fn a_row_taken_out_leaves_the_others_sums() {
+        // The last row is the only one with column 2 set: without it, that
+        // column is not estimable, as with the others' sums made anew.
+        let x = rows(5, 3, |i, j| [1.0, (i % 2) as f64, f64::from(u8::from(i == 4))][j]);
+        let y = [1.0, 2.5, 0.5, 3.0, 9.0];
+        let less = Gram::new(&x, &y).without(&x[4], y[4]);
+        let anew = Gram::new(&x[..4], &y[..4]);
+        assert_eq!((less.n, less.xtx.clone(), less.xty.clone()), (anew.n, anew.xtx, anew.xty));
+        assert!((less.yty - anew.yty).abs() < 1e-12);
+        let fit = Fit::new(&less, &[0, 1, 2]);
+        assert!(!fit.is_estimable(&x[4]) && fit.is_estimable(&x[3]));
     }
 
     #[test]
