@@ -140,6 +140,24 @@ async fn main() {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
     let listener = TcpListener::bind((args.host.as_str(), args.port)).await.unwrap();
     let started = Instant::now();
+    // llama-server's line once the model is loaded, which the bridge waits
+    // for (briefly) before it reads what the engine says it runs.
+    let listening = format!(
+        "main: server is listening on http://{}:{} - starting the main loop",
+        args.host,
+        listener.local_addr().map_or(args.port, |a| a.port())
+    );
+    match args.mode.as_str() {
+        "never-ready" => {}
+        "slow-load" => {
+            let ms = args.ms;
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                eprintln!("{listening}");
+            });
+        }
+        _ => eprintln!("{listening}"),
+    }
     loop {
         tokio::select! {
             conn = listener.accept() => {
