@@ -34,6 +34,9 @@ pub struct Service {
     /// lease on it lasts between renewals.
     pub probes: engine_bridge::ProbePlan,
     pub lease: std::time::Duration,
+    /// How long a worker's request for work waits for one (see
+    /// [`crate::settings::Settings::claim_wait`]).
+    pub claim_wait: std::time::Duration,
     /// The server's turns at CPU work (the study runner's too).
     pub heavy: crate::heavy::Turns,
     /// The studies checked against `profiles`, each once.

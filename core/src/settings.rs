@@ -29,6 +29,10 @@ pub struct Settings {
     /// How long a worker holds a trial without renewing its lease before
     /// the trial goes back to the queue.
     pub lease: Duration,
+    /// How long a worker's request for work waits for a trial to be
+    /// queued before it is answered with none: an idle worker is told of
+    /// new work at once instead of asking again and again.
+    pub claim_wait: Duration,
     /// OpenAI-compatible endpoints (a judge, a proposing model) that
     /// studies may name; studies never give a URL or a key themselves.
     pub endpoints: engine_bridge::endpoints::Endpoints,
@@ -53,6 +57,7 @@ impl Settings {
             bandwidth: None,
             writer: None,
             lease: Duration::from_secs(30),
+            claim_wait: Duration::from_secs(20),
             password: None,
             endpoints: Default::default(),
             allowed_hosts: vec![],

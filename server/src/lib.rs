@@ -100,6 +100,7 @@ pub async fn launch(
         writer: settings.writer.clone(),
         probes: settings.probes.clone(),
         lease: settings.lease,
+        claim_wait: settings.claim_wait,
         heavy,
         checked,
         telemetry,

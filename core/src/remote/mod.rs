@@ -47,11 +47,6 @@ pub struct Claimed {
     pub lease_ms: i64,
 }
 
-/// How long a worker's request for work waits for a trial to be queued
-/// when there is none, before it is answered with none: idle workers are
-/// told of new work at once, without asking again and again.
-const CLAIM_WAIT: Duration = Duration::from_secs(20);
-
 /// The profiles worker `id` registered that this server knows for the same
 /// engine: a worker takes only trials of those, whatever it asks for.
 async fn runnable(service: &Service, id: i64) -> Result<Vec<String>> {
@@ -63,7 +58,8 @@ async fn runnable(service: &Service, id: i64) -> Result<Vec<String>> {
 }
 
 /// Hands worker `id` the oldest trial it may run, waiting up to
-/// [`CLAIM_WAIT`] for one (or until `stop`); `None` when none came.
+/// the server's `claim_wait` for one (or until `stop`); `None` when none
+/// came.
 pub async fn claim(
     service: &Service,
     id: i64,
@@ -74,7 +70,7 @@ pub async fn claim(
     let lease_ms = service.lease.as_millis() as i64;
     // Listening before looking: a trial queued in between is not missed.
     let mut changes = service.events.changes.subscribe();
-    let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
+    let deadline = tokio::time::Instant::now() + service.claim_wait;
     let trial = loop {
         if let Some(trial) = queue::claim(&service.db, id, name, &profiles, lease_ms).await? {
             break trial;

@@ -172,7 +172,7 @@ impl Studies {
 
 /// A worker counts as up while it was heard from this recently: an idle
 /// worker asks for work again as soon as its last request (answered within
-/// 20 s, `routes::workers::CLAIM_WAIT`) comes back, a busy one reports
+/// the server's `claim_wait`, 20 s) comes back, a busy one reports
 /// every second.
 pub(crate) const WORKER_UP_MS: i64 = 60_000;
 

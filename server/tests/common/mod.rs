@@ -111,6 +111,9 @@ impl TestServer {
         s.load_timeout = Duration::from_secs(60);
         // Measured by `machine`'s own test; fixed here to keep start-up quick.
         s.bandwidth = Some(20e9);
+        // A worker's request for work that finds none is answered with none
+        // after this long: the tests that ask with nothing to take wait it.
+        s.claim_wait = Duration::from_secs(1);
         s
     }
 
