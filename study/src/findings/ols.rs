@@ -27,28 +27,29 @@ impl Gram {
     /// Sums over `rows` (every one of the same length) and `y`.
     pub fn new(rows: &[Vec<f64>], y: &[f64]) -> Gram {
         let p = rows.first().map_or(0, Vec::len);
-        let mut xtx = DMatrix::zeros(p, p);
-        let mut xty = DVector::zeros(p);
-        let mut yty = 0.0;
+        let mut gram =
+            Gram { xtx: DMatrix::zeros(p, p), xty: DVector::zeros(p), yty: 0.0, n: rows.len() };
         for (row, &y) in rows.iter().zip(y) {
-            let x = DVector::from_column_slice(row);
-            xtx.ger(1.0, &x, &x, 1.0);
-            xty.axpy(y, &x, 1.0);
-            yty += y * y;
+            gram.add(row, y, 1.0);
         }
-        Gram { xtx, xty, yty, n: rows.len() }
+        gram
     }
 
     /// The sums without one of their rows (`row`, `y`): the others' sums,
     /// without going over them again.
     pub fn without(&self, row: &[f64], y: f64) -> Gram {
-        let x = DVector::from_column_slice(row);
         let mut less = self.clone();
-        less.xtx.ger(-1.0, &x, &x, 1.0);
-        less.xty.axpy(-y, &x, 1.0);
-        less.yty -= y * y;
+        less.add(row, y, -1.0);
         less.n -= 1;
         less
+    }
+
+    /// Adds `row` and `y` to the sums `sign` times (-1: takes them out).
+    fn add(&mut self, row: &[f64], y: f64, sign: f64) {
+        let x = DVector::from_column_slice(row);
+        self.xtx.ger(sign, &x, &x, 1.0);
+        self.xty.axpy(sign * y, &x, 1.0);
+        self.yty += sign * y * y;
     }
 }
 
