@@ -1,7 +1,8 @@
 //! One search on one planted world, trial by trial: what the strategy
-//! proposed and why, the configuration's true values, and the share of the
-//! true Pareto hypervolume reached so far. For seeing where a strategy
-//! spends its trials.
+//! proposed and why, the configuration's true values `[…]`, what was
+//! measured `(…)` (noise, drift and a heavy tail's slowed trials on top),
+//! and the share of the true Pareto hypervolume reached so far. For
+//! seeing where a strategy spends its trials.
 //!
 //! Usage: `trace_search WORLD STRATEGY [SEED (1)] [MAX TRIALS (60)]`
 
@@ -47,7 +48,13 @@ async fn main() {
             v.iter().map(|x| format!("{x:.4e}")).collect::<Vec<_>>().join(" ")
         });
         let shown: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        println!("{:3} {share:.3} [{values}] {} | {note}", history.len(), shown.join(" "));
+        // What the search saw: a heavy tail's slowed trial shows here, not
+        // in the truth beside it.
+        let seen = measured.as_ref().map_or("-".into(), |m| {
+            let each = study.objectives.iter().map(|t| t.measure.value(m, &settings));
+            each.map(|x| x.map_or("-".into(), |x| format!("{x:.4e}"))).collect::<Vec<_>>().join(" ")
+        });
+        println!("{:3} {share:.3} [{values}] ({seen}) {} | {note}", history.len(), shown.join(" "));
         if share >= 0.95 || history.len() >= max {
             break;
         }
