@@ -43,6 +43,12 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     // renders the same header either way and the style shows "Log out"
     // only where there is a session to close.
     let login = use_context::<LoginRequired>().map(|_| "required");
+    // Where the live feed stands before the page reads its data: the page
+    // watches from here, so that what happens while it loads reaches it.
+    #[cfg(feature = "ssr")]
+    let feed = pages::service().ok().map(|s| s.events.position());
+    #[cfg(not(feature = "ssr"))]
+    let feed = None::<String>;
     let plotly = plot::plotly_for(&path);
     let preload = plot::preload_for(&path);
     view! {
@@ -51,6 +57,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
+                {feed.map(|at| view! { <meta name=live::FEED_META content=at /> })}
                 <link rel="icon" href="data:," />
                 {plotly.map(|href| view! { <link rel="preload" href=href r#as="script" /> })}
                 {preload.map(|href| view! { <link rel="preload" href=href r#as="fetch" crossorigin="anonymous" /> })}

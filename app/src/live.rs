@@ -3,8 +3,44 @@
 //! `reset` says the page must reload its data (the server restarted, or
 //! this page fell behind). The browser reconnects on its own and sends the
 //! last event's id, so the server replays what was missed.
+//!
+//! A page's first connection starts where the feed stood before its data
+//! was read: the server writes that into the page's head ([`FEED_META`]),
+//! and each page after it (navigated to in the browser) starts after the
+//! last event the one before it saw. A phase that passes while a page
+//! hydrates is then replayed, never missed.
 
 use crate::types::{StudyUpdate, TrialView};
+
+/// The `<meta>` whose content is the feed's position when the server
+/// rendered the page.
+pub const FEED_META: &str = "tunebook-feed";
+
+#[cfg(feature = "hydrate")]
+thread_local! {
+    /// The id of the last event a page here saw (or the rendered page's
+    /// position, before any): where the next subscription starts.
+    static SEEN: std::cell::RefCell<Option<String>> = std::cell::RefCell::new(position_rendered());
+}
+
+/// The feed's position the server wrote into the page.
+#[cfg(feature = "hydrate")]
+fn position_rendered() -> Option<String> {
+    let meta = web_sys::window()?
+        .document()?
+        .query_selector(&format!("meta[name='{FEED_META}']"))
+        .ok()??;
+    meta.get_attribute("content")
+}
+
+/// Where a subscription starts, as a query (the server checks its form).
+#[cfg(feature = "hydrate")]
+fn events_url() -> String {
+    match SEEN.with_borrow(Clone::clone) {
+        Some(id) => format!("/api/events?after={}", js_sys::encode_uri_component(&id)),
+        None => "/api/events".into(),
+    }
+}
 
 /// What a page does with each kind of update.
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
@@ -23,11 +59,17 @@ pub fn subscribe(handlers: Handlers) {
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
 
-    let Ok(source) = web_sys::EventSource::new("/api/events") else {
+    let Ok(source) = web_sys::EventSource::new(&events_url()) else {
         return;
     };
     let Handlers { trial, study, reset } = handlers;
-    let data = |ev: &web_sys::MessageEvent| ev.data().as_string().unwrap_or_default();
+    let data = |ev: &web_sys::MessageEvent| {
+        let id = ev.last_event_id();
+        if !id.is_empty() {
+            SEEN.set(Some(id));
+        }
+        ev.data().as_string().unwrap_or_default()
+    };
     let on_trial =
         Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
             if let Ok(t) = serde_json::from_str::<TrialView>(&data(&ev)) {

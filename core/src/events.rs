@@ -87,6 +87,14 @@ impl Hub {
         format!("{}-{}", self.epoch, update.seq)
     }
 
+    /// The id of the latest update (`EPOCH-0` before the first): where a
+    /// page whose data is read after this starts watching, so that what
+    /// happens while it loads reaches it (see [`Hub::watch`]).
+    pub fn position(&self) -> String {
+        let kept = self.kept.lock().expect("lock");
+        format!("{}-{}", self.epoch, kept.next - 1)
+    }
+
     pub fn publish(&self, payload: Payload) {
         let json = match &payload {
             Payload::Trial(t) => serde_json::to_string(t),
@@ -169,6 +177,20 @@ mod tests {
         assert_eq!(ids(&start), vec![3, 4, 5]);
         hub.publish(trial(9));
         assert_eq!(rx.try_recv().unwrap().seq, 6, "the receiver has only what is new");
+    }
+
+    #[test]
+    fn a_watcher_from_a_position_gets_what_came_after_it() {
+        let hub = Hub::new();
+        let before = hub.position();
+        assert!(matches!(&hub.watch(Some(&before)).0, Start::Backlog(l) if l.is_empty()));
+        hub.publish(trial(1));
+        let read = hub.position();
+        hub.publish(trial(2));
+        hub.publish(trial(3));
+        assert_eq!(ids(&hub.watch(Some(&before)).0), vec![1, 2, 3]);
+        assert_eq!(ids(&hub.watch(Some(&read)).0), vec![2, 3]);
+        assert_eq!(ids(&hub.watch(Some(&hub.position())).0), Vec::<u64>::new());
     }
 
     #[test]

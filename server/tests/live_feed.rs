@@ -1,7 +1,9 @@
 //! The live feed under load: a hundred watchers on loopback see every event
 //! of a study running on the real engine, in the same order, without
 //! slowing it much; a watcher that reconnects with its last event id gets
-//! exactly what it missed; an id from another run is answered with a reset.
+//! exactly what it missed; an id from another run is answered with a reset;
+//! a page's first connection starts where the feed stood when the page was
+//! rendered.
 
 use crate::common;
 
@@ -165,5 +167,32 @@ async fn a_hundred_watchers_see_every_event_and_a_reconnecting_one_catches_up() 
     let response = connect(&server, Some("1-1")).await;
     let reset = watch(response, Duration::from_secs(20), |_| true).await;
     assert_eq!(reset[0].event, "reset");
+
+    // A page names where the feed stood when it was rendered: at or past
+    // every event so far.
+    let page = http().get(server.url("/")).send().await.unwrap().text().await.unwrap();
+    let rendered = page
+        .split(r#"<meta name="tunebook-feed" content=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("the feed's position in the page's head: {page}"));
+    let seq = |id: &str| id.rsplit('-').next().unwrap().parse::<u64>().unwrap();
+    assert!(seq(rendered) >= seq(&first.last().unwrap().id), "{rendered}");
+    // A first connection from such a position gets what came after it;
+    // the browser's Last-Event-ID, where it sends one, is newer and wins.
+    let after = |id: &str| server.url(&format!("/api/events?after={id}"));
+    let response = http().get(after(&first[3].id)).send().await.unwrap();
+    let caught_up = watch(response, Duration::from_secs(20), ends_study(id)).await;
+    assert_eq!(caught_up, rest, "what came after the page's position");
+    let response =
+        http().get(after(&first[3].id)).header("Last-Event-ID", &first[5].id).send().await.unwrap();
+    let caught_up = watch(response, Duration::from_secs(20), ends_study(id)).await;
+    assert_eq!(caught_up, &first[6..], "the header's id, not the page's");
+    for wrong in ["1", "a-1", "1-2-3", "-1", &"9".repeat(60)] {
+        let response = http().get(after(wrong)).send().await.unwrap();
+        assert_eq!(response.status(), 400, "{wrong}");
+        let body: Value = response.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap().starts_with("after: "), "{body}");
+    }
     server.stop().await;
 }

@@ -7,27 +7,50 @@
 //! missed; when that is no longer known (the server restarted, or too much
 //! happened) the stream starts with `event: reset`, and the page reloads its
 //! data. A watcher too slow to keep up gets a reset too, never a silent gap.
-//! Streams end when the server stops.
+//! A page's first connection names where the feed stood when its data was
+//! read (`?after=ID`, from the page's head), so that what happened while it
+//! loaded reaches it; `Last-Event-ID`, where the browser sends one, is
+//! newer and wins. Streams end when the server stops.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
+use crate::Error;
 use crate::events::{Hub, Start, Update};
+
+/// `?after=`: an event id, `EPOCH-SEQ`.
+#[derive(serde::Deserialize)]
+pub struct After {
+    after: Option<String>,
+}
+
+/// The longest event id: two 64-bit numbers and a dash.
+const MAX_ID: usize = 41;
 
 pub async fn stream(
     State(state): State<AppState>,
+    Query(After { after }): Query<After>,
     headers: HeaderMap,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> crate::api_error::Result<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    if let Some(after) = &after
+        && !is_event_id(after)
+    {
+        return Err(Error::BadRequest(format!(
+            "after: `{}` is not an event id (two numbers joined by a dash)",
+            after.chars().take(MAX_ID).collect::<String>()
+        ))
+        .into());
+    }
     let hub = state.service.events.clone();
-    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-    let (start, rx) = hub.watch(last);
+    let header = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    let (start, rx) = hub.watch(header.or(after.as_deref()));
     let first: Vec<Event> = match start {
         Start::Backlog(list) => list.iter().map(|u| event(&hub, u)).collect(),
         Start::Reset => vec![reset()],
@@ -43,7 +66,12 @@ pub async fn stream(
     });
     let updates =
         stream::iter(first).chain(live).map(Ok).take_until(state.shutdown.cancelled_owned());
-    Sse::new(updates).keep_alive(KeepAlive::default())
+    Ok(Sse::new(updates).keep_alive(KeepAlive::default()))
+}
+
+fn is_event_id(id: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    id.len() <= MAX_ID && id.split_once('-').is_some_and(|(a, b)| digits(a) && digits(b))
 }
 
 fn event(hub: &Hub, update: &Arc<Update>) -> Event {
