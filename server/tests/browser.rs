@@ -905,7 +905,8 @@ async fn a_trial_of_the_real_model_hydrates_and_shows_each_answer_and_its_log() 
 
 /// A trial's page opened as soon as it is queued moves on through its
 /// phases by itself (never reloaded), following the engine's log as it
-/// runs, and ends on the finished trial with its measurements.
+/// runs (one stream: the lines shown stay as the phases pass), and ends on
+/// the finished trial with its measurements.
 #[tokio::test]
 async fn a_running_trials_page_follows_it_live_through_its_phases_and_its_log() {
     let _engine = common::require_demo_engine();
@@ -925,6 +926,7 @@ async fn a_running_trials_page_follows_it_live_through_its_phases_and_its_log() 
     client.execute("window.tunebookMarker = 9;", vec![]).await.unwrap();
     let mut seen: Vec<String> = Vec::new();
     let mut log_while_running = false;
+    let mut most_lines = 0;
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
     loop {
         let now = client
@@ -936,9 +938,13 @@ async fn a_running_trials_page_follows_it_live_through_its_phases_and_its_log() 
             .await
             .unwrap();
         let (state, log) = (now[0].as_str().unwrap().to_string(), now[1].as_str().unwrap_or(""));
-        if state == "probing" && log.lines().count() > 3 {
+        let lines = log.lines().count();
+        if state == "probing" && lines > 3 {
             log_while_running = true;
         }
+        // One stream for the page: what it showed stays as the phases pass.
+        assert!(lines >= most_lines, "the log went from {most_lines} lines to {lines} at {state}");
+        most_lines = lines;
         if !state.is_empty() && seen.last() != Some(&state) {
             seen.push(state.clone());
         }

@@ -27,6 +27,7 @@ pub fn TrialPage() -> impl IntoView {
     // next update's refetch supersedes it).
     let live = RwSignal::new(None::<TrialState>);
     provide_context(LiveState(live));
+    let log = LogFollow::start(id);
     Effect::new(move |_| {
         hydrated.set(true);
         let me = id();
@@ -50,7 +51,7 @@ pub fn TrialPage() -> impl IntoView {
             <Transition fallback=|| view! { <p class="muted">"Loading the trial…"</p> }>
                 {move || Suspend::new(async move {
                     match detail.await {
-                        Ok(d) => view! { <TrialBody d /> }.into_any(),
+                        Ok(d) => view! { <TrialBody d log /> }.into_any(),
                         Err(e) => view! { <p class="error">{error_text(&e)}</p> }.into_any(),
                     }
                 })}
@@ -67,7 +68,7 @@ fn quoted(arg: &str) -> String {
 }
 
 #[component]
-fn TrialBody(d: TrialDetail) -> impl IntoView {
+fn TrialBody(d: TrialDetail, log: LogFollow) -> impl IntoView {
     let t = d.trial.clone();
     let command = d.argv.iter().map(|a| quoted(a)).collect::<Vec<_>>().join(" ");
     let env = d.env.iter().map(|(k, v)| format!("{k}={}", quoted(v))).collect::<Vec<_>>().join(" ");
@@ -163,7 +164,7 @@ fn TrialBody(d: TrialDetail) -> impl IntoView {
         <LoadTable measurement=d.measurement.clone() />
         <section class="panel">
             <h2>"Engine log"</h2>
-            <EngineLog id=t.id failure_tail=d.log_tail.clone() />
+            <EngineLog log failure_tail=d.log_tail.clone() />
             <details>
                 <summary>"The full measurement (JSON)"</summary>
                 <pre>{d.measurement.clone().unwrap_or_default()}</pre>
@@ -317,43 +318,66 @@ fn LoadTable(measurement: Option<String>) -> impl IntoView {
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 const LOG_LINES: usize = 400;
 
-/// The engine's output for the trial: its last lines, then, while the trial
-/// runs, each line as the engine writes it (pushed by the server). A
-/// failure's stored tail shows until the stream answers, and stays when
-/// the log file is gone.
-#[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
+/// The engine's output as the page follows it: its last lines, then, while
+/// the trial runs, each line as the engine writes it (pushed by the
+/// server). Kept by the page, not by the trial's details, which are read
+/// again at every phase: the lines stay and one stream serves the page.
+#[derive(Clone, Copy)]
+struct LogFollow {
+    lines: RwSignal<Vec<String>>,
+    /// The stream has answered: its lines replace a failure's stored tail.
+    following: RwSignal<bool>,
+    /// The trial has ended: nothing more will come.
+    ended: RwSignal<bool>,
+}
+
+impl LogFollow {
+    /// Follows trial `id()`'s log from the browser, anew when the page
+    /// moves to another trial.
+    #[cfg_attr(not(feature = "hydrate"), allow(unused_variables))]
+    fn start(id: impl Fn() -> i64 + Send + Sync + 'static) -> Self {
+        let log = Self {
+            lines: RwSignal::new(Vec::new()),
+            following: RwSignal::new(false),
+            ended: RwSignal::new(false),
+        };
+        #[cfg(feature = "hydrate")]
+        Effect::new(move |_| {
+            let me = id();
+            log.lines.set(Vec::new());
+            log.following.set(false);
+            log.ended.set(false);
+            crate::live::follow_log(
+                me,
+                move |batch| {
+                    log.following.set(true);
+                    log.lines.update(|l| {
+                        l.extend(batch.lines().map(str::to_string));
+                        let excess = l.len().saturating_sub(LOG_LINES);
+                        l.drain(..excess);
+                    })
+                },
+                move || log.ended.set(true),
+            )
+        });
+        log
+    }
+}
+
+/// The log the page follows; a failure's stored tail until the stream
+/// answers, and for good where the log file is gone.
 #[component]
-fn EngineLog(id: i64, failure_tail: Vec<String>) -> impl IntoView {
-    let lines = RwSignal::new(failure_tail);
-    let following = RwSignal::new(false);
-    let ended = RwSignal::new(false);
-    #[cfg(feature = "hydrate")]
-    Effect::new(move |_| {
-        crate::live::follow_log(
-            id,
-            move |batch| {
-                lines.update(|l| {
-                    // The first answer replaces the stored tail: it holds it.
-                    if !following.get_untracked() {
-                        l.clear();
-                        following.set(true);
-                    }
-                    l.extend(batch.lines().map(str::to_string));
-                    let excess = l.len().saturating_sub(LOG_LINES);
-                    l.drain(..excess);
-                })
-            },
-            move || ended.set(true),
-        )
-    });
+fn EngineLog(log: LogFollow, failure_tail: Vec<String>) -> impl IntoView {
+    let LogFollow { lines, following, ended } = log;
     let text = move || {
-        lines.with(|l| {
+        let shown = |l: &[String]| {
             if l.is_empty() {
                 "(the engine wrote nothing that was kept)".to_string()
             } else {
                 l.join("\n")
             }
-        })
+        };
+        if following.get() { lines.with(|l| shown(l)) } else { shown(&failure_tail) }
     };
     view! {
         <p class="muted" id="log-state">{move || match (following.get(), ended.get()) {
