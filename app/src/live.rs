@@ -6,9 +6,11 @@
 //!
 //! A page's first connection starts where the feed stood before its data
 //! was read: the server writes that into the page's head ([`FEED_META`]),
-//! and each page after it (navigated to in the browser) starts after the
-//! last event the one before it saw. A phase that passes while a page
-//! hydrates is then replayed, never missed.
+//! and a page navigated to in the browser starts after the last event a
+//! page before it saw (or that position, where none followed the feed). A
+//! phase that passes while a page hydrates is then replayed, never missed;
+//! what the page had already read may come again, and each page takes an
+//! update it already holds as the same one.
 
 use crate::types::{StudyUpdate, TrialView};
 
@@ -82,7 +84,11 @@ pub fn subscribe(handlers: Handlers) {
                 study(s);
             }
         });
-    let on_reset = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| reset());
+    let on_reset = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev| {
+        // The reset carries the feed's position: the page reloads after it.
+        let _ = data(&ev);
+        reset()
+    });
     source.set_onmessage(Some(on_trial.as_ref().unchecked_ref()));
     let _ = source.add_event_listener_with_callback("study", on_study.as_ref().unchecked_ref());
     let _ = source.add_event_listener_with_callback("reset", on_reset.as_ref().unchecked_ref());
@@ -97,11 +103,18 @@ pub fn subscribe(handlers: Handlers) {
 #[cfg(not(feature = "hydrate"))]
 pub fn subscribe(_: Handlers) {}
 
-/// Follows a trial's engine output (`/api/trials/{id}/log`): `on_lines`
-/// gets each batch of new lines, `on_end` says the trial has ended and
-/// nothing more will come. Stops with the current reactive owner.
+/// Follows a trial's engine output (`/api/trials/{id}/log`): `on_open`
+/// says the stream (re)started and its last lines come next, whole;
+/// `on_lines` gets each batch of new lines, `on_end` says the trial has
+/// ended and nothing more will come. Stops with the current reactive
+/// owner.
 #[cfg(feature = "hydrate")]
-pub fn follow_log(id: i64, on_lines: impl Fn(String) + 'static, on_end: impl Fn() + 'static) {
+pub fn follow_log(
+    id: i64,
+    on_open: impl Fn() + 'static,
+    on_lines: impl Fn(String) + 'static,
+    on_end: impl Fn() + 'static,
+) {
     use leptos::prelude::on_cleanup;
     use send_wrapper::SendWrapper;
     use wasm_bindgen::JsCast;
@@ -114,14 +127,17 @@ pub fn follow_log(id: i64, on_lines: impl Fn(String) + 'static, on_end: impl Fn(
         Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
             on_lines(ev.data().as_string().unwrap_or_default());
         });
+    let on_opened = Closure::<dyn FnMut(wasm_bindgen::JsValue)>::new(move |_| on_open());
     let closer = source.clone();
     let on_ended = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| {
         // Closed, or the browser would reconnect and start over.
         closer.close();
         on_end();
     });
+    source.set_onopen(Some(on_opened.as_ref().unchecked_ref()));
     source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     let _ = source.add_event_listener_with_callback("end", on_ended.as_ref().unchecked_ref());
+    on_opened.forget();
     on_message.forget();
     on_ended.forget();
     let source = SendWrapper::new(source);

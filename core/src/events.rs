@@ -120,7 +120,9 @@ impl Hub {
         let start = match last_id {
             None => Start::Backlog(Vec::new()),
             Some(id) => match self.parse_id(id) {
-                Some(seq) if kept.updates.front().is_none_or(|u| u.seq <= seq + 1) => {
+                Some(seq)
+                    if kept.updates.front().is_none_or(|u| u.seq <= seq.saturating_add(1)) =>
+                {
                     Start::Backlog(kept.updates.iter().filter(|u| u.seq > seq).cloned().collect())
                 }
                 _ => Start::Reset,
@@ -191,6 +193,8 @@ mod tests {
         assert_eq!(ids(&hub.watch(Some(&before)).0), vec![1, 2, 3]);
         assert_eq!(ids(&hub.watch(Some(&read)).0), vec![2, 3]);
         assert_eq!(ids(&hub.watch(Some(&hub.position())).0), Vec::<u64>::new());
+        let last = format!("{}-{}", hub.epoch, u64::MAX);
+        assert_eq!(ids(&hub.watch(Some(&last)).0), Vec::<u64>::new(), "the largest id");
     }
 
     #[test]

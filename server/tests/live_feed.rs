@@ -167,6 +167,31 @@ async fn a_hundred_watchers_see_every_event_and_a_reconnecting_one_catches_up() 
     let response = connect(&server, Some("1-1")).await;
     let reset = watch(response, Duration::from_secs(20), |_| true).await;
     assert_eq!(reset[0].event, "reset");
+    assert!(reset[0].id.contains('-'), "a reset says where the feed stands: {:?}", reset[0]);
+
+    // Each of the study's events as the feed sent it is the one stored: a
+    // page that read it with the study knows the replayed one for it.
+    let view: Value = http()
+        .get(server.url(&format!("/api/studies/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = |e: &Value| (e["kind"].clone(), e["message"].clone(), e["at_ms"].clone());
+    let stored: Vec<_> =
+        view["events"].as_array().expect("the study's events").iter().map(key).collect();
+    let sent: Vec<Value> = first
+        .iter()
+        .filter(|e| e.event == "study")
+        .map(|e| serde_json::from_str(&e.data).unwrap())
+        .filter(|e: &Value| e["study_id"] == id)
+        .collect();
+    assert!(!sent.is_empty());
+    for e in &sent {
+        assert!(stored.contains(&key(e)), "{e} among {stored:?}");
+    }
 
     // A page names where the feed stood when it was rendered: at or past
     // every event so far.

@@ -349,6 +349,9 @@ impl LogFollow {
             log.ended.set(false);
             crate::live::follow_log(
                 me,
+                // A reconnection sends the last lines again: they replace
+                // what is shown rather than repeat it.
+                move || log.lines.set(Vec::new()),
                 move |batch| {
                     log.following.set(true);
                     log.lines.update(|l| {

@@ -167,17 +167,18 @@ pub async fn add_event(
     study_id: i64,
     kind: &str,
     message: &str,
-) -> Result<(), sqlx::Error> {
+) -> Result<i64, sqlx::Error> {
+    let at_ms = now_ms();
     sqlx::query(
         "INSERT INTO study_events (study_id, at_ms, kind, message) VALUES ($1, $2, $3, $4)",
     )
     .bind(study_id)
-    .bind(now_ms())
+    .bind(at_ms)
     .bind(kind)
     .bind(message)
     .execute(&db.pool)
     .await?;
-    Ok(())
+    Ok(at_ms)
 }
 
 pub async fn events(db: &Db, study_id: i64) -> Result<Vec<Event>, sqlx::Error> {

@@ -411,14 +411,16 @@ async fn record(
     kind: &str,
     message: &str,
 ) -> Result<(), sqlx::Error> {
-    studies::add_event(&ctx.db, id, kind, message).await?;
+    // The time as stored: a page that read the event with the study and
+    // hears it again from the feed knows it for the same one.
+    let at_ms = studies::add_event(&ctx.db, id, kind, message).await?;
     if let Some(row) = studies::get(&ctx.db, id).await? {
         ctx.events.publish(Payload::Study(StudyUpdate {
             study_id: id,
             state: row.state.as_str().into(),
             kind: kind.into(),
             message: message.into(),
-            at_ms: crate::db::now_ms(),
+            at_ms,
         }));
     }
     Ok(())

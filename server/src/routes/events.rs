@@ -7,8 +7,8 @@
 //! missed; when that is no longer known (the server restarted, or too much
 //! happened) the stream starts with `event: reset`, and the page reloads its
 //! data. A watcher too slow to keep up gets a reset too, never a silent gap.
-//! A page's first connection names where the feed stood when its data was
-//! read (`?after=ID`, from the page's head), so that what happened while it
+//! A page's first connection names where the feed stood before its data
+//! was read (`?after=ID`, from the page's head), so that what happened while it
 //! loaded reaches it; `Last-Event-ID`, where the browser sends one, is
 //! newer and wins. Streams end when the server stops.
 
@@ -53,13 +53,13 @@ pub async fn stream(
     let (start, rx) = hub.watch(header.or(after.as_deref()));
     let first: Vec<Event> = match start {
         Start::Backlog(list) => list.iter().map(|u| event(&hub, u)).collect(),
-        Start::Reset => vec![reset()],
+        Start::Reset => vec![reset(&hub)],
     };
     let live = stream::unfold((rx, hub), |(mut rx, hub)| async move {
         let next = match rx.recv().await {
             Ok(update) => event(&hub, &update),
             // Fell behind: say so, and carry on from here.
-            Err(RecvError::Lagged(_)) => reset(),
+            Err(RecvError::Lagged(_)) => reset(&hub),
             Err(RecvError::Closed) => return None,
         };
         Some((next, (rx, hub)))
@@ -82,6 +82,8 @@ fn event(hub: &Hub, update: &Arc<Update>) -> Event {
     }
 }
 
-fn reset() -> Event {
-    Event::default().event("reset").data("reload")
+/// A reset carries the feed's position: the page reloads its data after
+/// it, so what it must hear next is what comes after that.
+fn reset(hub: &Hub) -> Event {
+    Event::default().id(hub.position()).event("reset").data("reload")
 }

@@ -21,7 +21,7 @@ use crate::types::{
     BestView, FindingsView, ObjectiveView, ParetoFigure, StudyView, TrialState, TrialView,
 };
 pub use api::*;
-use live::{Live, in_flight};
+use live::{Live, in_flight, merged_events};
 use open::{OpenFindings, SettleSaid};
 use trials_table::TrialsTable;
 
@@ -97,11 +97,7 @@ fn StudyBody(study: StudyView, live: Live) -> impl IntoView {
     let objectives = StoredValue::new(study.objectives.clone());
     let baseline = StoredValue::new(study.baseline.clone());
     let stored_events = study.events.clone();
-    let events = Memo::new(move |_| {
-        let mut all = stored_events.clone();
-        all.extend(live.events.get());
-        all
-    });
+    let events = Memo::new(move |_| live.events.with(|l| merged_events(&stored_events, l)));
     let max_trials = study.max_trials;
     let now = Memo::new(move |_| progress.with(|p| live.trials.with(|l| in_flight(p, l))));
 
