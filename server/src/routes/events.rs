@@ -8,9 +8,9 @@
 //! happened) the stream starts with `event: reset`, and the page reloads its
 //! data. A watcher too slow to keep up gets a reset too, never a silent gap.
 //! A page's first connection names where the feed stood before its data
-//! was read (`?after=ID`, from the page's head), so that what happened while it
-//! loaded reaches it; `Last-Event-ID`, where the browser sends one, is
-//! newer and wins. Streams end when the server stops.
+//! was read (`?after=ID`, from the page's head), so that what happened
+//! while it loaded reaches it; `Last-Event-ID`, where the browser sends
+//! one, is newer and wins. Streams end when the server stops.
 
 use std::convert::Infallible;
 use std::sync::Arc;
