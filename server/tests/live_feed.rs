@@ -171,14 +171,7 @@ async fn a_hundred_watchers_see_every_event_and_a_reconnecting_one_catches_up() 
 
     // Each of the study's events as the feed sent it is the one stored: a
     // page that read it with the study knows the replayed one for it.
-    let view: Value = http()
-        .get(server.url(&format!("/api/studies/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let view: Value = common::get_json(&server, &format!("/api/studies/{id}")).await;
     let key = |e: &Value| (e["kind"].clone(), e["message"].clone(), e["at_ms"].clone());
     let stored: Vec<_> =
         view["events"].as_array().expect("the study's events").iter().map(key).collect();
