@@ -10,6 +10,7 @@ mod region;
 mod score;
 mod search;
 mod search_worlds;
+mod serving;
 mod unseen;
 mod worlds;
 

@@ -171,5 +171,6 @@ pub fn search_worlds() -> Vec<World> {
     ];
     all.extend(super::held_out::held_out(noise));
     all.extend(super::unseen::unseen(noise));
+    all.push(super::serving::serving_world(noise));
     all
 }
