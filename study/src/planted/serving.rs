@@ -109,8 +109,9 @@ mod tests {
     use crate::planted::{Cost, Judge};
 
     /// The study checks; less than half the space fails; the front has
-    /// more than three configurations; threads matter with 16 slots and
-    /// not with one.
+    /// more than three configurations; 16 slots fail at a context of
+    /// 16,384 and run at 32,768 (the diagonal); threads matter with 16
+    /// slots and not with one or four.
     #[test]
     fn serving_has_what_it_says() {
         let w = serving_world(Noise::default());
@@ -133,5 +134,11 @@ mod tests {
         assert_eq!(decode("1", "1"), decode("1", "16"));
         assert!(decode("16", "8") > 1.5 * decode("16", "1"));
         assert_eq!(decode("4", "1"), decode("4", "16"));
+        let runs_at = |ctx: &str| {
+            let mut c = study.baseline.clone();
+            c.extend([("parallel".to_string(), "16".to_string()), ("ctx_size".into(), ctx.into())]);
+            judge.values(&study, &c).is_some()
+        };
+        assert!(!runs_at("16384") && runs_at("32768"));
     }
 }
