@@ -29,6 +29,13 @@ pub fn cache_type_bytes(name: &str) -> Option<f64> {
     })
 }
 
+/// The settings whose ratio is what each request of llama-server gets:
+/// the context (`ctx_size`) is divided among the slots (`parallel`), so a
+/// prompt fits, and attention costs, by `ctx_size / parallel` (unless the
+/// slots share one cache, `--kv-unified`, which the catalog does not
+/// offer).
+pub const SLOT_CONTEXT: (&str, &str) = ("ctx_size", "parallel");
+
 /// One tensor of a model file.
 #[derive(Debug, Clone, Serialize)]
 pub struct TensorInfo {
