@@ -439,10 +439,10 @@ impl Encoder {
             }
         }
         if let Some((c, s)) = self.slot {
-            // A value that is no positive number stands at the ratio's
-            // lower end, as a number's unreadable value does.
+            // A ratio that is no finite positive number (an unreadable,
+            // zero or infinite value) stands at its lower end.
             let [x, y] = [c, s].map(|i| values[i].trim().parse::<f64>().unwrap_or(0.0));
-            let ratio = if x > 0.0 && y > 0.0 { x / y } else { 0.0 };
+            let ratio = Some(x / y).filter(|r| r.is_finite() && *r > 0.0).unwrap_or(0.0);
             values.push(Cow::Owned(ratio.to_string()));
         }
         values
