@@ -360,7 +360,7 @@ impl Encoder {
         let (c, s) = (at(context)?, at(slots)?);
         let ((c_lo, c_hi), (s_lo, s_hi)) = (axes[c].ends()?, axes[s].ends()?);
         let (lo, hi) = ((c_lo / s_hi).ln(), (c_hi / s_lo).ln());
-        let ok = c_lo > 0.0 && s_lo > 0.0 && hi > lo;
+        let ok = c_lo > 0.0 && s_lo > 0.0 && lo.is_finite() && hi.is_finite() && hi > lo;
         ok.then_some(((c, s), Axis::Number { lo, hi, log: true, knots: 5, off: false }))
     }
 
@@ -744,6 +744,12 @@ mod tests {
         assert_eq!(place(16384, 2), place(32768, 4));
         assert!((place(8192, 16) - 0.0).abs() < 1e-12 && (place(131072, 1) - 1.0).abs() < 1e-12);
         assert!((place(8192, 1) - 0.5).abs() < 1e-12, "{}", place(8192, 1));
+        // Ends whose ratio overflows code no ratio at all.
+        let list3 = |v: [&str; 3]| Domain::Values(v.map(String::from).to_vec());
+        let mut huge = serving("parallel");
+        huge[0] = param("ctx_size", list3(["1e300", "1e304", "1e308"]));
+        huge[1] = param("parallel", list3(["1e-300", "1e-100", "1"]));
+        assert_eq!(Encoder::new(&huge, &Settings::new()).settings(), 3);
     }
 
     #[test]
