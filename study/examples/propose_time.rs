@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use rand::SeedableRng;
-use tunebook_study::planted::search_worlds;
+use tunebook_study::planted::{World, search_worlds};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -32,11 +32,15 @@ async fn main() {
     while let Some(config) = next.take() {
         let mut settings = study.baseline.clone();
         settings.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let measured = world.measure(&settings, &mut rng).ok();
+        let result = world.measure(&settings, &mut rng);
+        let failure = World::failure(&result);
+        let measured = result.ok();
         if history.is_empty() {
             baseline = measured.clone();
         }
-        history.push(study.observe(config, measured.as_ref(), baseline.as_ref()));
+        let mut seen = study.observe(config, measured.as_ref(), baseline.as_ref());
+        seen.failure = failure;
+        history.push(seen);
         if history.len() >= max {
             break;
         }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use rand::SeedableRng;
 use tunebook_study::Metric;
-use tunebook_study::planted::{Cost, Judge, search_worlds};
+use tunebook_study::planted::{Cost, Judge, World, search_worlds};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -36,13 +36,17 @@ async fn main() {
     while let Some((config, note)) = next.take() {
         let mut settings = study.baseline.clone();
         settings.extend(config.clone());
-        let measured = world.measure_in_search(&settings, history.len(), &mut rng).ok();
+        let result = world.measure_in_search(&settings, history.len(), &mut rng);
+        let failure = World::failure(&result);
+        let measured = result.ok();
         if history.is_empty() {
             baseline.clone_from(&measured);
         }
         let truth = judge.values(&study, &config);
         points.extend(truth.clone());
-        history.push(study.observe(config, measured.as_ref(), baseline.as_ref()));
+        let mut seen = study.observe(config, measured.as_ref(), baseline.as_ref());
+        seen.failure = failure;
+        history.push(seen);
         let share = judge.share(&points);
         let values = truth.map_or("fails".into(), |v| {
             v.iter().map(|x| format!("{x:.4e}")).collect::<Vec<_>>().join(" ")

@@ -291,6 +291,9 @@ pub struct Observation {
     pub values: Option<Vec<f64>>,
     /// Within every bound.
     pub feasible: bool,
+    /// Why it failed, where the runner could tell: each kind of failure
+    /// has its own model of where it happens.
+    pub failure: Option<engine_bridge::FailureKind>,
 }
 
 impl Study {
@@ -354,7 +357,7 @@ impl Study {
         baseline: Option<&BTreeMap<Metric, f64>>,
     ) -> Observation {
         let Some(metrics) = metrics else {
-            return Observation { config, values: None, feasible: false };
+            return Observation { config, values: None, feasible: false, failure: None };
         };
         let values: Option<Vec<f64>> =
             self.objectives.iter().map(|t| t.measure.value(metrics, &config)).collect();
@@ -365,7 +368,7 @@ impl Study {
                 None => t.min.is_none() && t.max.is_none(),
             }
         });
-        Observation { config, feasible: feasible && values.is_some(), values }
+        Observation { config, feasible: feasible && values.is_some(), values, failure: None }
     }
 }
 

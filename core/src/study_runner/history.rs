@@ -67,7 +67,9 @@ impl History {
             .filter(|t| !t.interrupted() && t.role != Some(Role::Rerun))
             .map(|t| {
                 let m = (t.state == TrialState::Done).then(|| t.measured());
-                study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref())
+                let mut seen = study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref());
+                seen.failure = t.failure_kind;
+                seen
             });
         self.observations.extend(observed);
         Ok(())

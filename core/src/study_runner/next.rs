@@ -63,6 +63,7 @@ impl Studies {
                 config: config.clone(),
                 values: None,
                 feasible: false,
+                failure: None,
             }));
             strategy.propose(study, &seen).await?
         };

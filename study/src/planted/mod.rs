@@ -165,6 +165,12 @@ impl World {
         }))
     }
 
+    /// The kind of failure a measurement's error names, as the runner
+    /// records it (`out_of_memory`, `rejected`, `probe_failed`).
+    pub fn failure<T>(measured: &Result<T, String>) -> Option<engine_bridge::FailureKind> {
+        measured.as_ref().err().and_then(|why| engine_bridge::FailureKind::parse(why))
+    }
+
     /// One measurement of `settings`: the truth with noise.
     pub fn measure(
         &self,
@@ -388,7 +394,8 @@ impl Searching {
         }
         if role != Role::Rerun {
             let metrics = sample.map(|s| &s.metrics);
-            let seen = study.observe(settings.clone(), metrics, self.baseline_metrics.as_ref());
+            let mut seen = study.observe(settings.clone(), metrics, self.baseline_metrics.as_ref());
+            seen.failure = World::failure(&measured);
             self.history.push(seen);
         }
         match role {

@@ -142,14 +142,18 @@ pub async fn search(
         let settings = full(&study, &config);
         minutes += judge.minutes(previous.as_ref(), &settings);
         previous = Some(settings.clone());
-        let measured = world.measure_in_search(&settings, history.len(), &mut rng).ok();
+        let result = world.measure_in_search(&settings, history.len(), &mut rng);
+        let failure = World::failure(&result);
+        let measured = result.ok();
         if history.is_empty() {
             baseline = measured.clone();
         }
         if let Some(v) = judge.values(&study, &config) {
             points.push(v);
         }
-        history.push(study.observe(config, measured.as_ref(), baseline.as_ref()));
+        let mut seen = study.observe(config, measured.as_ref(), baseline.as_ref());
+        seen.failure = failure;
+        history.push(seen);
         let share = judge.share(&points);
         if share >= target {
             return Reached { trials: Some(history.len()), hours: Some(minutes / 60.0), share };

@@ -36,7 +36,9 @@ fn serving(s: &Settings) -> Truth {
     let ubatch = number(s, "ubatch_size");
     let per_slot = ctx / slots;
     if per_slot < 2048.0 {
-        return Truth::Fails("prompt_too_long");
+        // llama-server answers a prompt longer than a slot's context with
+        // an error: the probe fails.
+        return Truth::Fails("probe_failed");
     }
     if v != "f16" && !fa {
         return Truth::Fails("rejected");

@@ -10,7 +10,7 @@
 //! processes' hyperparameters are fitted again as the study grows by a
 //! tenth, not at every trial ([`refit`]).
 //! The chance that a configuration fails or breaks a bound is a linear
-//! model too.
+//! model too, one for each kind of failure ([`failures`]).
 //!
 //! The first few trials spread over the space ([`START`]); from then on,
 //! each proposal draws the objectives' models [`SAMPLES`] times, half
@@ -33,6 +33,7 @@
 mod acquisition;
 mod closing;
 mod design;
+mod failures;
 mod features;
 mod gp;
 mod refit;
@@ -240,16 +241,7 @@ impl Strategy for Bayes {
             objectives.push(Box::new(Pooled(models)));
         }
         // The chance of failing or breaking a bound, where anything did.
-        let bad: Vec<f64> = history.iter().map(|o| f64::from(u8::from(!o.feasible))).collect();
-        let risk: Option<Box<dyn Drawn + '_>> = bad
-            .iter()
-            .any(|b| *b > 0.0)
-            .then(|| Posterior::fit(&seen, &bad, &encoder.classes))
-            .flatten()
-            .map(|p| {
-                let draws = (0..SAMPLES).map(|_| p.draw(&mut rng)).collect();
-                Box::new(LinearDraws { encoder: &encoder, draws }) as Box<dyn Drawn + '_>
-            });
+        let risk = failures::draws(history, &seen, &encoder, SAMPLES, &mut rng);
         let measured: Vec<&Settings> = history
             .iter()
             .filter(|o| o.feasible && o.values.is_some())
