@@ -1,8 +1,10 @@
 //! What a study's trials say so far, as its runner reads them turn by
 //! turn, and why its search should end.
 
+use std::collections::BTreeMap;
+
 use tunebook_domain::{Role, TrialState};
-use tunebook_study::{Observation, Study, confirm, settle};
+use tunebook_study::{Metric, Observation, Study, confirm, settle};
 
 use crate::db::trials;
 use crate::trial::Trial;
@@ -65,12 +67,7 @@ impl History {
             .iter()
             .filter(|t| t.id > from && ended(t))
             .filter(|t| !t.interrupted() && t.role != Some(Role::Rerun))
-            .map(|t| {
-                let m = (t.state == TrialState::Done).then(|| t.measured());
-                let mut seen = study.observe(t.settings.clone(), m.as_ref(), base_metrics.as_ref());
-                seen.failure = t.failure_kind;
-                seen
-            });
+            .map(|t| observe(study, t, base_metrics.as_ref()));
         self.observations.extend(observed);
         Ok(())
     }
@@ -79,6 +76,16 @@ impl History {
     pub fn spent(&self) -> usize {
         self.trials.iter().filter(|t| t.counts_against_budget()).count()
     }
+}
+
+/// What trial `t` tells the study's search: its objectives (against the
+/// baseline's `base` metrics), and why it failed where it did, so that
+/// each kind of failure is modelled on its own.
+fn observe(study: &Study, t: &Trial, base: Option<&BTreeMap<Metric, f64>>) -> Observation {
+    let m = (t.state == TrialState::Done).then(|| t.measured());
+    let mut seen = study.observe(t.settings.clone(), m.as_ref(), base);
+    seen.failure = t.failure_kind;
+    seen
 }
 
 /// Why the search should end now, if it should, and whether the pick may
@@ -142,4 +149,42 @@ fn search_over(study: &Study, h: &History) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_bridge::{Catalog, FailureKind};
+    use tunebook_domain::TrialState;
+    use tunebook_study::{Study, StudyDef};
+
+    use crate::trial::Trial;
+
+    fn study() -> Study {
+        let text = r#"
+name = "s"
+profile = "p"
+model = "m"
+[space]
+threads = { min = 1, max = 16, step = 1 }
+[baseline]
+threads = 4
+[[objectives]]
+metric = "decode_tps"
+"#;
+        StudyDef::from_toml(text).unwrap().check(&Catalog::llama_server(), &["m".into()]).unwrap()
+    }
+
+    #[test]
+    fn the_search_is_told_why_a_trial_failed() {
+        let study = study();
+        let settings: std::collections::BTreeMap<String, String> =
+            [("threads".to_string(), "16".to_string())].into();
+        let mut failed = Trial::new("p", "m", settings.clone(), TrialState::Failed);
+        failed.failure_kind = Some(FailureKind::OutOfMemory);
+        let seen = super::observe(&study, &failed, None);
+        assert_eq!(seen.failure, Some(FailureKind::OutOfMemory));
+        assert!(seen.values.is_none() && !seen.feasible);
+        let ran = Trial::new("p", "m", settings, TrialState::Done);
+        assert_eq!(super::observe(&study, &ran, None).failure, None);
+    }
 }
