@@ -239,6 +239,17 @@ impl Posterior {
     /// Fits `y` on the rows `x`, whose columns have the given classes.
     /// `None` only when there is nothing to fit.
     pub fn fit(rows: &[Vec<f64>], y: &[f64], classes: &[Class]) -> Option<Self> {
+        Self::fit_noisier(rows, y, classes, 0.0)
+    }
+
+    /// As [`Self::fit`], the noise variance (in units of the standardized
+    /// response) chosen from those of at least `least`.
+    pub fn fit_noisier(
+        rows: &[Vec<f64>],
+        y: &[f64],
+        classes: &[Class],
+        least: f64,
+    ) -> Option<Self> {
         if rows.is_empty() {
             return None;
         }
@@ -258,7 +269,7 @@ impl Posterior {
         for main in MAIN {
             for ratio in PAIR_RATIO {
                 let prior = priors(classes, main, main * ratio * share, &heredity);
-                for noise in NOISE {
+                for noise in NOISE.into_iter().filter(|n| *n >= least) {
                     if let Some(c) = fit_with(&data, &prior, noise)
                         && best.as_ref().is_none_or(|b| c.evidence > b.evidence)
                     {
