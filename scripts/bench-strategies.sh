@@ -7,13 +7,17 @@
 # (.tools/bench-venv), once.
 # Usage: scripts/bench-strategies.sh [SEEDS (5)] [MAX TRIALS (200)]
 # ONLY=bayes,random runs only those of the project's strategies;
-# WORLDS=ridge,pocket only those worlds.
+# WORLDS=ridge,pocket only those worlds; OPTUNA=optuna_tpe,optuna_gp
+# those of Optuna's samplers (optuna_gp, the GPSampler, installs scipy
+# and torch first).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 seeds="${1:-5}"
 max="${2:-200}"
-python="$(scripts/setup-bench-venv.sh)"
+extra=()
+[[ ",${OPTUNA:-}," == *,optuna_gp,* ]] && extra=(scipy torch)
+python="$(scripts/setup-bench-venv.sh "${extra[@]}")"
 cargo build --quiet --release -p tunebook-study --example bench_strategies
 binary="$root/target/release/examples/bench_strategies"
 project="$(mktemp)"
