@@ -17,6 +17,9 @@
 //!   all of the above, and kept out of it; `layers`, built after the
 //!   next change, which was measured on those two (see
 //!   [`super::unseen`]).
+//! - `serving`: built after those and kept out of every change until its
+//!   first figures were taken ([`super::serving`]); `cpu`, built after
+//!   every change so far ([`super::cpu_only`]).
 
 use engine_bridge::Settings;
 
@@ -172,5 +175,6 @@ pub fn search_worlds() -> Vec<World> {
     all.extend(super::held_out::held_out(noise));
     all.extend(super::unseen::unseen(noise));
     all.push(super::serving::serving_world(noise));
+    all.push(super::cpu_only::cpu_world(noise));
     all
 }
