@@ -146,6 +146,17 @@ impl World {
         (fails, crate::pareto::front(&values, &goals).len())
     }
 
+    /// Asserts what every search world needs: a failing region smaller
+    /// than the part that runs, and a true front of more than three
+    /// configurations.
+    #[cfg(test)]
+    pub(crate) fn assert_fails_in_part_with_a_front(&self) {
+        let (fails, front) = self.failures_and_front();
+        let size = self.study("random", 0, 10).space.grid_size() as usize;
+        assert!(fails > 0 && fails < size - fails, "{}: {fails} of {size} fail", self.name);
+        assert!(front > 3, "{}: a front of {front}", self.name);
+    }
+
     /// The world's study searched by `strategy` for `budget` trials.
     pub fn study(&self, strategy: &str, seed: u64, budget: usize) -> Study {
         let text = format!(

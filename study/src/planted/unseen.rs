@@ -224,10 +224,7 @@ mod tests {
     #[test]
     fn each_unseen_world_has_what_it_says() {
         for w in unseen(Noise::default()) {
-            let (fails, front) = w.failures_and_front();
-            let runs = w.study("random", 0, 10).space.grid_size() as usize - fails;
-            assert!(fails > 0 && fails < runs, "{}: {fails}", w.name);
-            assert!(front > 3, "{}: a front of {}", w.name, front);
+            w.assert_fails_in_part_with_a_front();
         }
         let w = &unseen(Noise::default())[0];
         let study = w.study("random", 0, 10);
