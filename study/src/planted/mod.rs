@@ -13,6 +13,7 @@ mod search;
 mod search_worlds;
 mod serving;
 mod unseen;
+mod vllm;
 mod worlds;
 
 use std::collections::BTreeMap;
@@ -115,6 +116,8 @@ pub struct World {
     /// beyond them (buffers, a flash-attention factor), and in one world
     /// a structure the truth does not have.
     pub plan: Option<fn(&Settings) -> f64>,
+    /// The engine's settings the study is checked against.
+    pub catalog: fn() -> Catalog,
 }
 
 impl World {
@@ -126,7 +129,21 @@ impl World {
         truth: fn(&Settings) -> Truth,
         noise: Noise,
     ) -> Self {
-        World { name, study: study.into(), truth, noise, facts: vec![], silent: vec![], plan: None }
+        World {
+            name,
+            study: study.into(),
+            truth,
+            noise,
+            facts: vec![],
+            silent: vec![],
+            plan: None,
+            catalog: Catalog::llama_server,
+        }
+    }
+
+    /// The world on another engine than llama-server.
+    pub(crate) fn on(self, catalog: fn() -> Catalog) -> Self {
+        World { catalog, ..self }
     }
 
     /// Over the world's whole grid: how many configurations fail, and the
@@ -164,7 +181,7 @@ impl World {
             self.study
         );
         StudyDef::from_toml(&text)
-            .and_then(|d| d.check(&Catalog::llama_server(), &["m".to_string()]))
+            .and_then(|d| d.check(&(self.catalog)(), &["m".to_string()]))
             .unwrap_or_else(|e| panic!("world {}: {e}", self.name))
     }
 

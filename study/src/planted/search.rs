@@ -65,7 +65,7 @@ impl Judge {
             reference,
             truth,
             world: world.truth,
-            catalog: Catalog::llama_server(),
+            catalog: (world.catalog)(),
             cost,
         }
     }

@@ -19,7 +19,8 @@
 //!   [`super::unseen`]).
 //! - `serving`: built after those and kept out of every change until its
 //!   first figures were taken ([`super::serving`]); `cpu`, built after
-//!   every change so far ([`super::cpu_only`]).
+//!   every change so far ([`super::cpu_only`]); `vllm`, the first on
+//!   another engine, built after `cpu` ([`super::vllm`]).
 
 use engine_bridge::Settings;
 
@@ -176,5 +177,6 @@ pub fn search_worlds() -> Vec<World> {
     all.extend(super::unseen::unseen(noise));
     all.push(super::serving::serving_world(noise));
     all.push(super::cpu_only::cpu_world(noise));
+    all.push(super::vllm::vllm_world(noise));
     all
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use engine_bridge::Settings;
+use engine_bridge::{Catalog, Settings};
 
 use super::{Fact, Noise, Truth, World};
 use crate::study::Metric;
@@ -300,6 +300,7 @@ pub fn all() -> Vec<World> {
             facts: llama8_facts(),
             silent: vec![],
             plan: Some(llama8_plan),
+            catalog: Catalog::llama_server,
         },
         World {
             name: "noise",
@@ -309,6 +310,7 @@ pub fn all() -> Vec<World> {
             facts: noise_facts(),
             silent: vec![],
             plan: Some(llama8_plan),
+            catalog: Catalog::llama_server,
         },
         World {
             name: "ranges",
@@ -318,6 +320,7 @@ pub fn all() -> Vec<World> {
             facts: ranges_facts(),
             silent: vec![],
             plan: Some(ranges_plan),
+            catalog: Catalog::llama_server,
         },
         World {
             name: "kvcache",
@@ -327,6 +330,7 @@ pub fn all() -> Vec<World> {
             facts: kvcache_facts(),
             silent: vec![],
             plan: Some(kvcache_plan),
+            catalog: Catalog::llama_server,
         },
         World {
             name: "suite",
@@ -339,6 +343,7 @@ pub fn all() -> Vec<World> {
             facts: suite_facts(),
             silent: vec![],
             plan: Some(kvcache_plan),
+            catalog: Catalog::llama_server,
         },
         World {
             name: "machine",
@@ -348,6 +353,7 @@ pub fn all() -> Vec<World> {
             facts: machine_facts(),
             silent: vec![Metric::QualityScore],
             plan: Some(llama8_plan),
+            catalog: Catalog::llama_server,
         },
         World {
             name: "noisy",
@@ -357,6 +363,7 @@ pub fn all() -> Vec<World> {
             facts: vec![],
             silent: vec![Metric::QualityScore],
             plan: Some(llama8_plan),
+            catalog: Catalog::llama_server,
         },
         World {
             name: "region",
@@ -366,6 +373,7 @@ pub fn all() -> Vec<World> {
             facts: super::region::facts(),
             silent: vec![],
             plan: Some(super::region::plan),
+            catalog: Catalog::llama_server,
         },
     ]
 }
