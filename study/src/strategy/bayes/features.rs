@@ -67,6 +67,8 @@ pub(super) enum Class {
     Pair(usize, usize),
     /// Whether two settings of the same list of values match.
     Same(usize, usize),
+    /// The trial's place in the study (the machine's drift), past the row.
+    Drift,
 }
 
 /// One setting's coding.
