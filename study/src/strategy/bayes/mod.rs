@@ -298,9 +298,10 @@ const DRIFT_TRIALS: f64 = 100.0;
 /// runs (a neighbour's load, a warming GPU), and a model without the
 /// column takes the drift for the settings of the trials that happened
 /// to run late. The evidence decides whether the column is kept (see the
-/// regression's `DRIFT`). The process is fitted to what is left with the drift
-/// taken out, and the draws, fed the encoder's rows alone, compare every
-/// configuration as of the study's first trial, so the drift cancels.
+/// regression's `DRIFT`). The process is fitted to what is left with the
+/// drift taken out, and the draws, fed the encoder's rows alone, compare
+/// every configuration as of the study's first trial, so the drift
+/// cancels.
 fn residuals(
     history: &[Observation],
     j: usize,
