@@ -105,7 +105,6 @@ pub(super) fn cpu_world(noise: Noise) -> World {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planted::{Cost, Judge};
 
     /// The study checks; less than half the space fails; the front has
     /// more than three configurations; decoding falls past the 16 cores
@@ -116,13 +115,7 @@ mod tests {
     fn cpu_has_what_it_says() {
         let w = cpu_world(Noise::default());
         w.assert_fails_in_part_with_a_front();
-        let study = w.study("random", 0, 10);
-        let judge = Judge::new(&w, &study, Cost::default());
-        let at = |changes: &[(&str, &str)]| {
-            let mut c = study.baseline.clone();
-            c.extend(changes.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-            judge.values(&study, &c)
-        };
+        let at = w.beside_baseline();
         let decode = |t: &str| at(&[("threads", t)]).expect("runs")[0];
         assert_eq!(decode("10"), decode("16"));
         assert!(decode("17") < 0.7 * decode("16"));

@@ -174,6 +174,19 @@ impl World {
         assert!(front > 3, "{}: a front of {front}", self.name);
     }
 
+    /// The true values of the baseline with some settings changed (`None`
+    /// where that fails), for a world's test to check its claims against.
+    #[cfg(test)]
+    pub(crate) fn beside_baseline(&self) -> impl Fn(&[(&str, &str)]) -> Option<Vec<f64>> {
+        let study = self.study("random", 0, 10);
+        let judge = Judge::new(self, &study, Cost::default());
+        move |changes| {
+            let mut c = study.baseline.clone();
+            c.extend(changes.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            judge.values(&study, &c)
+        }
+    }
+
     /// The world's study searched by `strategy` for `budget` trials.
     pub fn study(&self, strategy: &str, seed: u64, budget: usize) -> Study {
         let text = format!(

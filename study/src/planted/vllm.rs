@@ -134,7 +134,6 @@ pub(super) fn vllm_world(noise: Noise) -> World {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planted::{Cost, Judge};
 
     /// The study checks against vLLM's settings; less than half the space
     /// fails; the front has more than three configurations; the cache's
@@ -146,13 +145,7 @@ mod tests {
     fn vllm_has_what_it_says() {
         let w = vllm_world(Noise::default());
         w.assert_fails_in_part_with_a_front();
-        let study = w.study("random", 0, 10);
-        let judge = Judge::new(&w, &study, Cost::default());
-        let at = |changes: &[(&str, &str)]| {
-            let mut c = study.baseline.clone();
-            c.extend(changes.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-            judge.values(&study, &c)
-        };
+        let at = w.beside_baseline();
         let goodput = |changes: &[(&str, &str)]| at(changes).expect("runs")[0];
         assert!(goodput(&[]) > 0.0);
         assert_eq!(goodput(&[("max_num_seqs", "128")]), goodput(&[]));
