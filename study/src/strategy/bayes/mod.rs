@@ -51,7 +51,7 @@ use rand::Rng;
 use super::{Proposal, Strategy, rng_for};
 use crate::metric::Scale;
 use crate::study::{Measure, Observation, Study, Target};
-use acquisition::{Acquisition, Drawn, Pooled, Worth, better};
+use acquisition::{Acquisition, Drawn, Pooled, Units, Worth, better};
 use features::{Class, Encoder};
 use gp::{Process, ProcessDraws};
 pub(crate) use regression::normal;
@@ -208,6 +208,7 @@ impl Strategy for Bayes {
         // One model per objective, oriented so that larger is better.
         let groups = encoder.groups();
         let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
+        let mut units = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
             let Residuals { post, x, left } = match residuals(history, j, t, &encoder) {
                 Ok(fitted) => fitted,
@@ -242,6 +243,11 @@ impl Strategy for Bayes {
                 models.push(Box::new(ProcessDraws { encoder: &encoder, process, trend }));
             }
             objectives.push(Box::new(Pooled(models)));
+            units.push(if uses_log(&t.measure, history, j) {
+                Units::Log { sign: t.goal.oriented(1.0) }
+            } else {
+                Units::AsModelled
+            });
         }
         // The chance of failing or breaking a bound, where anything did.
         let risk = failures::draws(history, &seen, &encoder, SAMPLES, &mut rng);
@@ -250,7 +256,8 @@ impl Strategy for Bayes {
             .filter(|o| o.feasible && o.values.is_some())
             .map(|o| &o.config)
             .collect();
-        let mut acquisition = Acquisition::new(objectives, risk, &measured, SAMPLES, &mut rng);
+        let mut acquisition =
+            Acquisition::new(objectives, units, risk, &measured, SAMPLES, &mut rng);
         if let Some(last) = history.last() {
             acquisition.running(&last.config, &study.request_time);
         }
@@ -268,7 +275,9 @@ impl Strategy for Bayes {
         };
         let (config, note) = match best {
             Some((c, (gain, _))) if gain > 0.0 => {
-                (c, format!("model: the largest hypervolume gain of the drawn models ({gain:.3})"))
+                let share = 100.0 * gain;
+                let note = "model: the largest hypervolume gain of the drawn models";
+                (c, format!("{note} ({share:.1} % of the measured front's, per unit of cost)"))
             }
             Some((c, _)) => (c, "model: no drawn gain; the best of a random weighting".into()),
             // Every candidate drawn to fail: the least likely to.
