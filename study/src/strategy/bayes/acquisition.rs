@@ -2,8 +2,8 @@
 //! hypervolume it would add to the front of what was measured (both seen
 //! through the same drawn models, so that what a draw gets wrong
 //! everywhere alike cancels out), counted in the objectives' own units
-//! ([`Units`]) as a share of that front's, and, where nothing gains, how it fares
-//! under a random weighting of the objectives. A configuration the drawn
+//! ([`Units`]) as a share of that front's, and, where nothing gains, how
+//! it fares under a random weighting of the objectives. A configuration the drawn
 //! risk model expects to fail gains nothing in that draw. A gain is
 //! counted per unit of cost: a configuration that keeps the running
 //! engine (it changes only request-time settings) costs its probes, one

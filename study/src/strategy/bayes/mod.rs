@@ -17,7 +17,8 @@
 //! from each, and picks the untried configuration with the largest mean
 //! gain of hypervolume over the Pareto front of what was measured, as each
 //! draw sees both (a Monte Carlo expected hypervolume improvement, as in
-//! qNEHVI), per unit of what it costs to run ([`acquisition`]); a draw in
+//! qNEHVI), counted in the objectives' own units though modelled on log
+//! scales, per unit of what it costs to run ([`acquisition`]); a draw in
 //! which the risk model's draw expects the configuration to fail or break
 //! a bound counts no gain. Spaces too large to list are searched from the
 //! best of a random pool by coordinate ascent ([`climb`]). The last fifth
