@@ -3,11 +3,11 @@
 //! through the same drawn models, so that what a draw gets wrong
 //! everywhere alike cancels out), counted in the objectives' own units
 //! ([`Units`]) as a share of that front's, and, where nothing gains, how
-//! it fares under a random weighting of the objectives. A configuration the drawn
-//! risk model expects to fail gains nothing in that draw. A gain is
-//! counted per unit of cost: a configuration that keeps the running
-//! engine (it changes only request-time settings) costs its probes, one
-//! that needs a reload costs [`RELOAD`] more.
+//! it fares under a random weighting of the objectives. A configuration
+//! the drawn risk model expects to fail gains nothing in that draw. A
+//! gain is counted per unit of cost: a configuration that keeps the
+//! running engine (it changes only request-time settings) costs its
+//! probes, one that needs a reload costs [`RELOAD`] more.
 
 /// What a reload costs, in units of a trial's probes. Loads of the models
 /// this is for take minutes, their quick probes about one. It trades
