@@ -152,6 +152,18 @@ fn gain_clipped(front: &[Vec<f64>], v: &[f64], reference: &[f64]) -> f64 {
     (whole - volume(&kept, reference)).max(0.0)
 }
 
+/// A tenth of objective `j`'s spread over `points` past the worst of them:
+/// at least 0.1, or with `relative` a hundredth of the values' size.
+fn past_worst(points: &[Vec<f64>], j: usize, relative: bool) -> f64 {
+    if points.is_empty() {
+        return f64::MIN / 4.0;
+    }
+    let col = || points.iter().map(|p| p[j]);
+    let (lo, hi) = (col().fold(f64::MAX, f64::min), col().fold(f64::MIN, f64::max));
+    let least = if relative { 0.1 * lo.abs().max(hi.abs()) } else { 0.1 };
+    lo - 0.1 * (hi - lo).max(least)
+}
+
 impl Sample {
     /// `front`: the measured configurations' values under this draw, as
     /// modelled; `units`: how each objective's map to its own. The
@@ -163,28 +175,12 @@ impl Sample {
     /// short contexts' fast configurations next to no volume.
     fn new(front: Vec<Vec<f64>>, units: &[Units]) -> Self {
         let objectives = units.len();
-        let modelled: Vec<f64> = (0..objectives)
-            .map(|j| {
-                let col = || front.iter().map(|p| p[j]);
-                let (lo, hi) = (col().fold(f64::MAX, f64::min), col().fold(f64::MIN, f64::max));
-                if front.is_empty() { f64::MIN / 4.0 } else { lo - 0.1 * (hi - lo).max(0.1) }
-            })
-            .collect();
+        let modelled: Vec<f64> = (0..objectives).map(|j| past_worst(&front, j, false)).collect();
         let natural =
             |v: &[f64]| -> Vec<f64> { v.iter().zip(units).map(|(y, u)| u.natural(*y)).collect() };
         let front: Vec<Vec<f64>> = front.iter().map(|p| natural(p)).collect();
-        let reference: Vec<f64> = units
-            .iter()
-            .enumerate()
-            .map(|(j, u)| {
-                let col = || front.iter().map(|p| p[j]);
-                let (lo, hi) = (col().fold(f64::MAX, f64::min), col().fold(f64::MIN, f64::max));
-                let least = match u {
-                    Units::AsModelled => 0.1,
-                    Units::Log { .. } => 0.1 * lo.abs().max(hi.abs()),
-                };
-                if front.is_empty() { f64::MIN / 4.0 } else { lo - 0.1 * (hi - lo).max(least) }
-            })
+        let reference: Vec<f64> = (0..objectives)
+            .map(|j| past_worst(&front, j, matches!(units[j], Units::Log { .. })))
             .collect();
         // Only the non-dominated points matter to a gain; keeping just
         // them makes scoring a candidate cost the front, not the history.

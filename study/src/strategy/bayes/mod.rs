@@ -211,7 +211,7 @@ impl Strategy for Bayes {
         let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         let mut units = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
-            let Residuals { post, x, left } = match residuals(history, j, t, &encoder) {
+            let Residuals { post, x, left, log } = match residuals(history, j, t, &encoder) {
                 Ok(fitted) => fitted,
                 Err(why) => {
                     let pick = rng.random_range(0..pool.len());
@@ -244,7 +244,7 @@ impl Strategy for Bayes {
                 models.push(Box::new(ProcessDraws { encoder: &encoder, process, trend }));
             }
             objectives.push(Box::new(Pooled(models)));
-            units.push(if uses_log(&t.measure, history, j) {
+            units.push(if log {
                 Units::Log { sign: t.goal.oriented(1.0) }
             } else {
                 Units::AsModelled
@@ -344,7 +344,7 @@ fn residuals(
     let rows: Vec<&Observation> = rows.into_iter().map(|(_, o)| o).collect();
     let left: Vec<f64> = seen.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
     let x: Vec<Vec<f64>> = rows.iter().map(|o| encoder.inputs(&o.config)).collect();
-    Ok(Residuals { post, x, left })
+    Ok(Residuals { post, x, left, log })
 }
 
 /// An objective's linear model, and what it leaves (`left`) at each
@@ -353,6 +353,8 @@ struct Residuals {
     post: Posterior,
     x: Vec<Vec<f64>>,
     left: Vec<f64>,
+    /// Whether the values were modelled on a log scale.
+    log: bool,
 }
 
 /// Of `draws`, the one farthest (in the distance models' coordinates)
