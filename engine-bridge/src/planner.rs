@@ -36,6 +36,13 @@ pub fn cache_type_bytes(name: &str) -> Option<f64> {
 /// offer).
 pub const SLOT_CONTEXT: (&str, &str) = ("ctx_size", "parallel");
 
+/// The settings that count a model's layers (those on the GPU; those
+/// whose experts stay on the CPU): what they move, the bytes each device
+/// holds and the time each spends, goes by the share of the layers, so
+/// a strategy reads them along a line, not by their ratios as it reads
+/// other counts (threads, drafted tokens).
+pub const LAYER_COUNTS: [&str; 2] = ["n_gpu_layers", "n_cpu_moe"];
+
 /// One tensor of a model file.
 #[derive(Debug, Clone, Serialize)]
 pub struct TensorInfo {

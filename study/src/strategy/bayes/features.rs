@@ -1,23 +1,9 @@
 //! How a configuration becomes a row of numbers for the regression: each
 //! setting's main effect, and products of every two settings' coarse
 //! codes for their interactions.
+//! Each setting is coded on its own ([`super::axis`]); here they are put
+//! together.
 //!
-//! - A number (a range, or a list of three or more numbers) is placed at
-//!   `t` in [0, 1] along its values, on a log scale where its domain says
-//!   so or where it spans a factor of 8 or more from 1 up (thread counts,
-//!   batch and context sizes, whose effects go by ratios); its main effect is a
-//!   slope and a curvature, so a peak anywhere in the range is as easy to
-//!   learn as a slope, and bends at up to 3 inner knots (hat functions,
-//!   shrunk harder) for curves a parabola does not fit.
-//! - A number whose range starts at 0 (on a linear scale, with three
-//!   values or more) also gets whether it is 0, in its main effect, its
-//!   code for interactions (in place of its curvature) and a distance
-//!   model's coordinates: 0 often turns a feature off (no drafted tokens,
-//!   no layers on the GPU, no experts on the CPU), a step between 0 and
-//!   1 that no curve through the other values fits (the strategy
-//!   benchmark: `draft` 20.5 trials → 17.5 over 60 seeds, `experts`
-//!   31 → 23 and `offload` 63 → 59 over 15; no other world had such a
-//!   range).
 //! - A number held at 0 by another's 0 (a constraint such as
 //!   `draft_min <= draft_max`: without drafting, no minimum draft) is
 //!   coded at its range's middle wherever the other is 0: there it was
@@ -25,17 +11,6 @@
 //!   switch to itself (the models then held a small `draft_min` slow and
 //!   proposed it equal to `draft_max`; the strategy benchmark, `draft`,
 //!   60 seeds: median 17 → 16 trials, 90th percentile 39 → 30).
-//! - A word (a list of texts, a switch) gets one indicator per value
-//!   beyond its first. Words with a known order (K/V cache types, by the
-//!   bytes an element takes) also get their place along it, so that what
-//!   was learned of `f16` and `q4_0` says something of `q8_0` before it is
-//!   tried, while the indicators still let a value stray from the trend.
-//! - For interactions each setting keeps at most two columns: a number
-//!   its centred slope and curvature (a range from 0: whether it is 0
-//!   instead of the curvature), a word its first two indicators.
-//!   That keeps the row short (a few hundred columns for ten settings)
-//!   while a 3×3 pair such as the K and V cache types is still fully
-//!   modelled.
 //! - Two word settings that choose from the same list of three or more
 //!   values (the K and V cache types) also get a column for whether they
 //!   match: mixed types can cost what neither type costs alone, an
@@ -53,39 +28,9 @@ use std::borrow::Cow;
 
 use engine_bridge::Settings;
 
-use crate::space::{Domain, Param, Space, log_scale};
-
-/// What a column's prior is, and which settings (by index) it belongs
-/// to: the regression shrinks pair columns harder than main effects, and
-/// pairs of settings that show no effect alone hardest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Class {
-    Intercept,
-    Main(usize),
-    /// A number's local bends, beyond its slope and curvature.
-    Shape(usize),
-    Pair(usize, usize),
-    /// Whether two settings of the same list of values match.
-    Same(usize, usize),
-    /// The trial's place in the study (the machine's drift), past the row.
-    Drift,
-}
-
-/// One setting's coding.
-#[derive(Debug, Clone)]
-enum Axis {
-    /// Positions map a value to `t`; a slope, a curvature when there are
-    /// three values or more, and with four or more bends at the
-    /// `knots − 2` inner knots; `off`: the range starts at 0, and whether
-    /// a value is 0 is a column of its own.
-    Number { lo: f64, hi: f64, log: bool, knots: usize, off: bool },
-    Word {
-        values: Vec<String>,
-        /// Each value's place in [0, 1] along a known order, when every
-        /// value has one.
-        order: Option<Vec<f64>>,
-    },
-}
+use super::axis::Axis;
+pub(super) use super::axis::Class;
+use crate::space::{Domain, Param, Space};
 
 /// Turns configurations into rows.
 #[derive(Debug, Clone)]
@@ -111,206 +56,14 @@ pub(super) struct Encoder {
 /// at 0 by another (each value is tried against the constraints).
 const MAX_HELD_VALUES: u64 = 64;
 
-/// A word setting's values past this many (after its first) share the
-/// first value's row: the model cannot tell them apart, and a list of
-/// thousands of words would otherwise make the row thousands wide.
-const MAX_WORDS: usize = 16;
 /// Pair columns are kept only while the row stays this wide: first two
 /// columns a pair of settings, then one, then none (main effects only, for
 /// a study of dozens of settings).
 const MAX_COLUMNS: usize = 512;
 
-fn numbers(values: &[String]) -> Option<Vec<f64>> {
-    values.iter().map(|v| v.trim().parse::<f64>().ok().filter(|x| x.is_finite())).collect()
-}
-
-/// The places of `values` along the order of precision, when every one is
-/// a K/V cache type ([`engine_bridge::planner::cache_type_bytes`], on a log
-/// scale) and they are not all alike: memory, quality and often speed move
-/// with it.
-fn ordered(values: &[String]) -> Option<Vec<f64>> {
-    let bytes: Vec<f64> = values
-        .iter()
-        .map(|v| engine_bridge::planner::cache_type_bytes(v).map(f64::ln))
-        .collect::<Option<_>>()?;
-    let (lo, hi) = bytes.iter().fold((f64::MAX, f64::MIN), |(l, h), b| (l.min(*b), h.max(*b)));
-    (hi > lo).then(|| bytes.iter().map(|b| (b - lo) / (hi - lo)).collect())
-}
-
-impl Axis {
-    /// A domain's coding, worked out from its ends and size: a range of a
-    /// million values is never listed.
-    fn of(domain: &Domain) -> Self {
-        let knots = domain.len().clamp(2, 5) as usize;
-        let span = |xs: &[f64], log: bool| {
-            let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let log = log && lo > 0.0;
-            let off = !log && lo == 0.0 && knots >= 3;
-            let (lo, hi) = if log { (lo.ln(), hi.ln()) } else { (lo, hi) };
-            Axis::Number { lo, hi, log, knots, off }
-        };
-        match domain {
-            Domain::Values(v) => match numbers(v) {
-                Some(xs) if xs.len() >= 3 => {
-                    let (lo, hi) =
-                        xs.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
-                    span(&xs, log_scale(lo, hi))
-                }
-                _ => {
-                    let values: Vec<String> = v.iter().take(MAX_WORDS + 1).cloned().collect();
-                    let order = ordered(&values);
-                    Axis::Word { values, order }
-                }
-            },
-            Domain::Int { log, .. } | Domain::Float { log, .. } => {
-                let (lo, hi) = domain.ends();
-                let xs = numbers(&[lo, hi]).unwrap_or_default();
-                span(&xs, *log || (xs.len() == 2 && log_scale(xs[0], xs[1])))
-            }
-        }
-    }
-
-    /// Where `value` sits along a number's range, in [0, 1].
-    fn position(&self, value: &str) -> f64 {
-        let Axis::Number { lo, hi, log, .. } = self else { return 0.0 };
-        let x: f64 = value.trim().parse().unwrap_or(*lo);
-        let x = if *log { x.max(f64::MIN_POSITIVE).ln() } else { x };
-        if hi > lo { ((x - lo) / (hi - lo)).clamp(0.0, 1.0) } else { 0.0 }
-    }
-
-    /// A number's two ends as values (not as placed).
-    fn ends(&self) -> Option<(f64, f64)> {
-        let Axis::Number { lo, hi, log, .. } = self else { return None };
-        Some(if *log { (lo.exp(), hi.exp()) } else { (*lo, *hi) })
-    }
-
-    /// Whether `value` is the 0 a range from 0 starts at (0 or 1).
-    fn is_off(&self, value: &str) -> Option<f64> {
-        let Axis::Number { off: true, .. } = self else { return None };
-        Some(f64::from(u8::from(self.position(value) == 0.0)))
-    }
-
-    /// The classes of its main-effect columns, as setting `i`.
-    fn main_classes(&self, i: usize) -> Vec<Class> {
-        match self {
-            Axis::Number { knots: 2, .. } => vec![Class::Main(i)],
-            Axis::Number { knots, off, .. } => {
-                let mut out = vec![Class::Main(i), Class::Main(i)];
-                if *knots >= 4 {
-                    out.extend(std::iter::repeat_n(Class::Shape(i), knots - 2));
-                }
-                if *off {
-                    out.push(Class::Main(i));
-                }
-                out
-            }
-            Axis::Word { values, order } => {
-                vec![Class::Main(i); values.len() - 1 + usize::from(order.is_some())]
-            }
-        }
-    }
-
-    /// A word setting's values, when there are three or more: two settings
-    /// of the same list can be compared ([`Class::Same`]).
-    fn words(&self) -> Option<&[String]> {
-        match self {
-            Axis::Word { values, .. } if values.len() >= 3 => Some(values),
-            _ => None,
-        }
-    }
-
-    fn pair_width(&self) -> usize {
-        match self {
-            Axis::Number { knots, .. } => 1 + usize::from(*knots > 2),
-            Axis::Word { values, .. } => (values.len() - 1).min(2),
-        }
-    }
-
-    fn main(&self, value: &str, out: &mut Vec<f64>) {
-        match self {
-            Axis::Number { knots, .. } => {
-                let t = self.position(value);
-                out.push(t);
-                if *knots > 2 {
-                    out.push((2.0 * t - 1.0).powi(2));
-                }
-                // Hat functions at the inner knots.
-                if *knots >= 4 {
-                    let at = t * (knots - 1) as f64;
-                    out.extend((1..knots - 1).map(|k| (1.0 - (at - k as f64).abs()).max(0.0)));
-                }
-                out.extend(self.is_off(value));
-            }
-            Axis::Word { values, .. } => {
-                out.extend(self.place(value));
-                out.extend(values[1..].iter().map(|v| f64::from(u8::from(v == value))));
-            }
-        }
-    }
-
-    /// The setting's coordinates for a distance-based model: a number its
-    /// position (and a range from 0 whether it is 0, which sets 0 as far
-    /// from 1 as the range's two ends are from each other), a word one
-    /// coordinate a value, scaled so that any two different words lie at
-    /// distance 1 (and further apart along their order, where they have
-    /// one).
-    /// A word past [`MAX_WORDS`] stands where the first value does, as in
-    /// its row.
-    fn inputs(&self, value: &str, out: &mut Vec<f64>) {
-        match self {
-            Axis::Number { .. } => {
-                out.push(self.position(value));
-                out.extend(self.is_off(value));
-            }
-            Axis::Word { values, .. } => {
-                out.extend(self.place(value));
-                let at = Self::index(values, value);
-                out.extend(
-                    (0..values.len())
-                        .map(|i| if i == at { std::f64::consts::FRAC_1_SQRT_2 } else { 0.0 }),
-                );
-            }
-        }
-    }
-
-    fn index(values: &[String], value: &str) -> usize {
-        values.iter().position(|v| v == value).unwrap_or(0)
-    }
-
-    /// A word's place along its order, if it has one.
-    fn place(&self, value: &str) -> Option<f64> {
-        let Axis::Word { values, order: Some(order) } = self else { return None };
-        Some(order[Self::index(values, value)])
-    }
-
-    fn input_width(&self) -> usize {
-        match self {
-            Axis::Number { off, .. } => 1 + usize::from(*off),
-            Axis::Word { values, order } => values.len() + usize::from(order.is_some()),
-        }
-    }
-
-    fn pair(&self, value: &str) -> [f64; 2] {
-        match self {
-            Axis::Number { .. } => {
-                let c = self.position(value) - 0.5;
-                match self.is_off(value) {
-                    Some(off) => [2.0 * c, 2.0 * off - 1.0],
-                    None => [2.0 * c, 12.0 * c * c - 1.0],
-                }
-            }
-            Axis::Word { values, .. } => {
-                let is = |i: usize| f64::from(u8::from(values.get(i).is_some_and(|v| v == value)));
-                [is(1), is(2)]
-            }
-        }
-    }
-}
-
 impl Encoder {
     pub fn new(params: &[Param], defaults: &Settings) -> Self {
-        let mut axes: Vec<Axis> = params.iter().map(|p| Axis::of(&p.domain)).collect();
+        let mut axes: Vec<Axis> = params.iter().map(Axis::of).collect();
         let slot = Self::slot_context(params, &axes).map(|(pair, axis)| {
             axes.push(axis);
             pair
@@ -386,14 +139,23 @@ impl Encoder {
         // listed values at them (a list need not be in order). Never the
         // whole grid of a range, which may be huge.
         let end = |i: usize, at: f64| match &space.params[i].domain {
-            Domain::Values(v) => v.iter().find(|x| encoder.axes[i].position(x) == at).cloned(),
+            Domain::Values(v) => {
+                let axis = &encoder.axes[i];
+                let at_end = |x: &&String| {
+                    if at == 0.0 { axis.is_off(x) == Some(1.0) } else { axis.position(x) == at }
+                };
+                v.iter().find(at_end).cloned()
+            }
             d => Some(if at == 0.0 { d.ends().0 } else { d.ends().1 }),
         };
         let zero = |i: usize| end(i, 0.0);
         let named: Vec<_> = space.constraints.iter().map(|c| c.settings()).collect();
         let mut held = Vec::new();
         for (a, pa) in space.params.iter().enumerate() {
-            let Axis::Number { lo, hi, off: true, .. } = encoder.axes[a] else { continue };
+            let axis = &encoder.axes[a];
+            let (Axis::Number { off: true, .. }, Some(middle)) = (axis, axis.middle()) else {
+                continue;
+            };
             if pa.domain.len() > MAX_HELD_VALUES {
                 continue;
             }
@@ -414,7 +176,7 @@ impl Encoder {
                 let only_zero =
                     allowed(&b_zero) == 1 && space.allows(&config([(a, &a_zero), (b, &b_zero)]));
                 if only_zero && end(b, 1.0).is_some_and(|top| allowed(&top) > 1) {
-                    held.push((a, b, format!("{}", (lo + hi) / 2.0)));
+                    held.push((a, b, format!("{middle}")));
                 }
             }
         }
@@ -500,6 +262,7 @@ impl Encoder {
 
 #[cfg(test)]
 mod tests {
+    use super::super::axis::MAX_WORDS;
     use super::*;
 
     fn param(name: &str, domain: Domain) -> Param {
@@ -572,16 +335,17 @@ mod tests {
         assert!((a[0] - t).abs() < 1e-9 && (a[1] - 0.5).abs() < 1e-9, "{a:?}");
         let distance: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).powi(2)).sum();
         assert!((distance - 1.0).abs() < 1e-9, "{a:?} {b:?}");
-        // A range from 0 (GPU layers) or spanning less than 8× stays linear.
-        for domain in [
-            Domain::Int { min: 0, max: 99, step: 1, log: false },
-            Domain::Int { min: 4, max: 16, step: 1, log: false },
+        // GPU layers (a share of the model's, from 0) and a range spanning
+        // less than 8× stay linear.
+        for (name, domain) in [
+            ("n_gpu_layers", Domain::Int { min: 0, max: 99, step: 1, log: false }),
+            ("n", Domain::Int { min: 4, max: 16, step: 1, log: false }),
         ] {
-            let e = Encoder::new(&[param("n", domain.clone())], &Settings::new());
+            let e = Encoder::new(&[param(name, domain.clone())], &Settings::new());
             let (lo, hi) = domain.ends();
             let (lo, hi): (f64, f64) = (lo.parse().unwrap(), hi.parse().unwrap());
             let middle = ((lo + hi) / 2.0).round();
-            let at = e.inputs(&[("n".to_string(), middle.to_string())].into())[0];
+            let at = e.inputs(&[(name.to_string(), middle.to_string())].into())[0];
             assert!((at - (middle - lo) / (hi - lo)).abs() < 1e-9, "{domain:?}: {at}");
         }
     }
@@ -590,6 +354,8 @@ mod tests {
     fn a_range_from_zero_also_says_whether_it_is_zero() {
         // Drafted tokens 0..24: slope, curvature, three bends, then
         // whether drafting is off; a range from 1 has no such column.
+        // Past 0 the tokens are placed on a log scale, as a range from 1
+        // spanning 8× or more is.
         let draft = param("draft", Domain::Int { min: 0, max: 24, step: 1, log: false });
         let slots = param("slots", Domain::Values(["1", "2", "4"].map(String::from).to_vec()));
         let e = Encoder::new(&[draft, slots], &Settings::new());
@@ -608,14 +374,16 @@ mod tests {
         // then whether it is 0 by each.)
         assert!((off[9] - on[9]).abs() < 0.1, "{off:?} {on:?}");
         assert!((off[11] - on[11]).abs() > 1.9, "{off:?} {on:?}");
-        // A distance model sees 0 as far from 1 as 0 is from 24 along
-        // the range.
+        // A distance model sees 0 as far from 1 as 1 is from 24, and 24
+        // tokens as far from 5 as 5 are from 1: by their ratios.
         let x = |d: &str| e.inputs(&config(d, "1"));
         assert_eq!(e.groups(), [0, 0, 1]);
         let apart = |a: &str, b: &str| -> f64 {
             x(a).iter().zip(x(b)).map(|(p, q)| (p - q).powi(2)).sum::<f64>().sqrt()
         };
-        assert!(apart("0", "1") > 1.0 && apart("1", "24") < 1.0);
+        assert!((apart("0", "1") - 1.0).abs() < 1e-9, "{}", apart("0", "1"));
+        assert!((apart("1", "24") - 1.0).abs() < 1e-9, "{}", apart("1", "24"));
+        assert!((apart("1", "5") - apart("5", "24")).abs() < 0.02);
         let from_one = param("layers", Domain::Int { min: 1, max: 24, step: 1, log: false });
         assert_eq!(Encoder::new(&[from_one], &Settings::new()).width(), 1 + 5);
     }
@@ -641,11 +409,19 @@ mod tests {
             c.insert("draft_min".into(), fewest.into());
             c
         };
-        // Not drafting, the minimum was not chosen: it stands at 4 of 0..8,
-        // in the row and in a distance model's coordinates.
+        // Not drafting, the minimum was not chosen: it stands at the middle
+        // of 1..8 as placed (on a log scale: √8), in the row and in a
+        // distance model's coordinates.
         let plain = Encoder::new(&space.params, &baseline);
-        assert_eq!(e.row(&config("0", "0")), plain.row(&config("0", "4")));
-        assert_eq!(e.inputs(&config("0", "0")), plain.inputs(&config("0", "4")));
+        let middle = 8f64.sqrt().to_string();
+        let alike = |a: Vec<f64>, b: Vec<f64>| {
+            assert_eq!(a.len(), b.len());
+            assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-9), "{a:?} {b:?}");
+        };
+        alike(e.row(&config("0", "0")), plain.row(&config("0", &middle)));
+        alike(e.inputs(&config("0", "0")), plain.inputs(&config("0", &middle)));
+        // (The drafted tokens take two coordinates, the minimum the next.)
+        assert!((e.inputs(&config("0", "0"))[2] - 0.5).abs() < 1e-9);
         // Drafting, a minimum of 0 is chosen, and coded as such.
         assert_eq!(e.row(&config("6", "0")), plain.row(&config("6", "0")));
         // Nothing holds the drafted tokens, nor the threads (no constraint

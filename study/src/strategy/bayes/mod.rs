@@ -35,6 +35,7 @@
 //! also along their precision.
 
 mod acquisition;
+mod axis;
 mod closing;
 mod design;
 mod failures;
