@@ -65,7 +65,8 @@ pub(super) enum Axis {
     /// Positions map a value to `t`; a slope, a curvature when there are
     /// three values or more, and with four or more bends at the
     /// `knots − 2` inner knots; `off`: the range starts at 0, and whether
-    /// a value is 0 is a column of its own.
+    /// a value is 0 is a column of its own (with `log`, `lo` is the log of
+    /// the first value past 0, where 0 is placed too).
     Number { lo: f64, hi: f64, log: bool, knots: usize, off: bool },
     Word {
         values: Vec<String>,
