@@ -1,8 +1,9 @@
 //! How a configuration becomes a row of numbers for the regression: each
 //! setting's main effect, and products of every two settings' coarse
 //! codes for their interactions.
+//!
 //! Each setting is coded on its own ([`super::axis`]); here they are put
-//! together.
+//! together:
 //!
 //! - A number held at 0 by another's 0 (a constraint such as
 //!   `draft_min <= draft_max`: without drafting, no minimum draft) is
