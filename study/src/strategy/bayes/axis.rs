@@ -157,7 +157,8 @@ impl Axis {
         if hi > lo { ((x - lo) / (hi - lo)).clamp(0.0, 1.0) } else { 0.0 }
     }
 
-    /// A number's two ends as values (not as placed).
+    /// A number's two ends as values (not as placed); for a range from 0
+    /// placed on a log scale, its first value past 0 and its top.
     pub(super) fn ends(&self) -> Option<(f64, f64)> {
         let Axis::Number { lo, hi, log, .. } = self else { return None };
         Some(if *log { (lo.exp(), hi.exp()) } else { (*lo, *hi) })
@@ -260,12 +261,12 @@ impl Axis {
         }
     }
 
-    pub(super) fn index(values: &[String], value: &str) -> usize {
+    fn index(values: &[String], value: &str) -> usize {
         values.iter().position(|v| v == value).unwrap_or(0)
     }
 
     /// A word's place along its order, if it has one.
-    pub(super) fn place(&self, value: &str) -> Option<f64> {
+    fn place(&self, value: &str) -> Option<f64> {
         let Axis::Word { values, order: Some(order) } = self else { return None };
         Some(order[Self::index(values, value)])
     }
