@@ -80,6 +80,7 @@ pub(super) enum Axis {
 /// first value's row: the model cannot tell them apart, and a list of
 /// thousands of words would otherwise make the row thousands wide.
 pub(super) const MAX_WORDS: usize = 16;
+
 fn numbers(values: &[String]) -> Option<Vec<f64>> {
     values.iter().map(|v| v.trim().parse::<f64>().ok().filter(|x| x.is_finite())).collect()
 }
@@ -105,8 +106,9 @@ impl Axis {
         let domain = &param.domain;
         let knots = domain.len().clamp(2, 5) as usize;
         let layers = engine_bridge::planner::LAYER_COUNTS.contains(&param.name.as_str());
-        // `first`: a range from 0's smallest value past it.
-        let span = |xs: &[f64], log: bool, first: Option<f64>| {
+        // `declared`: the domain says it is on a log scale; `first`: a
+        // range from 0's smallest value past it.
+        let span = |xs: &[f64], declared: bool, first: Option<f64>| {
             let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             if lo == 0.0 && knots >= 3 {
@@ -119,17 +121,15 @@ impl Axis {
                     None => Axis::Number { lo, hi, log: false, knots, off: true },
                 };
             }
-            let log = log && lo > 0.0;
+            let log = (declared || log_scale(lo, hi)) && lo > 0.0;
             let (lo, hi) = if log { (lo.ln(), hi.ln()) } else { (lo, hi) };
             Axis::Number { lo, hi, log, knots, off: false }
         };
         match domain {
             Domain::Values(v) => match numbers(v) {
                 Some(xs) if xs.len() >= 3 => {
-                    let (lo, hi) =
-                        xs.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
                     let first = xs.iter().copied().filter(|x| *x > 0.0).reduce(f64::min);
-                    span(&xs, log_scale(lo, hi), first)
+                    span(&xs, false, first)
                 }
                 _ => {
                     let values: Vec<String> = v.iter().take(MAX_WORDS + 1).cloned().collect();
@@ -144,7 +144,7 @@ impl Axis {
                     Domain::Int { min: 0, step, log: false, .. } => Some(*step as f64),
                     _ => None,
                 };
-                span(&xs, *log || (xs.len() == 2 && log_scale(xs[0], xs[1])), first)
+                span(&xs, *log, first)
             }
         }
     }
