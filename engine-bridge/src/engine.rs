@@ -136,8 +136,28 @@ fn spec(
     })
 }
 
-/// A port on 127.0.0.1 that nothing listens on right now.
+/// Where [`free_port`] looks first: below the ranges from which the
+/// system hands out ports for outgoing connections and for a bind to port
+/// 0 (Linux's 32768–60999, IANA's 49152–65535). A port the system handed
+/// out may go to someone's next connection in the moment between being
+/// found free and the engine binding it, and the engine then fails to
+/// start (a test saw it, among many clients connecting at once); a port
+/// from here is taken only by someone who picks it by number.
+const QUIET_PORTS: std::ops::Range<u16> = 15000..25000;
+/// Random ports of [`QUIET_PORTS`] tried before the system is asked.
+const QUIET_TRIES: usize = 32;
+
+/// A port on 127.0.0.1 that nothing listens on right now: a random one of
+/// [`QUIET_PORTS`] that binds, else one the system hands out.
 pub fn free_port() -> std::io::Result<u16> {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    for _ in 0..QUIET_TRIES {
+        let port = rng.random_range(QUIET_PORTS);
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
 }
 
@@ -475,6 +495,19 @@ impl RunningEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_free_port_is_one_the_system_does_not_hand_out() {
+        // Bound to port 0, the system hands out ports of its own range,
+        // which no quiet port is in; every port offered binds.
+        let handed = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap();
+        assert!(!QUIET_PORTS.contains(&handed.port()), "{handed}");
+        for _ in 0..20 {
+            let port = free_port().unwrap();
+            assert!(QUIET_PORTS.contains(&port), "{port}");
+            TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("the port offered is free");
+        }
+    }
 
     #[test]
     fn each_kind_names_model_and_address_its_own_way() {
