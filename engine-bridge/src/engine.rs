@@ -6,6 +6,8 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rand::Rng;
+
 use crate::catalog::{Domain, SettingError, Settings};
 use crate::failure::{Failure, FailureKind, classify_exit};
 use crate::llama_server::{self, Completion, CompletionRequest, CompletionSample, Prompt, Props};
@@ -150,7 +152,6 @@ const QUIET_TRIES: usize = 32;
 /// A port on 127.0.0.1 that nothing listens on right now: a random one of
 /// [`QUIET_PORTS`] that binds, else one the system hands out.
 pub fn free_port() -> std::io::Result<u16> {
-    use rand::Rng;
     let mut rng = rand::rng();
     for _ in 0..QUIET_TRIES {
         let port = rng.random_range(QUIET_PORTS);
