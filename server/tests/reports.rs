@@ -244,9 +244,12 @@ async fn findings_are_rewritten_as_prose_by_a_real_engine_and_the_facts_stay() {
     // The real instruct model, with room for the findings and the prose in
     // the one slot that answers; one thread, so that a busy machine slows
     // it down in proportion (two threads on two busy cores wait on each
-    // other at every step: 700 tokens once took over 300 s).
+    // other at every step: 700 tokens once took over 300 s); no flash
+    // attention, which this CPU build runs far slower past a few thousand
+    // tokens (llama-bench, one thread, tg32 at depth 3000: 25.6 tokens/s
+    // without, 5.5 with).
     let settings: engine_bridge::Settings =
-        [("ctx_size", "8192"), ("parallel", "1"), ("threads", "1")]
+        [("ctx_size", "8192"), ("parallel", "1"), ("threads", "1"), ("flash_attn", "off")]
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .into();
     let port = engine_bridge::free_port().unwrap();
