@@ -41,6 +41,10 @@ async fn a_load_probe_finds_the_rate_the_objective_holds_at() {
         duration: Duration::from_secs(1),
         slo: engine_bridge::probes::Slo { ttft_p99_ms: Some(2000.0), itl_p99_ms: None },
         max_in_flight: 2048,
+        // Queued behind a thousand, the last answers take seconds here;
+        // on a machine loaded far past its cores (one seen answering four
+        // a second) they would take minutes, and time out instead.
+        request_timeout: Duration::from_secs(60),
         search_steps: 0,
         workloads_dir: Some(workloads.path().to_path_buf()),
         ..Default::default()
@@ -50,7 +54,10 @@ async fn a_load_probe_finds_the_rate_the_objective_holds_at() {
     let (slow, fast) = (&r.steps[0], &r.steps[1]);
     assert!(slow.meets_slo && slow.errors == 0, "{slow:?}");
     assert!(!fast.meets_slo, "{fast:?}");
-    assert!(fast.errors == 0 && fast.ttft_ms.unwrap().p99 > 2000.0, "queued: {fast:?}");
+    assert!(fast.ttft_ms.unwrap().p99 > 2000.0, "queued: {fast:?}");
+    // The only errors a queue may bring are answers that came too late.
+    let late = fast.error.as_deref().is_some_and(|e| e.contains("no complete answer within"));
+    assert!(fast.errors == 0 || late, "{fast:?}");
     assert_eq!(r.best_rate, Some(1.0));
     // What bound the fast step, from the engine's own slots.
     let engine_side = fast.engine.as_ref().expect("the engine was read meanwhile");
