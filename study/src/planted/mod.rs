@@ -12,6 +12,7 @@ mod score;
 mod search;
 mod search_worlds;
 mod serving;
+mod split;
 mod unseen;
 mod vllm;
 mod worlds;
