@@ -20,7 +20,9 @@
 //! - `serving`: built after those and kept out of every change until its
 //!   first figures were taken ([`super::serving`]); `cpu`, built after
 //!   every change so far ([`super::cpu_only`]); `vllm`, the first on
-//!   another engine, built after `cpu` ([`super::vllm`]).
+//!   another engine, built after `cpu` ([`super::vllm`]); `split`, a
+//!   model across two GPUs, built after every change so far
+//!   ([`super::split`]).
 
 use engine_bridge::Settings;
 
