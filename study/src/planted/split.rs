@@ -22,7 +22,7 @@
 
 use engine_bridge::Settings;
 
-use super::formula::{GIB, get, number};
+use super::formula::{GIB, cache_bytes, get, number};
 use super::{Noise, Truth, World};
 use crate::study::Metric;
 
@@ -41,11 +41,6 @@ fn share(split: &str) -> f64 {
     }
 }
 
-/// A cache type's bytes relative to f16's.
-fn bytes(cache: &str) -> f64 {
-    if cache == "q8_0" { 0.53 } else { 1.0 }
-}
-
 fn split(s: &Settings) -> Truth {
     let first = share(get(s, "tensor_split"));
     let row = get(s, "split_mode") == "row";
@@ -54,7 +49,7 @@ fn split(s: &Settings) -> Truth {
     let ctx = number(s, "ctx_size");
     let (k, v) = (get(s, "cache_type_k"), get(s, "cache_type_v"));
     // Half a GiB each for K and V over all layers at 8,192 tokens.
-    let kv = ctx / 8192.0 * 0.5 * GIB * (bytes(k) + bytes(v));
+    let kv = ctx / 8192.0 * 0.5 * GIB * (cache_bytes(k) + cache_bytes(v));
     let offloaded = on_gpu * LAYER + kv * on_gpu / LAYERS;
     let buffer = if row { 0.8 * GIB } else { 0.5 * GIB };
     let held = [first * offloaded + buffer, (1.0 - first) * offloaded + buffer];
