@@ -57,3 +57,24 @@ async fn loading_state_and_expected_time() {
     assert_eq!(wait_final(&server, second.id).await.state, TrialState::Done);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_port_taken_before_the_engine_binds_it_is_tried_again_elsewhere() {
+    // Another program binds the port found free before the engine does:
+    // the first launch fails so, and the trial starts again on another
+    // port rather than failing for a cause that is not its configuration's.
+    let data = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    let mark = data.path().join("taken-once");
+    let mark_arg = mark.to_str().unwrap();
+    write_fake_profile(profiles.path(), "slow", &["--fake", "ok", "--fake-taken-once", mark_arg]);
+    let mut settings = TestServer::settings(data.path().to_path_buf());
+    settings.profiles_dir = profiles.path().to_path_buf();
+    let server = TestServer::start_with(settings, data).await;
+
+    let trial = submit(&server).await;
+    let done = wait_final(&server, trial.id).await;
+    assert!(mark.exists(), "the first launch found its port taken");
+    assert_eq!(done.state, TrialState::Done, "{:?} {:?}", done.failure_kind, done.error);
+    server.stop().await;
+}

@@ -7,7 +7,9 @@
 //! `-c` is above N, for studies with a memory boundary), `--fake-log-kb N`
 //! (N KiB of output while loading, ending with `end of the noise`),
 //! `--fake-tps-per-thread N` (decode at N tokens a second per `-t` thread,
-//! prefill 6.4 times that: a speed a study can move). Modes:
+//! prefill 6.4 times that: a speed a study can move), `--fake-taken-once
+//! PATH` (the port is taken when no file is at PATH, which it then
+//! writes: the first launch fails so, the next ones run). Modes:
 //! `ok` (healthy, answers completions), `crash-on-load`, `oom`, `reject`,
 //! `port-taken`, `slow-load` (503 for N ms), `never-ready`, `hang-probe`,
 //! `crash-in-probe`, `ignore-sigterm`, `spawn-child` (a grandchild in the
@@ -40,6 +42,8 @@ struct Args {
     bad_bytes: bool,
     /// Decode speed: this many tokens a second per thread, where given.
     per_thread: Option<(f64, f64)>,
+    /// The port is taken while no file is here (`--fake-taken-once`).
+    taken_once: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -58,6 +62,7 @@ fn parse_args() -> Args {
         per_thread: value("--fake-tps-per-thread")
             .and_then(|p| p.parse().ok())
             .zip(value("-t").and_then(|t| t.parse().ok())),
+        taken_once: value("--fake-taken-once"),
     }
 }
 
@@ -78,6 +83,7 @@ async fn main() {
         println!("--fake-log-kb N        print N KiB while loading");
         println!("--fake-bad-bytes       print bytes that are not UTF-8, and a 1 MiB line");
         println!("--fake-tps-per-thread N  decode N tok/s per -t thread");
+        println!("--fake-taken-once PATH  the port is taken while PATH is missing");
         return;
     }
     let args = parse_args();
@@ -98,7 +104,18 @@ async fn main() {
         let _ = err.write_all(b"\nafter the bad bytes\n");
     }
     let too_big = matches!((args.ctx, args.oom_ctx), (Some(c), Some(limit)) if c > limit);
-    match if too_big { "oom" } else { args.mode.as_str() } {
+    // Made only by the first launch: the later ones find it there.
+    let taken = args
+        .taken_once
+        .as_ref()
+        .is_some_and(|p| std::fs::OpenOptions::new().write(true).create_new(true).open(p).is_ok());
+    match if too_big {
+        "oom"
+    } else if taken {
+        "port-taken"
+    } else {
+        args.mode.as_str()
+    } {
         "crash-on-load" => {
             eprintln!("llama_model_load: something went badly wrong");
             std::process::abort();
