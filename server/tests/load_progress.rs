@@ -1,5 +1,6 @@
 //! While an engine loads, the trial says so (starting, then loading the
-//! model) and how long earlier loads of the same model took.
+//! model) and how long earlier loads of the same model took; an engine
+//! that finds its port taken is started again on another.
 
 use crate::common;
 use tunebook_views::types::Metric;
