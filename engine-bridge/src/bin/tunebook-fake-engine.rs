@@ -109,13 +109,12 @@ async fn main() {
         .taken_once
         .as_ref()
         .is_some_and(|p| std::fs::OpenOptions::new().write(true).create_new(true).open(p).is_ok());
-    match if too_big {
-        "oom"
-    } else if taken {
-        "port-taken"
-    } else {
-        args.mode.as_str()
-    } {
+    let mode = match (too_big, taken) {
+        (true, _) => "oom",
+        (false, true) => "port-taken",
+        (false, false) => args.mode.as_str(),
+    };
+    match mode {
         "crash-on-load" => {
             eprintln!("llama_model_load: something went badly wrong");
             std::process::abort();
