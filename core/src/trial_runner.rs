@@ -291,16 +291,10 @@ async fn measure(
     Ok(Ok(()))
 }
 
-/// Launches of one trial's engine, each on a port found free afresh,
-/// while the engine finds its port taken. A port found free may be bound
-/// by another program before the engine binds it; that is no fault of
-/// the configuration, and the trial should not fail for it.
-const PORT_TRIES: usize = 3;
-
 /// Launches the trial's engine and waits until it is ready (or, for an
 /// external endpoint, waits until it answers), recording the command line,
 /// the expected load time and readiness changes as it goes; again on
-/// another port while the port was taken ([`PORT_TRIES`]). Gives the
+/// another port while the port was taken ([`pipeline::PORT_TRIES`]). Gives the
 /// engine and the command line stored.
 async fn start_engine(
     ctx: &RunnerContext,
@@ -311,7 +305,7 @@ async fn start_engine(
     loop {
         let launched = start_once(ctx, profile, trial).await?;
         match launched {
-            Err(f) if f.kind == FailureKind::PortConflict && tries < PORT_TRIES => {
+            Err(f) if pipeline::try_another_port(&f, tries) => {
                 tracing::warn!(trial = trial.id, "{}; starting again on another port", f.message);
                 tries += 1;
             }

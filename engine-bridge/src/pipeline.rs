@@ -6,7 +6,8 @@
 //! 2. [`Start::adapt`]: the command line fitted to the flags this build
 //!    of the engine takes;
 //! 3. [`Start::command`]: what runs, to record and show;
-//! 4. [`Start::run`]: launch (or attach) and wait until ready;
+//! 4. [`Start::run`]: launch (or attach) and wait until ready; while the
+//!    engine finds its port taken, again from step 1 ([`PORT_TRIES`]);
 //! 5. the probes, on the [`RunningEngine`];
 //! 6. [`after_engine`]: what needs the engine gone (perplexity, KL
 //!    divergence), and the share of the bandwidth ceiling reached.
@@ -28,6 +29,18 @@ use crate::planner::{ModelInfo, speed_ceiling};
 use crate::probes::ProbePlan;
 use crate::process::LaunchSpec;
 use crate::profile::{EngineKind, Profile};
+
+/// Launches of one configuration, each planned on a port found free
+/// afresh, while the engine finds its port taken. A port found free may be
+/// bound by another program before the engine binds it; that is no fault
+/// of the configuration, and it should not fail for it.
+pub const PORT_TRIES: usize = 3;
+
+/// Whether a launch that failed so is worth another try on another port
+/// (see [`PORT_TRIES`]); `tries` counts the launches so far.
+pub fn try_another_port(failure: &Failure, tries: usize) -> bool {
+    failure.kind == FailureKind::PortConflict && tries < PORT_TRIES
+}
 
 /// A configuration ready to start.
 pub enum Start {

@@ -62,6 +62,15 @@ pub async fn bandwidth_or_measured(given: Option<f64>) -> anyhow::Result<f64> {
     .await?)
 }
 
+/// The command line for `settings`, on a port found free now.
+fn plan_start(profile: &Profile, model: &str, settings: &Settings) -> anyhow::Result<Start> {
+    match Start::plan(profile, model, settings) {
+        Ok(start) => Ok(start),
+        Err(Planned::Plan(e)) => Err(Stopped::error(Why::Invalid, e.to_string())),
+        Err(e) => bail!(e),
+    }
+}
+
 /// Runs the probe and prints the result; an engine failure is an error.
 pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let settings = parse_settings(&args.settings)
@@ -79,20 +88,28 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     if let (Some(load), Some(path)) = (&mut plan.load, &args.plan) {
         load.workloads_dir = path.parent().map(std::path::Path::to_path_buf);
     }
-    let start = match Start::plan(profile, &args.model, &settings) {
-        Ok(start) => start,
-        Err(Planned::Plan(e)) => return Err(Stopped::error(Why::Invalid, e.to_string())),
-        Err(e) => bail!(e),
+    // Planned first: settings that are not valid are told before anything
+    // is measured.
+    let mut start = plan_start(profile, &args.model, &settings)?;
+    let bandwidth = bandwidth_or_measured(args.bandwidth).await?;
+    let mut tries = 1;
+    let (command, started) = loop {
+        let adapted = start.adapt().await?;
+        let command = adapted.display();
+        if !args.json {
+            eprintln!("launching: {command}");
+        }
+        match adapted.run(args.load_timeout, None).await {
+            Err(f) if pipeline::try_another_port(&f, tries) => {
+                eprintln!("{f}; starting again on another port");
+                tries += 1;
+                start = plan_start(profile, &args.model, &settings)?;
+            }
+            started => break (command, started),
+        }
     };
-    let start = start.adapt().await?;
-    let command = start.display();
     let model_path = profile.model(&args.model).expect("plan checked the model").path.clone();
     let model = ModelInfo::read(&model_path).ok();
-    let bandwidth = bandwidth_or_measured(args.bandwidth).await?;
-    if !args.json {
-        eprintln!("launching: {command}");
-    }
-    let started = start.run(args.load_timeout, None).await;
     let outcome = match started {
         Ok(engine) => engine.measure_and_stop(&plan, Duration::from_secs(5)).await,
         Err(f) => Err(f),

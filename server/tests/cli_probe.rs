@@ -1,6 +1,7 @@
 //! The command line on the real engine: `tunebook probe` (JSON for
-//! machines, a report for people, a clear error for a bad setting) and
-//! `tunebook run` (a study headless from a file).
+//! machines, a report for people, a clear error for a bad setting, a port
+//! taken under it tried again) and `tunebook run` (a study headless from a
+//! file).
 
 use crate::common;
 
@@ -73,6 +74,30 @@ fn readable_report_and_errors() {
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("setting rejected") && err.contains("Unsupported cache type"), "{err}");
+}
+
+#[test]
+fn a_port_taken_before_the_engine_binds_it_is_tried_again_elsewhere() {
+    // Another program binds the port found free before the engine does:
+    // the probe launches again on another port rather than failing.
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("taken-once");
+    let args = ["--fake", "ok", "--fake-taken-once", mark.to_str().unwrap()];
+    common::write_fake_profile(dir.path(), "fake", &args);
+    let out = Command::new(env!("CARGO_BIN_EXE_tunebook"))
+        .arg("probe")
+        .arg(format!("--profiles={}", dir.path().display()))
+        .args(["--profile", "fake", "--model", "m", "--bandwidth-gbps", "20", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(mark.exists(), "the first launch found its port taken");
+    assert_eq!(err.matches("starting again on another port").count(), 1, "{err}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["outcome"]["measurement"]["speed"]["decode_tps"]["median"].as_f64().unwrap() > 0.0
+    );
 }
 
 fn tunebook_command(args: &[&str], data: &std::path::Path) -> Command {
