@@ -6,7 +6,8 @@ same noise and the same cost model the project's strategies face), which
 also says what share of the true Pareto hypervolume the trials so far
 reach. A configuration that fails is told to Optuna as infeasible through
 a constraint set on the trial (values at the worst end), so samplers that learn
-constraints can. Prints, per world, the median trials and modelled hours to
+constraints can; one measured outside the study's bounds, through the same
+constraint, with its values. Prints, per world, the median trials and modelled hours to
 the target share over the seeds, and each one's ratio to multivariate TPE.
 """
 
@@ -72,11 +73,13 @@ def run_optuna(binary, world, kind, seed, max_trials, target):
         reply = json.loads(oracle.stdout.readline())
         values = reply["values"]
         if values is None:
-            # Infeasible: the worst values seen, and a violated constraint.
+            # Failed: the worst values seen, and a violated constraint.
             values = worst or [0.0 if d == "maximize" else 1e300 for d in directions]
             trial.set_constraint("fails", 1.0)
         else:
-            trial.set_constraint("fails", -1.0)
+            # Measured, and within the study's bounds or not: the same that
+            # the project's strategies are told.
+            trial.set_constraint("fails", -1.0 if reply["feasible"] else 1.0)
             worst = [
                 min(w, v) if d == "maximize" else max(w, v)
                 for w, v, d in zip(worst or values, values, directions)

@@ -5,7 +5,8 @@
 //!   baseline, as JSON, for the outside optimizer to build its space from.
 //! - `oracle WORLD SEED`: one line of JSON per trial on stdin (a
 //!   configuration); answers one line each: the measured values (with the
-//!   world's noise; `null` when the configuration fails), the share of the
+//!   world's noise; `null` when the configuration fails), whether they are
+//!   within the study's bounds (the first line is the baseline), the share of the
 //!   true hypervolume the trials so far reach, and the modelled minutes.
 //! - `project SEEDS MAX [TARGET [A,B [W,V]]]`: every project strategy (or
 //!   those named) on every world (or those named), one JSON line per run: trials and hours to TARGET (0.95) of the true
@@ -62,6 +63,7 @@ fn oracle(name: &str, seed: u64) {
     let judge = Judge::new(&w, &study, Cost::default());
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
     let (mut points, mut minutes, mut previous) = (Vec::new(), 0.0, None::<Settings>);
+    let mut baseline = None;
     let mut out = std::io::stdout().lock();
     for (index, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.expect("stdin");
@@ -71,13 +73,19 @@ fn oracle(name: &str, seed: u64) {
         minutes += judge.minutes(previous.as_ref(), &settings);
         previous = Some(settings.clone());
         let measured = w.measure_in_search(&settings, index, &mut rng).ok();
-        let values: Option<Vec<f64>> = measured
-            .as_ref()
-            .and_then(|m| study.objectives.iter().map(|t| t.measure.value(m, &settings)).collect());
+        if index == 0 {
+            baseline = measured.clone();
+        }
+        let seen = study.observe(settings, measured.as_ref(), baseline.as_ref());
         if let Some(v) = judge.values(&study, &config) {
             points.push(v);
         }
-        let reply = json!({"values": values, "share": judge.share(&points), "minutes": minutes});
+        let reply = json!({
+            "values": seen.values,
+            "feasible": seen.feasible,
+            "share": judge.share(&points),
+            "minutes": minutes,
+        });
         writeln!(out, "{reply}").and_then(|()| out.flush()).expect("stdout");
     }
 }

@@ -199,4 +199,15 @@ fn bounds_decide_feasibility() {
     assert!(!worse.feasible);
     assert_eq!(worse.values, Some(vec![12.0, 1e9]));
     assert!(!study.observe(Settings::new(), None, Some(&base)).feasible);
+
+    // How far within each limit: memory by the share of its limit left,
+    // the score by its difference from the baseline's less a point.
+    let within = study.observe(Settings::new(), Some(&m(12.0, 0.795)), Some(&base));
+    let slack = within.slack.unwrap();
+    assert!((slack[0] - (1.0 - 1e9 / (120.0 * 1024f64.powi(3)))).abs() < 1e-12, "{slack:?}");
+    assert!((slack[1] - 0.003).abs() < 1e-12, "{slack:?}");
+    assert!(worse.slack.unwrap()[1] < 0.0);
+    assert_eq!(study.observe(Settings::new(), None, Some(&base)).slack, None);
+    // Without the baseline, a limit set relative to it has no slack.
+    assert_eq!(study.observe(Settings::new(), Some(&m(12.0, 0.795)), None).slack, None);
 }

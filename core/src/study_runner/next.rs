@@ -64,6 +64,7 @@ impl Studies {
                 values: None,
                 feasible: false,
                 failure: None,
+                slack: None,
             }));
             strategy.propose(study, &seen).await?
         };

@@ -4,6 +4,7 @@
 //! ([`score`]). Tests and `scripts/bench-findings.sh` use them; nothing
 //! here touches an engine.
 
+mod bounded;
 mod cpu_only;
 mod formula;
 mod held_out;

@@ -14,7 +14,7 @@ use engine_bridge::{Catalog, Settings};
 use rand::SeedableRng;
 
 use super::{Truth, World};
-use crate::study::{Goal, Measure, Metric, Study};
+use crate::study::{Goal, Measure, Metric, Study, Target};
 
 /// What a trial costs, in minutes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,6 +33,11 @@ impl Default for Cost {
 pub struct Judge {
     measures: Vec<Measure>,
     goals: Vec<Goal>,
+    /// The objectives and the bounds, each configuration's true values
+    /// checked against their limits.
+    targets: Vec<Target>,
+    /// The baseline's true metrics, for limits set relative to it.
+    baseline: Option<BTreeMap<Metric, f64>>,
     reference: Vec<f64>,
     truth: f64,
     world: fn(&Settings) -> Truth,
@@ -41,38 +46,53 @@ pub struct Judge {
 }
 
 impl Judge {
-    /// Runs the truth over the world's whole grid.
+    /// Runs the truth over the world's whole grid. A configuration that
+    /// breaks a bound (of an objective or another metric) counts as one
+    /// that fails: the front is of those within every bound.
     pub fn new(world: &World, study: &Study, cost: Cost) -> Self {
-        let measures: Vec<Measure> = study.objectives.iter().map(|t| t.measure.clone()).collect();
-        let goals: Vec<Goal> = study.objectives.iter().map(|t| t.goal).collect();
-        let points: Vec<Vec<f64>> = study
-            .space
-            .grid()
-            .filter_map(|c| true_values(world.truth, &measures, &full(study, &c)))
-            .collect();
+        let mut judge = Judge {
+            measures: study.objectives.iter().map(|t| t.measure.clone()).collect(),
+            goals: study.objectives.iter().map(|t| t.goal).collect(),
+            targets: study.objectives.iter().chain(&study.bounds).cloned().collect(),
+            baseline: None,
+            reference: vec![],
+            truth: 0.0,
+            world: world.truth,
+            catalog: (world.catalog)(),
+            cost,
+        };
+        judge.baseline = match (world.truth)(&study.baseline) {
+            Truth::Runs(m) => Some(m),
+            Truth::Fails(_) => None,
+        };
+        let points: Vec<Vec<f64>> =
+            study.space.grid().filter_map(|c| judge.values(study, &c)).collect();
+        let goals = &judge.goals;
         // A reference point 5 % of each objective's range past its worst.
-        let reference: Vec<f64> = (0..measures.len())
+        let reference: Vec<f64> = (0..judge.measures.len())
             .map(|j| {
                 let col = || points.iter().map(|p| goals[j].oriented(p[j]));
                 let (lo, hi) = (col().fold(f64::MAX, f64::min), col().fold(f64::MIN, f64::max));
                 goals[j].oriented(lo - 0.05 * (hi - lo).max(1e-9))
             })
             .collect();
-        let truth = crate::pareto::hypervolume(&points, &goals, &reference);
-        Judge {
-            measures,
-            goals,
-            reference,
-            truth,
-            world: world.truth,
-            catalog: (world.catalog)(),
-            cost,
-        }
+        judge.truth = crate::pareto::hypervolume(&points, goals, &reference);
+        judge.reference = reference;
+        judge
     }
 
-    /// The true objective values of a configuration; `None` if it fails.
+    /// The true objective values of a configuration; `None` if it fails
+    /// or breaks a bound.
     pub fn values(&self, study: &Study, config: &Settings) -> Option<Vec<f64>> {
-        true_values(self.world, &self.measures, &full(study, config))
+        let settings = full(study, config);
+        let Truth::Runs(metrics) = (self.world)(&settings) else { return None };
+        let within = self.targets.iter().all(|t| {
+            let limit_of = |m: &BTreeMap<Metric, f64>| t.measure.value(m, &study.baseline);
+            t.measure
+                .value(&metrics, &settings)
+                .is_some_and(|v| t.within(v, self.baseline.as_ref().and_then(limit_of)))
+        });
+        within.then(|| self.measures.iter().map(|k| k.value(&metrics, &settings)).collect())?
     }
 
     /// The share of the true hypervolume the points reach.
@@ -88,17 +108,6 @@ impl Judge {
         let reload =
             previous.is_none_or(|p| self.catalog.load_time(p) != self.catalog.load_time(config));
         self.cost.probe_minutes + if reload { self.cost.load_minutes } else { 0.0 }
-    }
-}
-
-fn true_values(
-    world: fn(&Settings) -> Truth,
-    measures: &[Measure],
-    s: &Settings,
-) -> Option<Vec<f64>> {
-    match world(s) {
-        Truth::Runs(m) => measures.iter().map(|k| k.value(&m, s)).collect(),
-        Truth::Fails(_) => None,
     }
 }
 
