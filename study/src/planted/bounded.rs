@@ -1,7 +1,8 @@
-//! A search world with one objective and bounds on two metrics that are
-//! not optimized, the way a user asks "the fastest decode that fits in
-//! 8 GiB of VRAM and costs the model no more than 0.01 nats": the
-//! strategies see a bound broken only as a trial that is not feasible.
+//! Search worlds with bounds on metrics that are not optimized, the way a
+//! user asks "the fastest decode that fits in 8 GiB of VRAM and costs the
+//! model no more than 0.01 nats" (`bounded`), or "the least memory and
+//! divergence that still decodes 16 tokens a second" (`floor`, the same
+//! machine). A configuration that breaks a bound counts for nothing.
 //!
 //! `bounded`: a model of 40 layers (0.16 GiB each) on one GPU of 12 GiB.
 //! Decode is fastest with every layer on the GPU, but the bound is 8 GiB:
@@ -85,9 +86,45 @@ max = "0.01"
 [probes.kld]
 "#;
 
-/// The world, with `noise`.
-pub(super) fn bounded_world(noise: Noise) -> World {
-    World::for_search("bounded", BOUNDED, bounded, noise)
+/// The same machine asked the other way round: the least GPU memory and
+/// divergence that still decodes 16 tokens a second. The bound is on a
+/// speed, measured with a heavy tail; the front is each pair of cache
+/// types at the fewest layers that reach the speed, with the thread count
+/// that serves the layers left on the CPU best (9 at 20 layers).
+const FLOOR: &str = r#"
+name = "floor"
+profile = "p"
+model = "m"
+[space]
+n_gpu_layers = { min = 0, max = 40, step = 1 }
+threads = { min = 1, max = 16, step = 1 }
+cache_type_k = ["f16", "q8_0", "q4_0"]
+cache_type_v = ["f16", "q8_0", "q4_0"]
+flash_attn = ["off", "on"]
+ubatch_size = [128, 256, 512, 1024, 2048]
+[baseline]
+n_gpu_layers = 0
+threads = 4
+cache_type_k = "f16"
+cache_type_v = "f16"
+flash_attn = "off"
+ubatch_size = 512
+[[objectives]]
+metric = "peak_gpu_bytes"
+[[objectives]]
+metric = "kld_mean"
+[[bounds]]
+metric = "decode_tps"
+min = "16"
+[probes.kld]
+"#;
+
+/// The worlds, with `noise` (and, in `floor`, a heavy tail on top).
+pub(super) fn bounded_worlds(noise: Noise) -> Vec<World> {
+    vec![
+        World::for_search("bounded", BOUNDED, bounded, noise),
+        World::for_search("floor", FLOOR, bounded, Noise { tail: 0.1, ..noise }),
+    ]
 }
 
 #[cfg(test)]
@@ -107,13 +144,13 @@ mod tests {
     /// leave the judge a part of what runs.
     #[test]
     fn the_bounds_decide_the_best_configuration() {
-        let w = bounded_world(Noise::default());
+        let w = &bounded_worlds(Noise::default())[0];
         let study = w.study("random", 0, 10);
         let grid: Vec<_> = study.space.grid().collect();
         let fails =
             grid.iter().filter(|c| matches!(bounded(&with_baseline(&study, c)), Truth::Fails(_)));
         assert!((1..grid.len() / 2).contains(&fails.count()));
-        let judge = Judge::new(&w, &study, Cost::default());
+        let judge = Judge::new(w, &study, Cost::default());
         let with = |changes: &[(&str, &str)]| {
             let mut c = study.baseline.clone();
             c.extend(changes.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -136,5 +173,27 @@ mod tests {
         let q4v = [("flash_attn", "on"), ("cache_type_v", "q4_0")];
         assert!(decode(&with(&q4v)).is_some());
         assert!(decode(&with(&[q4v[0], q4v[1], ("cache_type_k", "q8_0")])).is_none());
+    }
+
+    /// In `floor`, every configuration on the front decodes at 16 tokens a
+    /// second or more, at 20 layers and 9 threads, one for each pair of
+    /// cache types the divergence tells apart.
+    #[test]
+    fn the_speed_floor_sets_the_layers_and_threads() {
+        let w = &bounded_worlds(Noise::default())[1];
+        let study = w.study("random", 0, 10);
+        let judge = Judge::new(w, &study, Cost::default());
+        let grid: Vec<_> = study.space.grid().collect();
+        let within: Vec<_> = grid.iter().filter(|c| judge.values(&study, c).is_some()).collect();
+        let points: Vec<_> = within.iter().map(|c| judge.values(&study, c).unwrap()).collect();
+        let goals: Vec<_> = study.objectives.iter().map(|t| t.goal).collect();
+        let front = crate::pareto::front(&points, &goals);
+        assert_eq!(front.len(), 5);
+        for i in front {
+            let c = with_baseline(&study, within[i]);
+            let Truth::Runs(m) = bounded(&c) else { panic!("{c:?} fails") };
+            assert!(m[&Metric::DecodeTps] >= 16.0);
+            assert_eq!((c["n_gpu_layers"].as_str(), c["threads"].as_str()), ("20", "9"));
+        }
     }
 }

@@ -181,6 +181,6 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::cpu_only::cpu_world(noise));
     all.push(super::vllm::vllm_world(noise));
     all.push(super::split::split_world(noise));
-    all.push(super::bounded::bounded_world(noise));
+    all.extend(super::bounded::bounded_worlds(noise));
     all
 }

@@ -32,8 +32,15 @@ pub(super) type Worth = (f64, f64);
 /// missed the best ones at 90 % of the GPU.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Units {
-    /// Modelled as measured (rates, divergences).
+    /// Modelled as measured.
     AsModelled,
+    /// Modelled as measured, and only between `lo` and `hi` (oriented):
+    /// a rate from 0 to 1, a divergence from 0 up. A draw past either
+    /// end is read as the end: a divergence drawn below 0 would gain over
+    /// a measured 0 by nothing real. On `floor` (a divergence 0 for f16
+    /// caches, measured with noise) the searches spent most of their
+    /// trials on f16 caches at every layer count for such gains.
+    Clamped { lo: f64, hi: f64 },
     /// Modelled as the logarithm, oriented by `sign` (+1 a larger value
     /// is better, −1 a smaller one): the value is `sign·exp(sign·y)`.
     Log { sign: f64 },
@@ -43,6 +50,7 @@ impl Units {
     fn natural(self, y: f64) -> f64 {
         match self {
             Units::AsModelled => y,
+            Units::Clamped { lo, hi } => y.clamp(lo, hi),
             Units::Log { sign } => sign * (sign * y).exp(),
         }
     }
@@ -55,6 +63,9 @@ impl Units {
 pub(super) trait Drawn: Sync {
     fn at(&self, config: &Settings) -> Vec<f64>;
 }
+
+/// A model read through its draws.
+pub(super) type Model<'a> = Box<dyn Drawn + 'a>;
 
 /// Several models' draws side by side, as one model: a mixture, whose
 /// draws are some from each.
@@ -76,6 +87,11 @@ pub(super) struct Acquisition<'a> {
     /// The risk model: a draw above one half expects a failure; `None`
     /// when nothing failed.
     risk: Option<Box<dyn Drawn + 'a>>,
+    /// The bounds' least slack: a draw below 0 breaks one; `None` when no
+    /// trial broke one.
+    slack: Option<Box<dyn Drawn + 'a>>,
+    /// No trial was measured within every bound yet.
+    nothing_within: bool,
     weights: Vec<f64>,
     /// The measured front's hypervolume, averaged over the draws: gains
     /// are shares of it, whatever the objectives' units.
@@ -221,11 +237,13 @@ impl Sample {
 
 impl<'a> Acquisition<'a> {
     /// `objectives`: every objective's model, `draws` draws each, with
-    /// its units; `measured`: the trials that ran within every bound.
+    /// its units; `risk`, the chance to fail, and `slack`, the bounds'
+    /// least slack (see [`super::failures`]); `measured`: the trials that
+    /// ran within every bound.
     pub fn new(
         objectives: Vec<Box<dyn Drawn + 'a>>,
         units: Vec<Units>,
-        risk: Option<Box<dyn Drawn + 'a>>,
+        (risk, slack): (Option<Model<'a>>, Option<Model<'a>>),
         measured: &[&Settings],
         draws: usize,
         rng: &mut impl Rng,
@@ -242,7 +260,17 @@ impl<'a> Acquisition<'a> {
         let volumes = samples.iter().map(|s| volume(&s.front, &s.reference));
         let front = volumes.sum::<f64>() / draws.max(1) as f64;
         let front = if front.is_finite() && front > 0.0 { front } else { 1.0 };
-        Acquisition { engine: None, objectives, samples, risk, weights, front }
+        let nothing_within = measured.is_empty();
+        Acquisition {
+            engine: None,
+            objectives,
+            samples,
+            risk,
+            slack,
+            nothing_within,
+            weights,
+            front,
+        }
     }
 
     /// The load-time part of `config`, in order, without copying it: what
@@ -278,21 +306,47 @@ impl<'a> Acquisition<'a> {
         self.engine = Some((last.clone(), request_time));
     }
 
-    /// The chance that `config` fails or breaks a bound, as the risk
-    /// model's draws see it on average.
+    /// Nothing was measured within the bounds yet, and the worth is how
+    /// near a configuration comes to holding them (see [`Self::worth`]).
+    pub fn seeks_the_bounds(&self) -> bool {
+        self.nothing_within && self.slack.is_some()
+    }
+
+    /// The chance that `config` fails, as the risk model's draws see it
+    /// on average, less how far within the bounds the slack's draws
+    /// expect it on average: the lower, the likelier it counts.
     pub fn risk(&self, config: &Settings) -> f64 {
-        let draws = self.risk.as_ref().map(|r| r.at(config)).unwrap_or_default();
-        draws.iter().sum::<f64>() / draws.len().max(1) as f64
+        let mean = |d: Vec<f64>| d.iter().sum::<f64>() / d.len().max(1) as f64;
+        let fails = self.risk.as_ref().map_or(0.0, |r| mean(r.at(config)));
+        fails - self.slack.as_ref().map_or(0.0, |s| mean(s.at(config)))
     }
 
     /// The mean worth over the draws, a draw whose risk model expects
-    /// `config` to fail counting no gain; `None` when every one does.
+    /// `config` to fail, or whose slack breaks a bound, counting no gain;
+    /// `None` when every one does.
+    ///
+    /// Before any trial was measured within the bounds there is no front
+    /// to gain over, and a random weighting of the objectives leads away
+    /// from the bounds as often as not (on `floor`, the least memory that
+    /// still decodes 16 tokens a second, it proposed the fewest layers on
+    /// the GPU, far too slow, for 14 trials in a row): then the worth is
+    /// the mean drawn slack, over the draws that run, and the search goes
+    /// where the bounds are nearest to holding.
     pub fn worth(&self, config: &Settings) -> Option<Worth> {
-        let values: Vec<Vec<f64>> = self.objectives.iter().map(|m| m.at(config)).collect();
         let risks = self.risk.as_ref().map(|r| r.at(config));
         let runs = |s: usize| risks.as_ref().is_none_or(|r| r.get(s).is_none_or(|v| *v < 0.5));
+        let slack = self.slack.as_ref().map(|r| r.at(config));
+        if self.seeks_the_bounds()
+            && let Some(slack) = &slack
+        {
+            let drawn: Vec<f64> = (0..slack.len()).filter(|s| runs(*s)).map(|s| slack[s]).collect();
+            let mean = drawn.iter().sum::<f64>() / drawn.len().max(1) as f64;
+            return (!drawn.is_empty()).then_some((0.0, mean));
+        }
+        let holds = |s: usize| slack.as_ref().is_none_or(|r| r.get(s).is_none_or(|v| *v >= 0.0));
+        let values: Vec<Vec<f64>> = self.objectives.iter().map(|m| m.at(config)).collect();
         let running: Vec<Worth> = (0..self.samples.len())
-            .filter(|s| runs(*s))
+            .filter(|s| runs(*s) && holds(*s))
             .map(|s| {
                 let v: Vec<f64> = values.iter().map(|m| m[s]).collect();
                 self.samples[s].worth(&v, &self.weights)
@@ -409,7 +463,7 @@ mod tests {
         let study = def.check(&engine_bridge::Catalog::llama_server(), &["m".into()]).unwrap();
         assert_eq!(study.request_time, ["top_k".to_string()].into(), "from the catalog");
         let mut rng = rand::rng();
-        let mut acquisition = Acquisition::new(vec![], vec![], None, &[], 1, &mut rng);
+        let mut acquisition = Acquisition::new(vec![], vec![], (None, None), &[], 1, &mut rng);
         assert_eq!(acquisition.cost(&study.baseline), 1.0 + RELOAD, "no engine runs yet");
         acquisition.running(&study.baseline, &study.request_time);
         let mut other_top_k = study.baseline.clone();
@@ -418,5 +472,41 @@ mod tests {
         let mut other_threads = study.baseline.clone();
         other_threads.insert("threads".into(), "8".into());
         assert_eq!(acquisition.cost(&other_threads), 1.0 + RELOAD);
+    }
+
+    #[test]
+    fn before_anything_holds_the_bounds_the_nearest_to_holding_them_leads() {
+        // One objective that favours fewer threads, and a bound whose
+        // slack grows with them, broken below 9 to 11 threads as the draws
+        // have it. With nothing measured within the bound there is no
+        // front, and the configuration drawn nearest to holding it is
+        // worth most, however the objective weighs it; once one held, a
+        // draw that breaks the bound gains nothing.
+        struct Linear(Vec<f64>, f64);
+        impl Drawn for Linear {
+            fn at(&self, c: &Settings) -> Vec<f64> {
+                let threads: f64 = c["threads"].parse().unwrap();
+                self.0.iter().map(|offset| offset + self.1 * threads).collect()
+            }
+        }
+        let at = |threads: u32| -> Settings { [("threads".into(), threads.to_string())].into() };
+        let models = || -> (Vec<Model<'static>>, Option<Model<'static>>) {
+            let fewer = Box::new(Linear(vec![0.0; 4], -1.0));
+            let slack = Box::new(Linear(vec![-9.0, -10.0, -10.0, -11.0], 1.0));
+            (vec![fewer], Some(slack))
+        };
+        let mut rng = rand::rng();
+        let (objectives, slack) = models();
+        let units = vec![Units::AsModelled];
+        let none = Acquisition::new(objectives, units.clone(), (None, slack), &[], 4, &mut rng);
+        let (two, twelve) = (none.worth(&at(2)).unwrap(), none.worth(&at(12)).unwrap());
+        assert!(better(twelve, two), "{twelve:?} against {two:?}");
+        assert_eq!(none.worth(&at(10)).unwrap().1, 0.0, "the mean drawn slack");
+
+        let (objectives, slack) = models();
+        let held = at(12);
+        let some = Acquisition::new(objectives, units, (None, slack), &[&held], 4, &mut rng);
+        assert!(some.worth(&at(11)).unwrap().0 > 0.0, "every draw holds: a gain");
+        assert_eq!(some.worth(&at(5)), None, "every draw breaks it");
     }
 }

@@ -1,22 +1,10 @@
-//! The chance that a configuration fails or breaks a bound.
-//!
-//! Failures: a linear model of 0 and 1 over the encoder's rows
-//! ([`Posterior`]) for each kind of failure the trials met (out of
-//! memory, a setting rejected, a probe failed, …), each fitted to the
-//! trials that ran and to its own failures only.
-//!
-//! Bounds: each limit's slack (how far within it a trial measured, see
-//! [`Observation::slack`]) is modelled as the objectives are, and a draw
-//! whose slack is below 0 breaks it. Told only that a trial broke a
-//! bound, a model of 0 and 1 spreads the breach over every setting the
-//! trial touched; the slack says by how much, and memory adds up over the
-//! layers, the caches and the buffers. On the `bounded` world (the
-//! fastest decode within 8 GiB of GPU memory), a model of 0 and 1 kept
-//! proposing one layer more than fits, with each cache type in turn. A
-//! trial that broke a bound whose slack was not measured is one more
-//! kind of failure.
-//!
-//! A draw expects a configuration to fail where any model's draw does.
+//! The chance that a configuration fails: a linear model of 0 and 1 over
+//! the encoder's rows ([`Posterior`]) for each kind of failure the trials
+//! met (out of memory, a setting rejected, a probe failed, …), each
+//! fitted to the trials that ran and to its own failures only. A draw
+//! expects a configuration to fail where any kind's draw does. A trial
+//! that broke a bound whose slack was not measured is one more kind of
+//! failure; where the slack was measured, [`super::bounds`] models it.
 //!
 //! Different causes fail in different places. On `serving` a quantized V
 //! cache without flash attention is rejected, a slot's context too small
@@ -95,60 +83,12 @@ pub(super) fn draws<'a>(
             Some(LinearDraws { encoder, draws: (0..samples).map(|_| fitted.draw(rng)).collect() })
         })
         .collect();
-    let mut all: Vec<Box<dyn Drawn + 'a>> =
-        models.into_iter().map(|m| Box::new(m) as Box<dyn Drawn + 'a>).collect();
-    all.extend(bounds(history, rows, encoder, samples, rng));
-    (!all.is_empty()).then(|| Box::new(Worst(all)) as Box<dyn Drawn + 'a>)
+    (!models.is_empty()).then(|| Box::new(Worst(models)) as Box<dyn Drawn + 'a>)
 }
 
-/// `samples` draws of each limit's slack model, read as 1 where the
-/// draw breaks it and 0 where it holds; `None` while no trial measured a
-/// slack, or every one measured was within the limits.
-fn bounds<'a>(
-    history: &[Observation],
-    rows: &[Vec<f64>],
-    encoder: &'a Encoder,
-    samples: usize,
-    rng: &mut impl Rng,
-) -> Option<Box<dyn Drawn + 'a>> {
-    let measured: Vec<(&Vec<f64>, &Vec<f64>)> =
-        history.iter().zip(rows).filter_map(|(o, row)| Some((o.slack.as_ref()?, row))).collect();
-    // Nothing broke a bound yet: nothing to steer clear of.
-    if !measured.iter().any(|(slack, _)| slack.iter().any(|s| *s < 0.0)) {
-        return None;
-    }
-    let limits = measured.first()?.0.len();
-    let x: Vec<Vec<f64>> = measured.iter().map(|(_, row)| (*row).clone()).collect();
-    let models: Vec<LinearDraws<'a>> = (0..limits)
-        .filter_map(|i| {
-            let y: Vec<f64> = measured.iter().map(|(slack, _)| slack[i]).collect();
-            let fitted = Posterior::fit(&x, &y, &encoder.classes)?;
-            Some(LinearDraws { encoder, draws: (0..samples).map(|_| fitted.draw(rng)).collect() })
-        })
-        .collect();
-    Some(Box::new(Breaks(models)))
-}
-
-/// Limits' slack models read as one, draw by draw 1 where any breaks.
-struct Breaks<'a>(Vec<LinearDraws<'a>>);
-
-impl Drawn for Breaks<'_> {
-    fn at(&self, config: &Settings) -> Vec<f64> {
-        let mut out: Vec<f64> = Vec::new();
-        for slack in self.0.iter().map(|m| m.at(config)) {
-            out.resize(slack.len(), 0.0);
-            for (o, s) in out.iter_mut().zip(slack) {
-                if s < 0.0 {
-                    *o = 1.0;
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Several models' draws read as one, draw by draw the largest of them.
-struct Worst<'a>(Vec<Box<dyn Drawn + 'a>>);
+/// Several models' draws read as one, draw by draw the largest of them:
+/// the failure models' chance to fail.
+struct Worst<'a>(Vec<LinearDraws<'a>>);
 
 impl Drawn for Worst<'_> {
     fn at(&self, config: &Settings) -> Vec<f64> {
@@ -165,7 +105,6 @@ mod tests {
 
     use super::super::features::Encoder;
     use super::draws;
-    use crate::planted::{Cost, Judge, Truth};
     use crate::strategy::testing;
     use crate::study::{Observation, Study};
 
@@ -223,65 +162,6 @@ mod tests {
         assert!(
             (by_kind as f64) < 0.6 * together as f64,
             "{by_kind} of 5,000 told wrong by kind, {together} with one model"
-        );
-    }
-
-    #[test]
-    fn a_bound_is_learned_from_how_far_within_it_each_trial_measured() {
-        // `bounded`: the fastest decode within 8 GiB of GPU memory and
-        // 0.01 nats of divergence. Fitted to forty random trials that
-        // ran, five times over, the slack models tell which of a thousand
-        // other configurations that run break a bound with far fewer
-        // errors than a model of 0 and 1 told only which trials broke one
-        // (56 against 564 as written).
-        let world = crate::planted::search_worlds()
-            .into_iter()
-            .find(|w| w.name == "bounded")
-            .expect("the world");
-        let study = world.study("bayes", 0, 60);
-        let judge = Judge::new(&world, &study, Cost::default());
-        let encoder = Encoder::for_space(&study.space, &study.baseline);
-        let full = |c: &Settings| {
-            let mut out = study.baseline.clone();
-            out.extend(c.clone());
-            out
-        };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-        let baseline = world.measure(&study.baseline, &mut rng).ok();
-        let (mut by_slack, mut by_breach) = (0, 0);
-        for _ in 0..5 {
-            let mut history = Vec::new();
-            while history.len() < 40 {
-                let config = study.space.sample(&mut rng);
-                if let Ok(m) = world.measure(&full(&config), &mut rng) {
-                    history.push(study.observe(config, Some(&m), baseline.as_ref()));
-                }
-            }
-            assert!(history.iter().any(|o| !o.feasible) && history.iter().any(|o| o.feasible));
-            let told: Vec<Observation> =
-                history.iter().cloned().map(|o| Observation { slack: None, ..o }).collect();
-            let rows: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
-            let slack = draws(&history, &rows, &encoder, 32, &mut rng).unwrap();
-            let breach = draws(&told, &rows, &encoder, 32, &mut rng).unwrap();
-            let mut judged = 0;
-            while judged < 1000 {
-                let c = study.space.sample(&mut rng);
-                if matches!((world.truth)(&full(&c)), Truth::Fails(_)) {
-                    continue;
-                }
-                judged += 1;
-                let breaks = judge.values(&study, &c).is_none();
-                let expects = |m: &dyn super::Drawn| {
-                    let d = m.at(&c);
-                    d.iter().filter(|v| **v >= 0.5).count() * 2 > d.len()
-                };
-                by_slack += usize::from(expects(slack.as_ref()) != breaks);
-                by_breach += usize::from(expects(breach.as_ref()) != breaks);
-            }
-        }
-        assert!(
-            (by_slack as f64) < 0.3 * by_breach as f64,
-            "{by_slack} of 5,000 told wrong by the slack, {by_breach} by the breaches alone"
         );
     }
 

@@ -36,6 +36,7 @@
 
 mod acquisition;
 mod axis;
+mod bounds;
 mod closing;
 mod design;
 mod failures;
@@ -245,21 +246,19 @@ impl Strategy for Bayes {
                 models.push(Box::new(ProcessDraws { encoder: &encoder, process, trend }));
             }
             objectives.push(Box::new(Pooled(models)));
-            units.push(if log {
-                Units::Log { sign: t.goal.oriented(1.0) }
-            } else {
-                Units::AsModelled
-            });
+            units.push(if log { Units::Log { sign: t.goal.oriented(1.0) } } else { clamped(t) });
         }
-        // The chance of failing or breaking a bound, where anything did.
+        // The chance of failing, and how far within the bounds, where
+        // anything failed or broke one.
         let risk = failures::draws(history, &seen, &encoder, SAMPLES, &mut rng);
+        let slack = bounds::slack(history, &encoder, SAMPLES, &mut rng);
         let measured: Vec<&Settings> = history
             .iter()
             .filter(|o| o.feasible && o.values.is_some())
             .map(|o| &o.config)
             .collect();
         let mut acquisition =
-            Acquisition::new(objectives, units, risk, &measured, SAMPLES, &mut rng);
+            Acquisition::new(objectives, units, (risk, slack), &measured, SAMPLES, &mut rng);
         if let Some(last) = history.last() {
             acquisition.running(&last.config, &study.request_time);
         }
@@ -281,17 +280,37 @@ impl Strategy for Bayes {
                 let note = "model: the largest hypervolume gain of the drawn models";
                 (c, format!("{note} ({share:.1} % of the measured front's, per unit of cost)"))
             }
+            Some((c, _)) if acquisition.seeks_the_bounds() => {
+                (c, "model: nothing within the bounds yet; the nearest to holding them".into())
+            }
             Some((c, _)) => (c, "model: no drawn gain; the best of a random weighting".into()),
-            // Every candidate drawn to fail: the least likely to.
+            // Every candidate drawn to fail or break a bound: the least
+            // likely to.
             None => {
                 let c = pool
                     .iter()
                     .min_by(|a, b| acquisition.risk(a).total_cmp(&acquisition.risk(b)))?;
-                (c.clone(), "model: every candidate may fail; the least likely".into())
+                (
+                    c.clone(),
+                    "model: every candidate may fail or break a bound; the least likely".into(),
+                )
             }
         };
         Some(Proposal { config, note })
     }
+}
+
+/// How an objective not modelled on a log scale maps back to its units:
+/// within the range its metric can take (a rate's 0 to 1, a divergence's
+/// 0 up), oriented as modelled.
+fn clamped(t: &Target) -> Units {
+    let range = match t.measure.metric().map(|m| m.scale()) {
+        Some(Scale::Rate) => (0.0, 1.0),
+        Some(Scale::Difference) => (0.0, f64::INFINITY),
+        _ => return Units::AsModelled,
+    };
+    let (a, b) = (t.goal.oriented(range.0), t.goal.oriented(range.1));
+    Units::Clamped { lo: a.min(b), hi: a.max(b) }
 }
 
 /// Trials over which the drift column grows by one: where the evidence
