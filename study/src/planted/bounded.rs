@@ -57,8 +57,8 @@ fn bounded(s: &Settings) -> Truth {
     )
 }
 
-const BOUNDED: &str = r#"
-name = "bounded"
+/// The machine both worlds search: the space and the baseline.
+const MACHINE: &str = r#"
 profile = "p"
 model = "m"
 [space]
@@ -75,6 +75,11 @@ cache_type_k = "f16"
 cache_type_v = "f16"
 flash_attn = "off"
 ubatch_size = 512
+[probes.kld]
+"#;
+
+/// `bounded`'s objective and bounds.
+const BOUNDED: &str = r#"
 [[objectives]]
 metric = "decode_tps"
 [[bounds]]
@@ -83,7 +88,6 @@ max = "8 GiB"
 [[bounds]]
 metric = "kld_mean"
 max = "0.01"
-[probes.kld]
 "#;
 
 /// The same machine asked the other way round: the least GPU memory and
@@ -92,23 +96,6 @@ max = "0.01"
 /// types at the fewest layers that reach the speed, with the thread count
 /// that serves the layers left on the CPU best (9 at 20 layers).
 const FLOOR: &str = r#"
-name = "floor"
-profile = "p"
-model = "m"
-[space]
-n_gpu_layers = { min = 0, max = 40, step = 1 }
-threads = { min = 1, max = 16, step = 1 }
-cache_type_k = ["f16", "q8_0", "q4_0"]
-cache_type_v = ["f16", "q8_0", "q4_0"]
-flash_attn = ["off", "on"]
-ubatch_size = [128, 256, 512, 1024, 2048]
-[baseline]
-n_gpu_layers = 0
-threads = 4
-cache_type_k = "f16"
-cache_type_v = "f16"
-flash_attn = "off"
-ubatch_size = 512
 [[objectives]]
 metric = "peak_gpu_bytes"
 [[objectives]]
@@ -116,14 +103,14 @@ metric = "kld_mean"
 [[bounds]]
 metric = "decode_tps"
 min = "16"
-[probes.kld]
 "#;
 
 /// The worlds, with `noise` (and, in `floor`, a heavy tail on top).
 pub(super) fn bounded_worlds(noise: Noise) -> Vec<World> {
+    let study = |name: &str, targets: &str| format!("name = {name:?}\n{MACHINE}{targets}");
     vec![
-        World::for_search("bounded", BOUNDED, bounded, noise),
-        World::for_search("floor", FLOOR, bounded, Noise { tail: 0.1, ..noise }),
+        World::for_search("bounded", &study("bounded", BOUNDED), bounded, noise),
+        World::for_search("floor", &study("floor", FLOOR), bounded, Noise { tail: 0.1, ..noise }),
     ]
 }
 

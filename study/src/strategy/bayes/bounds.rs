@@ -105,15 +105,68 @@ impl Drawn for Least<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use engine_bridge::Settings;
     use rand::SeedableRng;
+    use rand::rngs::StdRng;
 
     use super::super::failures::draws;
     use super::super::features::Encoder;
     use super::super::regression::Draw;
     use super::slack;
-    use crate::planted::{Cost, Judge, Truth};
-    use crate::study::{Metric, Observation};
+    use crate::planted::{Cost, Judge, Truth, World};
+    use crate::study::{Metric, Observation, Study};
+
+    /// A search world's study, and random configurations of it measured as
+    /// a search's trials are.
+    struct Sampled {
+        world: World,
+        study: Study,
+        /// The baseline's measurement, which relative limits go by.
+        baseline: Option<BTreeMap<Metric, f64>>,
+    }
+
+    impl Sampled {
+        fn of(name: &str, rng: &mut StdRng) -> Self {
+            let world = crate::planted::search_worlds()
+                .into_iter()
+                .find(|w| w.name == name)
+                .expect("the world");
+            let study = world.study("bayes", 0, 60);
+            let baseline = world.measure(&study.baseline, rng).ok();
+            Sampled { world, study, baseline }
+        }
+
+        fn full(&self, c: &Settings) -> Settings {
+            let mut out = self.study.baseline.clone();
+            out.extend(c.clone());
+            out
+        }
+
+        /// `n` random configurations that ran, measured with the world's
+        /// noise (its heavy tail too).
+        fn trials(&self, n: usize, rng: &mut StdRng) -> Vec<Observation> {
+            let mut history = Vec::new();
+            while history.len() < n {
+                let config = self.study.space.sample(rng);
+                if let Ok(m) = self.world.measure_in_search(&self.full(&config), 0, rng) {
+                    history.push(self.study.observe(config, Some(&m), self.baseline.as_ref()));
+                }
+            }
+            history
+        }
+
+        /// A random configuration that runs, and its true metrics.
+        fn running(&self, rng: &mut StdRng) -> (Settings, BTreeMap<Metric, f64>) {
+            loop {
+                let c = self.study.space.sample(rng);
+                if let Truth::Runs(m) = (self.world.truth)(&self.full(&c)) {
+                    return (c, m);
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_bound_is_learned_from_how_far_within_it_each_trial_measured() {
@@ -123,43 +176,23 @@ mod tests {
         // other configurations that run break a bound with far fewer
         // errors than a model of 0 and 1 told only which trials broke one
         // (56 against 564 as written).
-        let world = crate::planted::search_worlds()
-            .into_iter()
-            .find(|w| w.name == "bounded")
-            .expect("the world");
-        let study = world.study("bayes", 0, 60);
-        let judge = Judge::new(&world, &study, Cost::default());
+        let mut rng = StdRng::seed_from_u64(5);
+        let sampled = Sampled::of("bounded", &mut rng);
+        let study = &sampled.study;
+        let judge = Judge::new(&sampled.world, study, Cost::default());
         let encoder = Encoder::for_space(&study.space, &study.baseline);
-        let full = |c: &Settings| {
-            let mut out = study.baseline.clone();
-            out.extend(c.clone());
-            out
-        };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-        let baseline = world.measure(&study.baseline, &mut rng).ok();
         let (mut by_slack, mut by_breach) = (0, 0);
         for _ in 0..5 {
-            let mut history = Vec::new();
-            while history.len() < 40 {
-                let config = study.space.sample(&mut rng);
-                if let Ok(m) = world.measure(&full(&config), &mut rng) {
-                    history.push(study.observe(config, Some(&m), baseline.as_ref()));
-                }
-            }
+            let history = sampled.trials(40, &mut rng);
             assert!(history.iter().any(|o| !o.feasible) && history.iter().any(|o| o.feasible));
             let told: Vec<Observation> =
                 history.iter().cloned().map(|o| Observation { slack: None, ..o }).collect();
             let rows: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
             let slack = slack(&history, &encoder, 32, &mut rng).unwrap();
             let breach = draws(&told, &rows, &encoder, 32, &mut rng).unwrap();
-            let mut judged = 0;
-            while judged < 1000 {
-                let c = study.space.sample(&mut rng);
-                if matches!((world.truth)(&full(&c)), Truth::Fails(_)) {
-                    continue;
-                }
-                judged += 1;
-                let breaks = judge.values(&study, &c).is_none();
+            for _ in 0..1000 {
+                let (c, _) = sampled.running(&mut rng);
+                let breaks = judge.values(study, &c).is_none();
                 let most = |d: Vec<f64>, broken: fn(f64) -> bool| {
                     d.iter().filter(|v| broken(**v)).count() * 2 > d.len()
                 };
@@ -181,28 +214,12 @@ mod tests {
         // in to WINSORIZED robust deviations tells which of a thousand
         // other configurations break the bound with fewer errors than
         // the slack fitted as measured (294 against 362 as written).
-        let world = crate::planted::search_worlds()
-            .into_iter()
-            .find(|w| w.name == "floor")
-            .expect("the world");
-        let study = world.study("bayes", 0, 60);
-        let encoder = Encoder::for_space(&study.space, &study.baseline);
-        let full = |c: &Settings| {
-            let mut out = study.baseline.clone();
-            out.extend(c.clone());
-            out
-        };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-        let baseline = world.measure(&study.baseline, &mut rng).ok();
+        let mut rng = StdRng::seed_from_u64(5);
+        let sampled = Sampled::of("floor", &mut rng);
+        let encoder = Encoder::for_space(&sampled.study.space, &sampled.study.baseline);
         let (mut robust, mut as_measured) = (0, 0);
         for _ in 0..5 {
-            let mut history = Vec::new();
-            while history.len() < 80 {
-                let config = study.space.sample(&mut rng);
-                if let Ok(m) = world.measure_in_search(&full(&config), 0, &mut rng) {
-                    history.push(study.observe(config, Some(&m), baseline.as_ref()));
-                }
-            }
+            let history = sampled.trials(80, &mut rng);
             let rows: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
             let y: Vec<f64> = history.iter().map(|o| o.slack.as_ref().unwrap()[0]).collect();
             let mut draws = |within: f64| -> Vec<Draw> {
@@ -210,11 +227,8 @@ mod tests {
                 (0..32).map(|_| post.draw(&mut rng)).collect()
             };
             let (fitted, plain) = (draws(super::WINSORIZED), draws(0.0));
-            let mut judged = 0;
-            while judged < 1000 {
-                let c = study.space.sample(&mut rng);
-                let Truth::Runs(m) = (world.truth)(&full(&c)) else { continue };
-                judged += 1;
+            for _ in 0..1000 {
+                let (c, m) = sampled.running(&mut rng);
                 let breaks = m[&Metric::DecodeTps] < 16.0;
                 let row = encoder.row(&c);
                 let says = |d: &[Draw]| d.iter().filter(|d| d.at(&row) < 0.0).count() * 2 > d.len();
