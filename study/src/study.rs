@@ -405,6 +405,10 @@ impl Study {
                 let Some(limit) = limit else { continue };
                 let l = limit.value(base)?;
                 let gap = if ratio && v > 0.0 && l > 0.0 { (v - l) / l } else { v - l };
+                // A value no model can fit (an overflow) is not told.
+                if !gap.is_finite() {
+                    return None;
+                }
                 out.push(if above { gap } else { -gap });
             }
         }

@@ -86,10 +86,10 @@ pub(super) struct Acquisition<'a> {
     samples: Vec<Sample>,
     /// The risk model: a draw above one half expects a failure; `None`
     /// when nothing failed.
-    risk: Option<Box<dyn Drawn + 'a>>,
+    risk: Option<Model<'a>>,
     /// The bounds' least slack: a draw below 0 breaks one; `None` when no
     /// trial broke one.
-    slack: Option<Box<dyn Drawn + 'a>>,
+    slack: Option<Model<'a>>,
     /// No trial was measured within every bound yet.
     nothing_within: bool,
     weights: Vec<f64>,
@@ -238,7 +238,7 @@ impl Sample {
 impl<'a> Acquisition<'a> {
     /// `objectives`: every objective's model, `draws` draws each, with
     /// its units; `risk`, the chance to fail, and `slack`, the bounds'
-    /// least slack (see [`super::failures`]); `measured`: the trials that
+    /// least slack (see [`super::failures`] and [`super::bounds`]); `measured`: the trials that
     /// ran within every bound.
     pub fn new(
         objectives: Vec<Box<dyn Drawn + 'a>>,

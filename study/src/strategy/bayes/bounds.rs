@@ -22,9 +22,9 @@
 use engine_bridge::Settings;
 use rand::Rng;
 
-use super::acquisition::Drawn;
+use super::acquisition::Model;
 use super::features::Encoder;
-use super::regression::{LinearDraws, Posterior};
+use super::regression::{DrawWise, LinearDraws, Posterior};
 use crate::study::Observation;
 
 /// `samples` draws of each limit's slack model, read as one: draw by
@@ -36,7 +36,7 @@ pub(super) fn slack<'a>(
     encoder: &'a Encoder,
     samples: usize,
     rng: &mut impl Rng,
-) -> Option<Box<dyn Drawn + 'a>> {
+) -> Option<Model<'a>> {
     let measured: Vec<(&Settings, &Vec<f64>)> =
         history.iter().filter_map(|o| Some((&o.config, o.slack.as_ref()?))).collect();
     // Nothing broke a bound yet: nothing to steer clear of.
@@ -52,7 +52,7 @@ pub(super) fn slack<'a>(
             Some(LinearDraws { encoder, draws: (0..samples).map(|_| fitted.draw(rng)).collect() })
         })
         .collect();
-    (!models.is_empty()).then(|| Box::new(Least(models)) as Box<dyn Drawn + 'a>)
+    (!models.is_empty()).then(|| Box::new(DrawWise { models, pick: f64::min }) as Model<'a>)
 }
 
 /// How far from the fit, in robust standard deviations of what it leaves
@@ -89,18 +89,6 @@ fn fit(rows: &[Vec<f64>], y: &[f64], encoder: &Encoder, within: f64) -> Option<P
         .map(|(v, m)| v.clamp(m - within * robust, m + within * robust))
         .collect();
     Posterior::fit(rows, &drawn_in, &encoder.classes)
-}
-
-/// Several models' draws read as one, draw by draw the smallest of them:
-/// the limits' least slack.
-struct Least<'a>(Vec<LinearDraws<'a>>);
-
-impl Drawn for Least<'_> {
-    fn at(&self, config: &Settings) -> Vec<f64> {
-        let mut each = self.0.iter().map(|m| m.at(config));
-        let first = each.next().unwrap_or_default();
-        each.fold(first, |least, v| least.into_iter().zip(v).map(|(a, b)| a.min(b)).collect())
-    }
 }
 
 #[cfg(test)]

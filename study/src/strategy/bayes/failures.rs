@@ -16,12 +16,12 @@
 //! says nothing of whether this kind would have struck, so it is left
 //! out of this kind's model.
 
-use engine_bridge::{FailureKind, Settings};
+use engine_bridge::FailureKind;
 use rand::Rng;
 
-use super::acquisition::Drawn;
+use super::acquisition::Model;
 use super::features::Encoder;
-use super::regression::{LinearDraws, Posterior};
+use super::regression::{DrawWise, LinearDraws, Posterior};
 use crate::study::Observation;
 
 /// The least noise variance of a failure model, in units of its
@@ -60,7 +60,7 @@ pub(super) fn draws<'a>(
     encoder: &'a Encoder,
     samples: usize,
     rng: &mut impl Rng,
-) -> Option<Box<dyn Drawn + 'a>> {
+) -> Option<Model<'a>> {
     let mut causes: Vec<Cause> = Vec::new();
     for c in history.iter().filter_map(cause) {
         if !causes.contains(&c) {
@@ -83,19 +83,7 @@ pub(super) fn draws<'a>(
             Some(LinearDraws { encoder, draws: (0..samples).map(|_| fitted.draw(rng)).collect() })
         })
         .collect();
-    (!models.is_empty()).then(|| Box::new(Worst(models)) as Box<dyn Drawn + 'a>)
-}
-
-/// Several models' draws read as one, draw by draw the largest of them:
-/// the failure models' chance to fail.
-struct Worst<'a>(Vec<LinearDraws<'a>>);
-
-impl Drawn for Worst<'_> {
-    fn at(&self, config: &Settings) -> Vec<f64> {
-        let mut each = self.0.iter().map(|m| m.at(config));
-        let first = each.next().unwrap_or_default();
-        each.fold(first, |worst, v| worst.into_iter().zip(v).map(|(a, b)| a.max(b)).collect())
-    }
+    (!models.is_empty()).then(|| Box::new(DrawWise { models, pick: f64::max }) as Model<'a>)
 }
 
 #[cfg(test)]
@@ -151,7 +139,7 @@ mod tests {
             for _ in 0..1000 {
                 let c = study.space.sample(&mut rng);
                 let fails = cause(&c).is_some();
-                let expects = |m: &dyn super::Drawn| {
+                let expects = |m: &dyn super::super::acquisition::Drawn| {
                     let d = m.at(&c);
                     d.iter().filter(|v| **v >= 0.5).count() * 2 > d.len()
                 };

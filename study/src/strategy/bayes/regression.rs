@@ -340,6 +340,22 @@ impl Drawn for LinearDraws<'_> {
     }
 }
 
+/// Several linear models' draws read as one, draw by draw combined by
+/// `pick` (the largest chance to fail of any kind, the least slack of any
+/// limit).
+pub(super) struct DrawWise<'a> {
+    pub models: Vec<LinearDraws<'a>>,
+    pub pick: fn(f64, f64) -> f64,
+}
+
+impl Drawn for DrawWise<'_> {
+    fn at(&self, config: &Settings) -> Vec<f64> {
+        let mut each = self.models.iter().map(|m| m.at(config));
+        let first = each.next().unwrap_or_default();
+        each.fold(first, |acc, v| acc.into_iter().zip(v).map(|(a, b)| (self.pick)(a, b)).collect())
+    }
+}
+
 /// A drawn model.
 pub(super) struct Draw {
     weights: DVector<f64>,
