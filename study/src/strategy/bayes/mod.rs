@@ -44,6 +44,7 @@ mod features;
 mod gp;
 mod refit;
 mod regression;
+mod robust;
 
 use std::collections::BTreeSet;
 

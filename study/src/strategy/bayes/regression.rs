@@ -272,14 +272,34 @@ impl Posterior {
         classes: &[Class],
         least: f64,
     ) -> Option<Self> {
+        Self::fit_weighted(rows, y, None, classes, least)
+    }
+
+    /// As [`Self::fit_noisier`], each trial's squared error weighed by its
+    /// `weights` entry: a trial of weight ½ is read as twice as noisy as
+    /// one of weight 1 ([`super::robust`]). The evidence that picks the
+    /// prior and noise scales leaves out the weights' own constant, which
+    /// does not change which of them wins.
+    pub fn fit_weighted(
+        rows: &[Vec<f64>],
+        y: &[f64],
+        weights: Option<&[f64]>,
+        classes: &[Class],
+        least: f64,
+    ) -> Option<Self> {
         if rows.is_empty() {
             return None;
         }
         let centre = y.iter().sum::<f64>() / y.len() as f64;
         let spread = (y.iter().map(|v| (v - centre).powi(2)).sum::<f64>() / y.len() as f64).sqrt();
         let scale = if spread > 1e-12 { spread } else { 1.0 };
-        let x = DMatrix::from_fn(rows.len(), classes.len(), |i, j| rows[i][j]);
-        let y = DVector::from_iterator(y.len(), y.iter().map(|v| (v - centre) / scale));
+        // Weighted least squares: each row and response scaled by √w.
+        let root = |i: usize| weights.map_or(1.0, |w| w[i].sqrt());
+        let x = DMatrix::from_fn(rows.len(), classes.len(), |i, j| rows[i][j] * root(i));
+        let y = DVector::from_iterator(
+            y.len(),
+            y.iter().enumerate().map(|(i, v)| (v - centre) / scale * root(i)),
+        );
         let pairs = classes.iter().filter(|c| matches!(c, Class::Pair(..))).count();
         let mains = classes.iter().filter(|c| matches!(c, Class::Main(_))).count();
         let share = mains.max(1) as f64 / pairs.max(1) as f64;
