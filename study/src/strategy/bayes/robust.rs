@@ -1,9 +1,11 @@
 //! A linear model that a few wild measurements do not bend: the errors
 //! are Student's t rather than Gaussian, fitted by iterated reweighting
-//! (the EM algorithm for the t, as in Lange, Little and Taylor 1989). Each
-//! round weighs every trial by `(ν + 1) / (ν + r²/s²)`, where `r` is what
-//! the last fit left there and `s` their robust spread, and fits again:
-//! a trial far off the others' trend counts as a much noisier one.
+//! (the EM algorithm for the t of Lange, Little and Taylor, 1989, with
+//! the scale read robustly from each round's residuals instead of
+//! re-estimated from the weights). Each round weighs every trial by
+//! `(ν + 1) / (ν + r²/s²)`, where `r` is what the last fit left there and
+//! `s` their robust spread, and fits again: a trial far off the others'
+//! trend counts as a much noisier one.
 //!
 //! A trial slowed by one slow request reads as a breach of a bound on a
 //! speed, and a model fitted as if the errors were Gaussian spreads that
@@ -30,7 +32,7 @@ use super::regression::Posterior;
 /// winsorized once at 2.5 robust deviations. `bounded` (Gaussian noise,
 /// 45 seeds): 21, 18 and 21, against 19. `floor` with Gaussian noise
 /// only, at 4: 41.5 (55, 68), against 46.5 (62, 71) fitted as Gaussian.
-pub(super) const FREEDOM: f64 = 4.0;
+const FREEDOM: f64 = 4.0;
 /// Rounds of reweighting; the weights have settled by then.
 const ROUNDS: usize = 5;
 /// Trials before what a fit leaves says anything of its spread.
@@ -85,7 +87,7 @@ mod tests {
             let y: Vec<f64> = rows
                 .iter()
                 .enumerate()
-                // Every tenth trial, from the right end, reads 3 lower.
+                // Every tenth trial reads 3 lower, the last among them.
                 .map(|(i, r)| r[1] + 0.1 * normal(&mut rng) - if i % 10 == 9 { 3.0 } else { 0.0 })
                 .collect();
             let slope = |p: &super::Posterior| p.mean_at(&[1.0, 1.0]) - p.mean_at(&[1.0, 0.0]);
