@@ -9,6 +9,21 @@ fn world(name: &str) -> tunebook_study::planted::World {
     search_worlds().into_iter().find(|w| w.name == name).unwrap()
 }
 
+/// The default strategy's searches of world `name` with each of `seeds`
+/// reach 95 % of the true front within `max` trials.
+async fn reaches_95_percent(name: &str, seeds: &[u64], max: usize) {
+    let w = world(name);
+    let judge = Judge::new(&w, &w.study("bayes", 0, 10), Cost::default());
+    for &seed in seeds {
+        let r = search(&w, &judge, "bayes", seed, 0.95, max).await;
+        assert!(
+            r.trials.is_some(),
+            "{name}, seed {seed}: {:.3} of the front after {max} trials",
+            r.share
+        );
+    }
+}
+
 #[tokio::test]
 async fn every_strategy_reaches_most_of_the_front_on_structured_worlds() {
     for name in ["llama8", "ten"] {
@@ -42,12 +57,7 @@ async fn the_model_based_search_keeps_to_the_bounds_it_is_given() {
     // The fastest decode within 8 GiB of GPU memory and 0.01 nats: told
     // only which trials broke a bound, these two searches took 180 and
     // 121 trials, most of them a layer or two more than fits.
-    let w = world("bounded");
-    let judge = Judge::new(&w, &w.study("bayes", 0, 10), Cost::default());
-    for seed in [13, 15] {
-        let r = search(&w, &judge, "bayes", seed, 0.95, 45).await;
-        assert!(r.trials.is_some(), "seed {seed}: {:.3} of the best after 45 trials", r.share);
-    }
+    reaches_95_percent("bounded", &[13, 15], 45).await;
 }
 
 #[tokio::test]
@@ -57,10 +67,5 @@ async fn the_model_based_search_reads_a_speed_bound_through_slow_requests() {
     // bound's slack fitted as if its errors were Gaussian, seed 2 reached
     // 0.898 of the front in 60 trials; winsorized once, these two
     // searches took 98 and 184.
-    let w = world("floor");
-    let judge = Judge::new(&w, &w.study("bayes", 0, 10), Cost::default());
-    for seed in [2, 10] {
-        let r = search(&w, &judge, "bayes", seed, 0.95, 60).await;
-        assert!(r.trials.is_some(), "seed {seed}: {:.3} of the front after 60 trials", r.share);
-    }
+    reaches_95_percent("floor", &[2, 10], 60).await;
 }
