@@ -53,7 +53,7 @@ async fn decode_not_streamed(engine: &RunningEngine, prompt_len: usize) -> Stats
     let body = serde_json::json!({
         "prompt": prompt, "n_predict": GEN, "ignore_eos": true, "cache_prompt": false, "stream": false,
     });
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let client = engine_bridge::http::client().no_proxy().build().unwrap();
     let mut tps = Vec::new();
     for _ in 0..5 {
         let answer: serde_json::Value = client

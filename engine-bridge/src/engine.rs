@@ -223,7 +223,7 @@ impl RunningEngine {
         // A fresh connection per request: llama-server (cpp-httplib) closes a
         // keep-alive connection after a few requests, and a request sent on
         // one it is closing fails. Loopback connections cost microseconds.
-        let client = reqwest::Client::builder()
+        let client = crate::http::client()
             .no_proxy()
             .pool_max_idle_per_host(0)
             .build()
@@ -296,7 +296,7 @@ impl RunningEngine {
         model_id: &str,
         timeout: Duration,
     ) -> Result<Self, Failure> {
-        let client = reqwest::Client::builder()
+        let client = crate::http::client()
             .no_proxy()
             .pool_max_idle_per_host(0)
             .build()

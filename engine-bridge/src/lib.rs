@@ -10,6 +10,7 @@
 //! - [`probes`]: speed, depth curve, concurrency, quality, context recall;
 //! - [`ask`]: a question through the model's chat template, thinking apart;
 //! - [`openai`]: OpenAI-compatible servers, timed on the client;
+//! - [`http`]: the HTTP client everything is sent with (TLS by ring);
 //! - [`endpoints`]: the judge and other models Tunebook asks, configured on the server;
 //! - [`llama_server`]: llama-server's health, props and timed completions;
 //! - [`memory`]: peak RSS of the process group, MemAvailable, GPU memory;
@@ -30,6 +31,7 @@ pub mod failure;
 pub mod fit;
 pub mod flags;
 pub mod gguf;
+pub mod http;
 pub mod llama_server;
 pub mod measure;
 pub mod memory;

@@ -34,7 +34,7 @@ pub struct Connection {
 impl Connection {
     pub fn new(server: &str, token: &str) -> Self {
         Connection {
-            client: reqwest::Client::builder().no_proxy().build().expect("a client"),
+            client: engine_bridge::http::client().no_proxy().build().expect("a client"),
             server: server.trim_end_matches('/').to_string(),
             token: token.to_string(),
         }

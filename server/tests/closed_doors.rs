@@ -280,7 +280,7 @@ async fn wrong_passwords_are_limited() {
     let mut settings = TestServer::settings(data.path().to_path_buf());
     settings.password = Some("right".into());
     let server = TestServer::start_with(settings, data).await;
-    let client = reqwest::Client::builder()
+    let client = engine_bridge::http::client()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 async fn everything_but_links_and_workers_wants_a_login() {
     let (server, study) =
         common::planted_server(|s| s.password = Some("correct horse".into())).await;
-    let client = reqwest::Client::builder()
+    let client = engine_bridge::http::client()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .build()

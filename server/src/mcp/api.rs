@@ -53,7 +53,7 @@ impl Api {
         if password.is_some() && base.scheme() == "http" && !local {
             tracing::warn!("the password goes to {server} unencrypted (http, not https)");
         }
-        let client = reqwest::Client::builder()
+        let client = engine_bridge::http::client()
             .no_proxy()
             // The login answers with a redirect and the cookie: kept here.
             .redirect(reqwest::redirect::Policy::none())

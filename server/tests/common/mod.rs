@@ -156,7 +156,7 @@ pub async fn planted_server(adjust: impl FnOnce(&mut Settings)) -> (TestServer, 
 
 /// A client that never goes through a proxy.
 pub fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    engine_bridge::http::client().no_proxy().build().unwrap()
 }
 
 /// GETs `path` from the server and decodes its JSON.

@@ -156,7 +156,7 @@ pub async fn chat(
     prompt: &str,
     extra: Value,
 ) -> Result<(String, String), String> {
-    let client = reqwest::Client::new();
+    let client = engine_bridge::http::client().build().map_err(|e| e.to_string())?;
     let url = endpoint.url.trim_end_matches('/');
     let model = match &endpoint.model {
         Some(m) => m.clone(),
