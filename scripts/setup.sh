@@ -31,6 +31,16 @@ done
 scripts/setup-tools.sh "${tools[@]}"
 scripts/setup-engine.sh
 scripts/setup-models.sh
+# The build folder every checkout on this machine shares
+# (.cargo/config.toml): each checkout adds its own crates to the
+# dependencies they share, so past 16 GiB it starts over (a test build
+# from nothing is about 3).
+shared="$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["build_directory"])')"
+if [[ -d "$shared" ]] && (($(du -s --block-size=1G "$shared" | cut -f1) > 16)); then
+  echo "==> the shared build folder $shared is past 16 GiB: starting it over"
+  rm -rf "$shared"
+fi
 echo "==> building tunebook ($build)"
 if [[ "$build" == tests ]]; then
   # shellcheck source=scripts/lint.env
