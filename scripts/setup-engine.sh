@@ -20,6 +20,9 @@ if [[ ! -f "$stamp" ]]; then
   mkdir -p "$prefix"
   python3 -m venv "$prefix/venv"
   "$prefix/venv/bin/pip" install --quiet --upgrade pip
+  # All the tools, not only the four needed: building only those targets
+  # (scikit-build-core's build.targets) saved 5 % of the CPU time, side by
+  # side (16m54s against 15m59s); ggml, libllama and the server are most.
   CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
   CFLAGS="$NO_AMX" CXXFLAGS="$NO_AMX" \
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
