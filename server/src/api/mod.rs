@@ -260,7 +260,14 @@ fn routes() -> ApiRouter<AppState> {
 
 /// The described routes, and their description.
 pub fn described() -> (axum::Router<AppState>, OpenApi) {
-    aide::generate::on_error(|error| tracing::warn!(%error, "the API's description"));
+    aide::generate::on_error(|error| {
+        // The rejections' answers ([`answers`]) are described on purpose in
+        // place of those aide infers from the extractors; that it kept ours
+        // is no error, and a warning for each at every start hid real ones.
+        if !matches!(error, aide::Error::InferredResponseConflict(_)) {
+            tracing::warn!(%error, "the API's description");
+        }
+    });
     aide::generate::extract_schemas(true);
     let mut api = OpenApi {
         info: Info {
