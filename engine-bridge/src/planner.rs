@@ -43,6 +43,13 @@ pub const SLOT_CONTEXT: (&str, &str) = ("ctx_size", "parallel");
 /// other counts (threads, drafted tokens).
 pub const LAYER_COUNTS: [&str; 2] = ["n_gpu_layers", "n_cpu_moe"];
 
+/// The settings that count CPU threads. No buffer an engine allocates
+/// grows with them by more than a thread's scratch space (kilobytes to a
+/// few megabytes), so they never decide whether a configuration runs out
+/// of memory, though a search that proposes its favourite thread count
+/// beside every layer count it tries would see them fail together.
+pub const THREAD_COUNTS: [&str; 2] = ["threads", "threads_batch"];
+
 /// One tensor of a model file.
 #[derive(Debug, Clone, Serialize)]
 pub struct TensorInfo {

@@ -213,6 +213,19 @@ impl Encoder {
         values
     }
 
+    /// The columns of a row that no setting named in `names` touches: the
+    /// intercept, the other settings' own columns and the pairs and
+    /// matches among them.
+    pub fn columns_without(&self, names: &[&str]) -> Vec<usize> {
+        let left = |i: &usize| self.names.get(*i).is_none_or(|n| !names.contains(&n.as_str()));
+        let keeps = |c: &Class| match c {
+            Class::Intercept | Class::Drift => true,
+            Class::Main(i) | Class::Shape(i) => left(i),
+            Class::Pair(i, j) | Class::Same(i, j) => left(i) && left(j),
+        };
+        (0..self.classes.len()).filter(|c| keeps(&self.classes[*c])).collect()
+    }
+
     /// How many axes there are: the settings, and the context a slot
     /// gets where it is coded.
     pub fn settings(&self) -> usize {

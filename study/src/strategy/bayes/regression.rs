@@ -384,6 +384,16 @@ pub(super) struct Draw {
 }
 
 impl Draw {
+    /// A draw over some of a row's columns (`columns`, in order) read
+    /// over whole rows of `width`: the other columns weigh nothing.
+    pub fn widened(self, columns: &[usize], width: usize) -> Draw {
+        let mut weights = DVector::zeros(width);
+        for (w, c) in self.weights.iter().zip(columns) {
+            weights[*c] = *w;
+        }
+        Draw { weights, ..self }
+    }
+
     /// The model at `row`. A row shorter than the weights (the encoder's,
     /// without the objectives' drift column) reads the model as of the
     /// study's first trial.
