@@ -176,8 +176,8 @@ mod tests {
     fn running_out_of_memory_is_not_charged_to_the_thread_count() {
         // As on `split` (`trace_search split bayes 2 200`): the search ran
         // its favourite thread count beside every memory setting it tried,
-        // and the largest batch ran out of memory each time, at 12 or 16
-        // threads; the largest batch ran once, at one thread, with the
+        // and the two largest batches ran out of memory each time, at 12 or
+        // 16 threads; the largest batch ran once, at one thread, with the
         // smaller cache. A model of every setting put the failures on the
         // thread count and held the largest batch with the smaller cache
         // to fail at 12 threads; threads set no buffer that fills memory.
