@@ -77,15 +77,6 @@ pub(super) fn draws<'a>(
     let models: Vec<LinearDraws<'a>> = causes
         .iter()
         .filter_map(|c| {
-            let (x, bad): (Vec<Vec<f64>>, Vec<f64>) = history
-                .iter()
-                .zip(rows)
-                .filter_map(|(o, row)| match cause(o) {
-                    None => Some((row.clone(), 0.0)),
-                    Some(other) if other == *c => Some((row.clone(), 1.0)),
-                    Some(_) => None,
-                })
-                .unzip();
             // Running out of memory is read without the thread counts.
             let columns = match c {
                 Cause::Failed(Some(FailureKind::OutOfMemory)) => {
@@ -93,8 +84,16 @@ pub(super) fn draws<'a>(
                 }
                 _ => (0..encoder.width()).collect(),
             };
-            let x: Vec<Vec<f64>> =
-                x.iter().map(|row| columns.iter().map(|c| row[*c]).collect()).collect();
+            let pick = |row: &Vec<f64>| -> Vec<f64> { columns.iter().map(|c| row[*c]).collect() };
+            let (x, bad): (Vec<Vec<f64>>, Vec<f64>) = history
+                .iter()
+                .zip(rows)
+                .filter_map(|(o, row)| match cause(o) {
+                    None => Some((pick(row), 0.0)),
+                    Some(other) if other == *c => Some((pick(row), 1.0)),
+                    Some(_) => None,
+                })
+                .unzip();
             let classes: Vec<_> = columns.iter().map(|c| encoder.classes[*c]).collect();
             let fitted = Posterior::fit_noisier(&x, &bad, &classes, LEAST_NOISE)?;
             let width = encoder.width();
