@@ -10,7 +10,7 @@ mod common;
 mod acceptance;
 #[path = "assets.rs"]
 mod assets;
-#[path = "browser.rs"]
+#[path = "browser/mod.rs"]
 mod browser;
 #[path = "cli_plan.rs"]
 mod cli_plan;
