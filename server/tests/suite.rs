@@ -44,7 +44,7 @@ mod queue;
 mod real_trial;
 #[path = "reports.rs"]
 mod reports;
-#[path = "studies.rs"]
+#[path = "studies/mod.rs"]
 mod studies;
 #[path = "views.rs"]
 mod views;
