@@ -13,6 +13,7 @@ mod score;
 mod search;
 mod search_worlds;
 mod serving;
+mod sglang;
 mod split;
 mod unseen;
 mod vllm;

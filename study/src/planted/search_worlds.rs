@@ -22,7 +22,8 @@
 //!   every change so far ([`super::cpu_only`]); `vllm`, the first on
 //!   another engine, built after `cpu` ([`super::vllm`]); `split`, a
 //!   model across two GPUs, built after every change so far
-//!   ([`super::split`]).
+//!   ([`super::split`]); `sglang`, the first with a continuous setting,
+//!   built after every change so far ([`super::sglang`]).
 
 use engine_bridge::Settings;
 
@@ -181,6 +182,7 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::cpu_only::cpu_world(noise));
     all.push(super::vllm::vllm_world(noise));
     all.push(super::split::split_world(noise));
+    all.push(super::sglang::sglang_world(noise));
     all.extend(super::bounded::bounded_worlds(noise));
     all
 }

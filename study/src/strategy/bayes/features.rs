@@ -403,6 +403,26 @@ mod tests {
     }
 
     #[test]
+    fn a_listed_minus_one_turns_the_feature_off() {
+        // SGLang's chunked prefill: -1 prefills each prompt whole. It is
+        // not a chunk one step below 512, so it is coded as a range from
+        // 0 codes its 0, and the chunks past it by their ratios.
+        let list = |v: &[&str]| Domain::Values(v.iter().map(|s| s.to_string()).collect());
+        let chunks = ["-1", "512", "1024", "2048", "4096", "8192"];
+        let e = Encoder::new(&[param("chunk", list(&chunks))], &Settings::new());
+        let x = |v: &str| e.inputs(&[("chunk".to_string(), v.to_string())].into());
+        let apart = |a: &str, b: &str| -> f64 {
+            x(a).iter().zip(x(b)).map(|(p, q)| (p - q).powi(2)).sum::<f64>().sqrt()
+        };
+        assert_eq!(x("-1").len(), 2, "a column for whether it is off");
+        assert!((apart("-1", "512") - 1.0).abs() < 1e-9, "{}", apart("-1", "512"));
+        assert!((apart("512", "1024") - apart("4096", "8192")).abs() < 1e-9);
+        // Two values below 1 are two values of a line.
+        let line = Encoder::new(&[param("n", list(&["-1", "0", "512", "4096"]))], &Settings::new());
+        assert_eq!(line.inputs(&[("n".to_string(), "0".to_string())].into()).len(), 1);
+    }
+
+    #[test]
     fn a_number_held_at_zero_by_another_is_coded_at_its_middle_there() {
         let most = param("draft_max", Domain::Int { min: 0, max: 24, step: 1, log: false });
         let fewest = param("draft_min", Domain::Int { min: 0, max: 8, step: 1, log: false });
