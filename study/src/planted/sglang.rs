@@ -28,7 +28,7 @@
 
 use engine_bridge::{Catalog, Settings};
 
-use super::formula::{GIB, get, number};
+use super::formula::{GIB, get, number, within_objective};
 use super::{Noise, Truth, World};
 use crate::study::Metric;
 
@@ -43,8 +43,6 @@ const CONTEXT: f64 = 16384.0;
 const SHARED: f64 = 2000.0;
 const OWN: f64 = 6000.0;
 const OUTPUT: f64 = 300.0;
-/// The service objective: a token at least every 60 ms.
-const SLOWEST: f64 = 1000.0 / 60.0;
 
 fn sglang(s: &Settings) -> Truth {
     let share = number(s, "mem_fraction_static");
@@ -89,11 +87,7 @@ fn sglang(s: &Settings) -> Truth {
         let small = if graphs { 1.0 } else { 0.8 + 0.2 * (b / 64.0).min(1.0) };
         44.0 / (1.0 + b / 40.0).powf(0.6) * kernels * cache * small / (1.0 + chunk / 16384.0)
     };
-    let mut running = held;
-    while running > 1.0 && speed(running) < SLOWEST {
-        running -= 1.0;
-    }
-    let goodput = if speed(running) < SLOWEST { 0.0 } else { running * speed(running) / OUTPUT };
+    let (running, goodput) = within_objective(held, speed, OUTPUT);
     let prompt = OWN + if radix { 0.0 } else { SHARED };
     let steps = (prompt / chunk).ceil();
     let step_ms = (15.0 + chunk.min(prompt) * 0.025) / kernels + running * 0.2;

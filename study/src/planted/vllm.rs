@@ -31,7 +31,7 @@
 
 use engine_bridge::{Catalog, Settings};
 
-use super::formula::{GIB, get, number};
+use super::formula::{GIB, get, number, within_objective};
 use super::{Noise, Truth, World};
 use crate::study::Metric;
 
@@ -44,8 +44,6 @@ const KV_TOKEN: f64 = 192.0 * 1024.0;
 const SHARED: f64 = 1000.0;
 const OWN: f64 = 2000.0;
 const OUTPUT: f64 = 300.0;
-/// The service objective: a token at least every 60 ms.
-const SLOWEST: f64 = 1000.0 / 60.0;
 
 fn vllm(s: &Settings) -> Truth {
     let share = number(s, "gpu_memory_utilization");
@@ -78,11 +76,7 @@ fn vllm(s: &Settings) -> Truth {
         let cache = if fp8 { 0.95 } else { 1.0 };
         38.0 / (1.0 + b / 48.0).powf(0.6) * graphs * cache / (1.0 + step / 32768.0)
     };
-    let mut running = held;
-    while running > 1.0 && speed(running) < SLOWEST {
-        running -= 1.0;
-    }
-    let goodput = if speed(running) < SLOWEST { 0.0 } else { running * speed(running) / OUTPUT };
+    let (running, goodput) = within_objective(held, speed, OUTPUT);
     let prompt = OWN + if prefix { 0.0 } else { SHARED };
     let chunks = (prompt / step).ceil();
     let step_ms = 20.0 + step.min(prompt) * 0.03 + running * 0.15;
