@@ -14,6 +14,7 @@ mod search;
 mod search_worlds;
 mod serving;
 mod sglang;
+mod spill;
 mod split;
 mod unseen;
 mod vllm;

@@ -23,7 +23,9 @@
 //!   another engine, built after `cpu` ([`super::vllm`]); `split`, a
 //!   model across two GPUs, built after every change so far
 //!   ([`super::split`]); `sglang`, the first with a continuous setting,
-//!   built after every change so far ([`super::sglang`]).
+//!   built after every change so far ([`super::sglang`]); `spill`, the
+//!   first with environment variables and three objectives that trade
+//!   through the GPU's memory, built after that ([`super::spill`]).
 
 use engine_bridge::Settings;
 
@@ -183,6 +185,7 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::vllm::vllm_world(noise));
     all.push(super::split::split_world(noise));
     all.push(super::sglang::sglang_world(noise));
+    all.push(super::spill::spill_world(noise));
     all.extend(super::bounded::bounded_worlds(noise));
     all
 }
