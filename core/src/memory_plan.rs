@@ -5,14 +5,14 @@
 //! layers. The findings model what was measured with it, so that what the
 //! settings did beyond the known structure is what they explain.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use engine_bridge::Settings;
 use engine_bridge::catalog::MODEL_SETTING;
-use engine_bridge::placement::Placement;
 use engine_bridge::planner::ModelInfo;
 use engine_bridge::profile::EngineKind;
+use engine_bridge::settings_plan;
 use tunebook_study::findings::PlanFn;
 use tunebook_study::{Metric, StudyDef};
 
@@ -34,35 +34,45 @@ pub fn planner(checked: &Checked, def: &StudyDef) -> Option<PlanFn> {
         .filter_map(|n| Some((n.clone(), ModelInfo::read(&profile.model(&n)?.path).ok()?)))
         .collect();
     let default = def.model.clone();
-    models.contains_key(&default).then(|| {
-        let plan: PlanFn = Arc::new(move |s: &Settings, metric: Metric| {
-            let name = s.get(MODEL_SETTING).unwrap_or(&default);
-            predicted(models.get(name.trim())?, s, metric)
-        });
-        plan
+    models.contains_key(&default).then(|| remembered(models, default))
+}
+
+/// The plan of `models` by name (a configuration names one in
+/// [`MODEL_SETTING`], else it is `default`), each plan remembered.
+fn remembered(models: BTreeMap<String, ModelInfo>, default: String) -> PlanFn {
+    let memo = Mutex::new(HashMap::new());
+    Arc::new(move |s: &Settings, metric: Metric| {
+        let name = s.get(MODEL_SETTING).unwrap_or(&default).trim();
+        let key: Vec<Option<String>> = std::iter::once(Some(name.to_string()))
+            .chain(settings_plan::SETTINGS.iter().map(|k| s.get(*k).cloned()))
+            .collect();
+        let mut memo = memo.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.len() >= MEMO {
+            memo.clear();
+        }
+        let bytes =
+            *memo.entry(key).or_insert_with(|| settings_plan::predicted(models.get(name)?, s));
+        as_metric(bytes?, metric)
     })
 }
 
-/// What the planner predicts of `metric` for configuration `s` of model
-/// `info`: the weights and the K/V cache on the host (peak RSS), or on the
-/// GPU where layers are offloaded; not the margin the fit check adds for
-/// buffers and the runtime, which is a guess, not a prediction (what they
-/// take is what the findings' model measures beyond the plan). A
-/// configuration that leaves the split to the engine (no `n_gpu_layers`
-/// stated) is predicted with none offloaded; on a machine with a GPU its
-/// trials then differ from the plan, which the findings' model takes up.
-fn predicted(info: &ModelInfo, s: &Settings, metric: Metric) -> Option<f64> {
-    let ctx: u64 = s.get("ctx_size").map_or(Some(0), |c| c.parse().ok())?;
-    let cache = |k: &str| s.get(k).map_or("f16", String::as_str);
-    let types = (cache("cache_type_k"), cache("cache_type_v"));
-    let placement = Placement::of(s, 0).ok()?;
-    let plan = info.placed_plan(ctx, types, &placement, (u64::MAX, u64::MAX));
-    let side = match metric {
-        Metric::PeakRssBytes => plan.host,
-        Metric::PeakGpuBytes if placement.gpu_layers > 0 => plan.gpu,
-        _ => return None,
-    };
-    Some(side.weights.saturating_add(side.kv.unwrap_or(0)) as f64)
+/// Plans remembered, by the settings the planner reads (a search plans
+/// every configuration it scores, thousands for each proposal, and a
+/// model of a thousand tensors takes tens of microseconds to plan).
+const MEMO: usize = 1 << 16;
+
+/// What the planner predicts of `metric` ([`settings_plan::predicted`]):
+/// the weights and the K/V cache on the host (peak RSS), or on the GPU
+/// where layers are offloaded. A configuration that leaves the split to
+/// the engine (no `n_gpu_layers` stated) is predicted with none
+/// offloaded; on a machine with a GPU its trials then differ from the
+/// plan, which the findings' model takes up.
+fn as_metric(bytes: settings_plan::Predicted, metric: Metric) -> Option<f64> {
+    match metric {
+        Metric::PeakRssBytes => Some(bytes.host as f64),
+        Metric::PeakGpuBytes => bytes.gpu.map(|b| b as f64),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -70,6 +80,10 @@ mod tests {
     use engine_bridge::gguf::write::LlamaSpec;
 
     use super::*;
+
+    fn predicted(info: &ModelInfo, s: &Settings, metric: Metric) -> Option<f64> {
+        as_metric(settings_plan::predicted(info, s)?, metric)
+    }
 
     /// The tiny model the tests write: a quantized cache needs less, a
     /// longer context more, and settings the planner does not read (the
@@ -89,5 +103,20 @@ mod tests {
         assert!(at(&[("ctx_size", "2048"), ("cache_type_k", "q4_0")]) < base);
         assert_eq!(at(&[("ctx_size", "2048"), ("threads", "1")]), base);
         assert_eq!(predicted(&info, &Settings::new(), Metric::DecodeTps), None);
+        // Remembered, the plan is the same, by the model each names.
+        let plan = remembered([("tiny".to_string(), info.clone())].into(), "tiny".into());
+        let settings = |pairs: &[(&str, &str)]| -> Settings {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let plan_at = |pairs: &[(&str, &str)], metric| plan(&settings(pairs), metric);
+        for pairs in [&[("ctx_size", "2048")][..], &[("ctx_size", "4096"), ("threads", "2")]] {
+            let direct = predicted(&info, &settings(pairs), Metric::PeakRssBytes);
+            assert_eq!(plan_at(pairs, Metric::PeakRssBytes), direct);
+            assert_eq!(plan_at(pairs, Metric::PeakRssBytes), direct, "remembered");
+        }
+        let offloaded = [("ctx_size", "2048"), ("n_gpu_layers", "99")];
+        assert!(plan_at(&offloaded, Metric::PeakGpuBytes).unwrap() > 0.0);
+        assert_eq!(plan_at(&offloaded[..1], Metric::PeakGpuBytes), None, "none offloaded");
+        assert_eq!(plan_at(&[("model", "other")], Metric::PeakRssBytes), None);
     }
 }

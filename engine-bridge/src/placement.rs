@@ -53,6 +53,18 @@ pub enum SplitMode {
     None,
 }
 
+/// The settings [`Placement::of`] reads, and no others: what a placement
+/// is keyed by where it is remembered.
+pub const SETTINGS: [&str; 7] = [
+    "n_gpu_layers",
+    "override_tensor",
+    "n_cpu_moe",
+    "cpu_moe",
+    "tensor_split",
+    "split_mode",
+    "main_gpu",
+];
+
 impl Placement {
     /// `gpu_layers` layers offloaded and nothing overridden.
     pub fn layers(gpu_layers: u64) -> Self {

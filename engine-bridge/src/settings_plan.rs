@@ -1,11 +1,28 @@
 //! A configuration's memory planned from its settings: the context size,
 //! the K/V cache types and the layers placed on GPUs, read from the
-//! settings one way for a study's check of what fits and for
-//! `tunebook plan`.
+//! settings one way for a study's check of what fits, for `tunebook
+//! plan`, and for the bytes the findings and the search take from the
+//! planner.
 
 use crate::catalog::Settings;
 use crate::placement::Placement;
 use crate::planner::{MemoryPlan, ModelInfo, OffloadPlan};
+
+/// The settings [`Asked::of`] reads, and no others (those of the
+/// placement among them): a plan is the same for two configurations
+/// alike in these.
+pub const SETTINGS: [&str; 10] = [
+    "ctx_size",
+    "cache_type_k",
+    "cache_type_v",
+    crate::placement::SETTINGS[0],
+    crate::placement::SETTINGS[1],
+    crate::placement::SETTINGS[2],
+    crate::placement::SETTINGS[3],
+    crate::placement::SETTINGS[4],
+    crate::placement::SETTINGS[5],
+    crate::placement::SETTINGS[6],
+];
 
 /// What a configuration's settings ask of memory.
 pub struct Asked<'a> {
@@ -61,4 +78,31 @@ pub fn plan(
     } else {
         Planned::Placed(info.placed_plan(ctx, (k, v), &asked.placement, (gpu_free, host_available)))
     }
+}
+
+/// The bytes the planner predicts a configuration places on the host and
+/// on the GPUs: weights and K/V cache, not the margin the fit check adds
+/// for buffers and the runtime, which is a guess, not a prediction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Predicted {
+    pub host: u64,
+    /// `None` where no layer is offloaded.
+    pub gpu: Option<u64>,
+}
+
+/// What `settings` place where for `info`, at the settings' context (the
+/// model's own where they name none); `None` where a setting the planner
+/// reads cannot be read. Settings that leave the split to the engine (no
+/// `n_gpu_layers`) are planned with none offloaded.
+pub fn predicted(info: &ModelInfo, settings: &Settings) -> Option<Predicted> {
+    let asked = Asked::of(settings).ok()?;
+    let plan = info.placed_plan(
+        asked.ctx.unwrap_or(0),
+        asked.types,
+        &asked.placement,
+        (u64::MAX, u64::MAX),
+    );
+    let bytes = |side: &MemoryPlan| side.weights.saturating_add(side.kv.unwrap_or(0));
+    let offloaded = asked.placement.gpu_layers > 0;
+    Some(Predicted { host: bytes(&plan.host), gpu: offloaded.then(|| bytes(&plan.gpu)) })
 }

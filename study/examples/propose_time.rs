@@ -24,7 +24,7 @@ async fn main() {
         std::process::exit(2);
     };
     let study = world.study(&kind, 1, max);
-    let strategy = tunebook_study::strategy::for_study(&study, None);
+    let strategy = tunebook_study::strategy::for_study(&study, None, None);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let (mut history, mut baseline) = (Vec::new(), None);
     let mut next = Some(study.baseline.clone());

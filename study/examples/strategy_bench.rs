@@ -76,7 +76,7 @@ async fn main() {
         let mut needed = Vec::new();
         for seed in 1..=SEEDS {
             let s = study(kind, seed);
-            let strategy: Box<dyn Strategy> = strategy::for_study(&s, None);
+            let strategy: Box<dyn Strategy> = strategy::for_study(&s, None, None);
             let base = metrics(&s.baseline);
             let mut history = vec![s.observe(s.baseline.clone(), Some(&base), Some(&base))];
             let mut points = vec![values(&s.baseline)];

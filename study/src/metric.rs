@@ -195,7 +195,7 @@ min = "16384"
     async fn every_strategy_keeps_within_a_bound_on_a_setting() {
         for kind in ["grid", "random", "two_phase", "motpe", "bayes"] {
             let study = check(&CONTEXT.replace("KIND", kind)).unwrap();
-            let strategy = crate::strategy::for_study(&study, None);
+            let strategy = crate::strategy::for_study(&study, None, None);
             // Decode falls with context and peaks at 4 threads.
             let measure = |c: &Settings| -> BTreeMap<Metric, f64> {
                 let t: f64 = c["threads"].parse().unwrap();

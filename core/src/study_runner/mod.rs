@@ -263,7 +263,13 @@ impl Studies {
             }
         };
         let endpoint = study.def.strategy.endpoint.as_ref().and_then(|n| ctx.endpoints.get(n));
-        let strategy = strategy::for_study(&study, endpoint.cloned());
+        // The planner reads the model files' headers: off the runtime.
+        let (checked, def) = (ctx.checked.clone(), row.definition.clone());
+        let plan = tokio::task::spawn_blocking(move || crate::memory_plan::planner(&checked, &def))
+            .await
+            .ok()
+            .flatten();
+        let strategy = strategy::for_study(&study, endpoint.cloned(), plan);
         if !study.def.machines.is_empty() {
             return self.run_on_workers(id, &study, strategy.as_ref(), control).await;
         }

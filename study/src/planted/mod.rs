@@ -8,6 +8,7 @@ mod bounded;
 mod cpu_only;
 mod formula;
 mod held_out;
+mod model_file;
 mod region;
 mod score;
 mod search;
@@ -122,6 +123,10 @@ pub struct World {
     pub plan: Option<fn(&Settings) -> f64>,
     /// The engine's settings the study is checked against.
     pub catalog: fn() -> Catalog,
+    /// What the planner predicts of a configuration's GPU memory from the
+    /// world's model file, as the server's does from a GGUF file's
+    /// metadata (for the search as well as the findings).
+    pub gpu_plan: Option<fn(&Settings) -> Option<f64>>,
 }
 
 impl World {
@@ -142,12 +147,18 @@ impl World {
             silent: vec![],
             plan: None,
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         }
     }
 
     /// The world on another engine than llama-server.
     pub(crate) fn on(self, catalog: fn() -> Catalog) -> Self {
         World { catalog, ..self }
+    }
+
+    /// The world with a planner of GPU memory.
+    pub(crate) fn with_gpu_plan(self, plan: fn(&Settings) -> Option<f64>) -> Self {
+        World { gpu_plan: Some(plan), ..self }
     }
 
     /// Over the world's whole grid: how many configurations fail, and the
@@ -202,12 +213,17 @@ impl World {
             .unwrap_or_else(|e| panic!("world {}: {e}", self.name))
     }
 
-    /// The world's planner as the findings take one (see
+    /// The world's planner as the findings and the search take one (see
     /// [`crate::findings::findings_planned`]).
     pub fn planner(&self) -> Option<crate::findings::PlanFn> {
-        let plan = self.plan?;
-        Some(std::sync::Arc::new(move |s: &Settings, m: Metric| {
-            (m == Metric::PeakRssBytes).then(|| plan(s))
+        let (host, gpu) = (self.plan, self.gpu_plan);
+        if host.is_none() && gpu.is_none() {
+            return None;
+        }
+        Some(std::sync::Arc::new(move |s: &Settings, m: Metric| match m {
+            Metric::PeakRssBytes => host.map(|plan| plan(s)),
+            Metric::PeakGpuBytes => gpu.and_then(|plan| plan(s)),
+            _ => None,
         }))
     }
 
@@ -351,7 +367,7 @@ impl World {
         at_pick: bool,
     ) -> Vec<TrialFacts> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
-        let strategy = crate::strategy::for_study(study, None);
+        let strategy = crate::strategy::for_study(study, None, planner.cloned());
         let budget = study.def.budget.max_trials as usize;
         let mut s = Searching {
             history: Vec::new(),

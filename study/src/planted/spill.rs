@@ -31,8 +31,14 @@
 //! between two numbers), but its buffer leaves fewer layers room. The
 //! cache's quantization costs the model's output: q4_0 K most.
 //! Decode ↑, time to first token ↓, mean KL divergence ↓.
+//!
+//! The world has a model file ([`super::model_file`]), whose GPU bytes
+//! the planner predicts.
+
+use std::sync::LazyLock;
 
 use engine_bridge::Settings;
+use engine_bridge::planner::ModelInfo;
 
 use super::formula::{GIB, cache_bytes, divergence, get, number};
 use super::{Noise, Truth, World};
@@ -149,9 +155,20 @@ metric = "ttft_ms"
 metric = "kld_mean"
 "#;
 
+/// The model file: 48 blocks of [`LAYER`] bytes, an output layer of
+/// [`OUTPUT`], and 8 K/V heads of 128 a block (an f16 cache of
+/// [`KV_LAYER`] a block at the trained 32k context).
+static MODEL: LazyLock<ModelInfo> =
+    LazyLock::new(|| super::model_file::dense(48, LAYER, OUTPUT, (8, 128), 32768));
+
+fn spill_plan(s: &Settings) -> Option<f64> {
+    super::model_file::gpu_bytes(&MODEL, s)
+}
+
 /// The world, with `noise` and a heavy tail on top.
 pub(super) fn spill_world(noise: Noise) -> World {
     World::for_search("spill", SPILL, spill, Noise { tail: 0.05, ..noise })
+        .with_gpu_plan(spill_plan)
 }
 
 #[cfg(test)]
@@ -206,5 +223,24 @@ mod tests {
         assert!(gain("10") > gain("49") && gain("49") > 1.0);
         let kld = |changes: &[(&str, &str)]| at(changes).expect("runs")[2];
         assert!(kld(&q4) > kld(&[fa, ("cache_type_k", "q8_0"), ("cache_type_v", "q8_0")]));
+    }
+
+    /// The planner's bytes: the f16 cache of all 49 layers past the GPU's
+    /// 12 GiB, the q4_0 cache's within it, none with no layer offloaded,
+    /// and the same for settings it does not read.
+    #[test]
+    fn the_planner_reads_the_model_file() {
+        let plan = spill_world(Noise::default()).planner().expect("a planner");
+        let gpu = |pairs: &[(&str, &str)]| {
+            let s: Settings = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            plan(&s, Metric::PeakGpuBytes)
+        };
+        let all = ("n_gpu_layers", "49");
+        let f16 = gpu(&[all]).unwrap();
+        let q4 = gpu(&[all, ("cache_type_k", "q4_0"), ("cache_type_v", "q4_0")]).unwrap();
+        assert!(f16 > GPU && q4 < GPU && q4 > 0.5 * GPU, "{f16} {q4}");
+        assert_eq!(gpu(&[all, ("threads", "3")]), Some(f16));
+        assert_eq!(gpu(&[("n_gpu_layers", "0")]), None);
+        assert!(gpu(&[("n_gpu_layers", "30")]).unwrap() < f16);
     }
 }

@@ -301,6 +301,7 @@ pub fn all() -> Vec<World> {
             silent: vec![],
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
         World {
             name: "noise",
@@ -311,6 +312,7 @@ pub fn all() -> Vec<World> {
             silent: vec![],
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
         World {
             name: "ranges",
@@ -321,6 +323,7 @@ pub fn all() -> Vec<World> {
             silent: vec![],
             plan: Some(ranges_plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
         World {
             name: "kvcache",
@@ -331,6 +334,7 @@ pub fn all() -> Vec<World> {
             silent: vec![],
             plan: Some(kvcache_plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
         World {
             name: "suite",
@@ -344,6 +348,7 @@ pub fn all() -> Vec<World> {
             silent: vec![],
             plan: Some(kvcache_plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
         World {
             name: "machine",
@@ -354,6 +359,7 @@ pub fn all() -> Vec<World> {
             silent: vec![Metric::QualityScore],
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
         World {
             name: "noisy",
@@ -364,6 +370,7 @@ pub fn all() -> Vec<World> {
             silent: vec![Metric::QualityScore],
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
         World {
             name: "region",
@@ -374,6 +381,7 @@ pub fn all() -> Vec<World> {
             silent: vec![],
             plan: Some(super::region::plan),
             catalog: Catalog::llama_server,
+            gpu_plan: None,
         },
     ]
 }

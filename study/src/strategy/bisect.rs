@@ -120,7 +120,7 @@ mod tests {
         world: impl Fn(f64) -> Option<f64>,
         name: &str,
     ) -> (usize, Option<f64>) {
-        let strategy = super::super::for_study(study, None);
+        let strategy = super::super::for_study(study, None, None);
         let observe = |c: &engine_bridge::Settings, base: Option<&BTreeMap<Metric, f64>>| {
             let x: f64 = c[name].parse().unwrap();
             let m = world(x).map(|v| BTreeMap::from([(Metric::DecodeTps, v)]));
@@ -198,7 +198,7 @@ mod tests {
             let first = seen.lock().unwrap().insert(layers.to_bits());
             (layers <= 40.0 || (layers <= 45.0 && first)).then_some(20.0)
         };
-        let strategy = super::super::for_study(&s, None);
+        let strategy = super::super::for_study(&s, None, None);
         let measure = |c: &engine_bridge::Settings| {
             world(c["n_gpu_layers"].parse().unwrap())
                 .map(|v| BTreeMap::from([(Metric::DecodeTps, v)]))

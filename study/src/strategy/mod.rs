@@ -22,6 +22,7 @@ pub use motpe::Motpe;
 pub use random::Random;
 pub use two_phase::TwoPhase;
 
+use crate::findings::PlanFn;
 use crate::study::{Endpoint, Observation, StrategyKind, Study};
 
 /// The next configuration, and why it was picked.
@@ -39,15 +40,20 @@ pub trait Strategy: Send + Sync {
 }
 
 /// The strategy a study asks for; `endpoint` is the configured endpoint
-/// the study's `strategy.endpoint` names, if any (for `llm`).
-pub fn for_study(study: &Study, endpoint: Option<Endpoint>) -> Box<dyn Strategy> {
+/// the study's `strategy.endpoint` names, if any (for `llm`); `plan` the
+/// study's memory planner, if it has one (for `bayes`).
+pub fn for_study(
+    study: &Study,
+    endpoint: Option<Endpoint>,
+    plan: Option<PlanFn>,
+) -> Box<dyn Strategy> {
     let seed = study.def.strategy.seed;
     match study.def.strategy.kind {
         StrategyKind::Grid => Box::new(Grid),
         StrategyKind::Random => Box::new(Random { seed }),
         StrategyKind::TwoPhase => Box::new(TwoPhase { seed }),
         StrategyKind::Motpe => Box::new(Motpe { seed, startup: None }),
-        StrategyKind::Bayes => Box::new(Bayes::new(seed)),
+        StrategyKind::Bayes => Box::new(Bayes::planned(seed, plan)),
         StrategyKind::Bisect => Box::new(Bisect),
         StrategyKind::Llm => Box::new(Llm { endpoint, seed }),
     }
@@ -130,7 +136,7 @@ metric = "peak_rss_bytes"
 
     /// Runs a strategy for `n` trials on the synthetic objective.
     pub async fn run(study: &Study, n: usize) -> Vec<Observation> {
-        let strategy = for_study(study, None);
+        let strategy = for_study(study, None, None);
         // As the runner does: the baseline first.
         let base = metrics(&full(study, &study.baseline));
         let mut history = vec![study.observe(study.baseline.clone(), Some(&base), Some(&base))];

@@ -24,6 +24,9 @@
 //!   one's curve nor their product draws (the strategy benchmark,
 //!   `serving`, 30 seeds: median 50 trials → 45, 90th percentile 144 →
 //!   82, none short of 95 % at 200 trials where two were).
+//! - Where the study has a planner that predicts GPU memory (a GGUF
+//!   model's metadata, for llama-server), its bytes are one more number
+//!   after that ([`super::planned`]).
 
 use std::borrow::Cow;
 
@@ -31,6 +34,8 @@ use engine_bridge::Settings;
 
 use super::axis::Axis;
 pub(super) use super::axis::Class;
+use super::planned::Planned;
+use crate::findings::PlanFn;
 use crate::space::{Domain, Param, Space};
 
 /// Turns configurations into rows.
@@ -50,6 +55,8 @@ pub(super) struct Encoder {
     /// (context, slots): their ratio is the last axis, past the settings'
     /// own ([`Encoder::slot_context`]).
     slot: Option<(usize, usize)>,
+    /// The planner's GPU bytes: the very last axis ([`Encoder::planned`]).
+    planned: Option<Planned>,
     pub classes: Vec<Class>,
 }
 
@@ -63,11 +70,22 @@ const MAX_HELD_VALUES: u64 = 64;
 const MAX_COLUMNS: usize = 512;
 
 impl Encoder {
+    #[cfg(test)]
     pub fn new(params: &[Param], defaults: &Settings) -> Self {
+        Self::with_plan(params, defaults, None)
+    }
+
+    /// The encoder of `params`, with the planner's GPU bytes as the last
+    /// axis where `planned` is given.
+    fn with_plan(params: &[Param], defaults: &Settings, planned: Option<(Planned, Axis)>) -> Self {
         let mut axes: Vec<Axis> = params.iter().map(Axis::of).collect();
         let slot = Self::slot_context(params, &axes).map(|(pair, axis)| {
             axes.push(axis);
             pair
+        });
+        let planned = planned.map(|(planned, axis)| {
+            axes.push(axis);
+            planned
         });
         let mut classes = vec![Class::Intercept];
         for (i, a) in axes.iter().enumerate() {
@@ -103,7 +121,17 @@ impl Encoder {
             .map(|p| defaults.get(&p.name).cloned().unwrap_or_else(|| p.domain.ends().0))
             .collect();
         let names = params.iter().map(|p| p.name.clone()).collect();
-        Encoder { names, axes, defaults, pair_cap, matched, held: Vec::new(), slot, classes }
+        Encoder {
+            names,
+            axes,
+            defaults,
+            pair_cap,
+            matched,
+            held: Vec::new(),
+            slot,
+            planned,
+            classes,
+        }
     }
 
     /// The context and slot settings ([`engine_bridge::planner::SLOT_CONTEXT`])
@@ -120,12 +148,21 @@ impl Encoder {
         ok.then_some(((c, s), Axis::Number { lo, hi, log: true, knots: 5, off: false }))
     }
 
-    /// The encoder of a study's space, which also knows the numbers its
-    /// constraints hold at 0 while another number is 0: with `baseline`'s
-    /// other settings and the holder at 0, the constraints allow the held
-    /// one its 0 and nothing else, while the holder at its top allows more.
+    /// As [`Encoder::planned`], without a planner.
+    #[cfg(test)]
     pub fn for_space(space: &Space, baseline: &Settings) -> Self {
-        let mut encoder = Self::new(&space.params, baseline);
+        Self::planned(space, baseline, None)
+    }
+
+    /// The encoder of a study's space, with the GPU bytes `plan` predicts
+    /// as one more axis where it predicts bytes that differ over the
+    /// space. It also knows the numbers the constraints hold at 0 while
+    /// another number is 0: with `baseline`'s other settings and the
+    /// holder at 0, the constraints allow the held one its 0 and nothing
+    /// else, while the holder at its top allows more.
+    pub fn planned(space: &Space, baseline: &Settings, plan: Option<&PlanFn>) -> Self {
+        let planned = plan.and_then(|p| Planned::of(p, space, baseline));
+        let mut encoder = Self::with_plan(&space.params, baseline, planned);
         if space.constraints.is_empty() {
             return encoder;
         }
@@ -190,7 +227,8 @@ impl Encoder {
     }
 
     /// Each axis's value in `config`: the settings' own (a held one at
-    /// its middle), then the context a slot gets, where there is one.
+    /// its middle), then the context a slot gets and the planner's GPU
+    /// bytes, where they are coded.
     fn values<'c>(&'c self, config: &'c Settings) -> Vec<Cow<'c, str>> {
         let mut values: Vec<Cow<str>> = self
             .names
@@ -210,6 +248,9 @@ impl Encoder {
             let ratio = Some(x / y).filter(|r| r.is_finite() && *r > 0.0).unwrap_or(0.0);
             values.push(Cow::Owned(ratio.to_string()));
         }
+        if let Some(planned) = &self.planned {
+            values.push(Cow::Owned(planned.bytes(config).to_string()));
+        }
         values
     }
 
@@ -226,8 +267,8 @@ impl Encoder {
         (0..self.classes.len()).filter(|c| keeps(&self.classes[*c])).collect()
     }
 
-    /// How many axes there are: the settings, and the context a slot
-    /// gets where it is coded.
+    /// How many axes there are: the settings, the context a slot gets
+    /// and the planner's GPU bytes where they are coded.
     pub fn settings(&self) -> usize {
         self.axes.len()
     }

@@ -28,6 +28,11 @@
 //! Each objective's linear model also has a column for the trial's place
 //! in the study, which takes up the machine's drift ([`residuals`]).
 //!
+//! Where the study has a memory planner (a GGUF model's metadata, for
+//! llama-server), the GPU bytes it predicts for a configuration are one
+//! more number beside the settings ([`planned`]): whether a configuration
+//! fits, or spills, goes by it.
+//!
 //! Speeds, times and memory are modelled on a log scale, with values more
 //! than ten times worse than the best raised to that ([`floored`]); numbers
 //! along their range (log ranges on a log scale) with curves that can
@@ -42,6 +47,7 @@ mod design;
 mod failures;
 mod features;
 mod gp;
+mod planned;
 mod refit;
 mod regression;
 mod robust;
@@ -53,6 +59,7 @@ use engine_bridge::Settings;
 use rand::Rng;
 
 use super::{Proposal, Strategy, rng_for};
+use crate::findings::PlanFn;
 use crate::metric::Scale;
 use crate::study::{Measure, Observation, Study, Target};
 use acquisition::{Acquisition, Drawn, Pooled, Units, Worth, better};
@@ -95,11 +102,19 @@ pub struct Bayes {
     pub seed: u64,
     /// The processes' hyperparameters fitted so far (see [`refit`]).
     kept: refit::Kept,
+    /// The study's planner, whose GPU bytes the models take as one more
+    /// number ([`planned`]).
+    plan: Option<PlanFn>,
 }
 
 impl Bayes {
     pub fn new(seed: u64) -> Self {
-        Self { seed, kept: Default::default() }
+        Self::planned(seed, None)
+    }
+
+    /// The strategy with the study's planner, where it has one.
+    pub fn planned(seed: u64, plan: Option<PlanFn>) -> Self {
+        Self { seed, kept: Default::default(), plan }
     }
 }
 
@@ -192,7 +207,7 @@ impl Strategy for Bayes {
         if pool.is_empty() {
             return None;
         }
-        let encoder = Encoder::for_space(&study.space, &study.baseline);
+        let encoder = Encoder::planned(&study.space, &study.baseline, self.plan.as_ref());
         let seen: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
         let listed = study.space.grid_size() <= LISTED;
         if history.len() < START {

@@ -1,0 +1,183 @@
+//! The GPU memory the planner predicts for a configuration, as one more
+//! axis of the models (past the settings' own and the context a slot
+//! gets; see [`super::features`]).
+//!
+//! Whether a configuration fits on the GPU, and how much it spills where
+//! unified memory lets it, go by one number that four or more settings
+//! make together: the layers offloaded, both K/V cache types and the
+//! context. No setting's curve and no pair of them draws that diagonal,
+//! and the models then take what it does for a main effect of one of
+//! them: trials of many layers that ran out of memory, or spilled and ran
+//! slowly, with an f16 cache held every configuration of many layers
+//! slow, the q4_0 cache's too, which fits and is the fastest (the
+//! strategy benchmark's `spill` world, where a search stopped at half of
+//! the front). The planner knows that number from the model file's own
+//! metadata before anything is loaded; given it, the models can learn the
+//! cliff once, along it.
+
+use engine_bridge::Settings;
+use rand::SeedableRng;
+
+use super::axis::Axis;
+use crate::findings::PlanFn;
+use crate::space::Space;
+use crate::study::Metric;
+
+/// Configurations drawn to find the axis's ends.
+const DRAWS: usize = 512;
+
+/// The planner's GPU bytes, placed along their range over the space.
+#[derive(Clone)]
+pub(super) struct Planned {
+    plan: PlanFn,
+    /// The study's complete baseline: a configuration is planned as the
+    /// baseline with the settings it names instead.
+    baseline: Settings,
+}
+
+impl std::fmt::Debug for Planned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planned").finish_non_exhaustive()
+    }
+}
+
+impl Planned {
+    /// The axis of `plan`'s GPU bytes over `space`, where the plan
+    /// predicts them and they differ between configurations (by more than
+    /// a thousandth): from the least to the most of the baseline and
+    /// [`DRAWS`] configurations drawn with a fixed seed, so that every
+    /// proposal of a study codes a configuration alike. One the plan
+    /// cannot predict (none offloaded) stands at 0.
+    pub fn of(plan: &PlanFn, space: &Space, baseline: &Settings) -> Option<(Self, Axis)> {
+        let planned = Planned { plan: plan.clone(), baseline: baseline.clone() };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x9E37_79B9);
+        let drawn = (0..DRAWS).map(|_| space.sample(&mut rng));
+        let bytes: Vec<f64> =
+            std::iter::once(baseline.clone()).chain(drawn).map(|c| planned.bytes(&c)).collect();
+        let lo = bytes.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = bytes.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (hi.is_finite() && hi > 0.0 && hi - lo > hi * 1e-3)
+            .then_some((planned, Axis::Number { lo, hi, log: false, knots: 5, off: false }))
+    }
+
+    /// The plan's GPU bytes for `config` (the baseline with what it names
+    /// instead); 0 where it has none.
+    pub fn bytes(&self, config: &Settings) -> f64 {
+        let mut full = self.baseline.clone();
+        full.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
+        (self.plan)(&full, Metric::PeakGpuBytes)
+            .filter(|b| b.is_finite() && *b > 0.0)
+            .unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::features::Encoder;
+    use super::super::regression::Posterior;
+    use super::*;
+    use crate::space::{Domain, Param};
+
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    /// Layers on the GPU (0 to 48) and one cache type: a block takes
+    /// 0.2 GiB of weights and 0.1, 0.05 or 0.01 of cache.
+    fn layers_and_cache() -> (Space, Settings, PlanFn) {
+        let types = ["f16", "q8_0", "q4_0"].map(String::from).to_vec();
+        let space = Space {
+            params: vec![
+                Param {
+                    name: "n_gpu_layers".into(),
+                    domain: Domain::Int { min: 0, max: 48, step: 1, log: false },
+                },
+                Param { name: "cache_type_k".into(), domain: Domain::Values(types) },
+            ],
+            ..Space::default()
+        };
+        let baseline: Settings = [("n_gpu_layers", "0"), ("cache_type_k", "f16")]
+            .map(|(k, v)| (k.into(), v.into()))
+            .into();
+        let plan: PlanFn = Arc::new(|s: &Settings, m: Metric| {
+            let layers: f64 = s.get("n_gpu_layers")?.parse().ok()?;
+            let cache = match s.get("cache_type_k")?.as_str() {
+                "f16" => 0.1,
+                "q8_0" => 0.05,
+                _ => 0.01,
+            };
+            (m == Metric::PeakGpuBytes && layers > 0.0).then_some(layers * (0.2 + cache) * GIB)
+        });
+        (space, baseline, plan)
+    }
+
+    fn at(layers: u32, cache: &str) -> Settings {
+        [("n_gpu_layers", layers.to_string()), ("cache_type_k", cache.to_string())]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    #[test]
+    fn the_planned_bytes_are_one_more_number() {
+        let (space, baseline, plan) = layers_and_cache();
+        let plain = Encoder::for_space(&space, &baseline);
+        let e = Encoder::planned(&space, &baseline, Some(&plan));
+        assert_eq!(e.settings(), plain.settings() + 1);
+        // Its slope, curvature and three bends, and two columns with each
+        // of the two settings' two.
+        assert_eq!(e.width(), plain.width() + 5 + 2 * 2 * 2);
+        // Its coordinate goes by the bytes alone: 40 blocks of 0.21 GiB
+        // stand where 28 of 0.3 do (8.4 GiB), past 20 of them.
+        let place = |c: Settings| *e.inputs(&c).last().unwrap();
+        assert!((place(at(40, "q4_0")) - place(at(28, "f16"))).abs() < 1e-12);
+        assert!(place(at(40, "q4_0")) > place(at(20, "f16")));
+        assert_eq!(place(at(0, "f16")), 0.0, "none offloaded: no bytes");
+        // A plan that predicts nothing, or the same bytes everywhere,
+        // adds no axis.
+        let none: PlanFn = Arc::new(|_: &Settings, _| None);
+        let flat: PlanFn = Arc::new(|_: &Settings, _| Some(GIB));
+        for p in [none, flat] {
+            assert_eq!(Encoder::planned(&space, &baseline, Some(&p)).width(), plain.width());
+        }
+    }
+
+    /// The spill: decode grows with the layers on the GPU until their
+    /// bytes pass 10 GiB, then falls steeply. The trials never ran the
+    /// smallest cache past 32 layers, where it still fits; fitted to them,
+    /// the linear model with the planned bytes predicts it fast there,
+    /// the settings' own curves and products alone, slow.
+    #[test]
+    fn a_cliff_along_the_planned_bytes_is_learned_across_the_settings() {
+        let (space, baseline, plan) = layers_and_cache();
+        let decode = |c: &Settings| {
+            let bytes = plan(c, Metric::PeakGpuBytes).unwrap_or(0.0) / GIB;
+            let layers: f64 = c["n_gpu_layers"].parse().unwrap();
+            0.03 * layers - 2.0 * (bytes - 10.0).max(0.0)
+        };
+        let held: Vec<Settings> = (36..=48).step_by(4).map(|n| at(n, "q4_0")).collect();
+        let mut errors = Vec::new();
+        for with in [true, false] {
+            let e = Encoder::planned(&space, &baseline, with.then_some(&plan));
+            let (mut rows, mut y) = (Vec::new(), Vec::new());
+            for cache in ["f16", "q8_0", "q4_0"] {
+                for n in (0..=48).step_by(4) {
+                    let c = at(n, cache);
+                    if !held.contains(&c) {
+                        rows.push(e.row(&c));
+                        y.push(decode(&c));
+                    }
+                }
+            }
+            let fit = Posterior::fit(&rows, &y, &e.classes).unwrap();
+            let off = |c: &Settings| (fit.mean_at(&e.row(c)) - decode(c)).powi(2);
+            errors.push((held.iter().map(off).sum::<f64>() / held.len() as f64).sqrt());
+        }
+        assert!(
+            errors[0] < 0.5 * errors[1],
+            "off by {:.3} with the plan, {:.3} without",
+            errors[0],
+            errors[1]
+        );
+    }
+}
