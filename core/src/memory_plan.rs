@@ -5,8 +5,8 @@
 //! layers. The findings model what was measured with it, so that what the
 //! settings did beyond the known structure is what they explain.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use engine_bridge::Settings;
 use engine_bridge::catalog::MODEL_SETTING;
@@ -40,26 +40,12 @@ pub fn planner(checked: &Checked, def: &StudyDef) -> Option<PlanFn> {
 /// The plan of `models` by name (a configuration names one in
 /// [`MODEL_SETTING`], else it is `default`), each plan remembered.
 fn remembered(models: BTreeMap<String, ModelInfo>, default: String) -> PlanFn {
-    let memo = Mutex::new(HashMap::new());
+    let memo = settings_plan::Memo::default();
     Arc::new(move |s: &Settings, metric: Metric| {
         let name = s.get(MODEL_SETTING).unwrap_or(&default).trim();
-        let key: Vec<Option<String>> = std::iter::once(Some(name.to_string()))
-            .chain(settings_plan::SETTINGS.iter().map(|k| s.get(*k).cloned()))
-            .collect();
-        let mut memo = memo.lock().unwrap_or_else(|e| e.into_inner());
-        if memo.len() >= MEMO {
-            memo.clear();
-        }
-        let bytes =
-            *memo.entry(key).or_insert_with(|| settings_plan::predicted(models.get(name)?, s));
-        as_metric(bytes?, metric)
+        as_metric(memo.predicted(name, models.get(name)?, s)?, metric)
     })
 }
-
-/// Plans remembered, by the settings the planner reads (a search plans
-/// every configuration it scores, thousands for each proposal, and a
-/// model of a thousand tensors takes tens of microseconds to plan).
-const MEMO: usize = 1 << 16;
 
 /// What the planner predicts of `metric` ([`settings_plan::predicted`]):
 /// the weights and the K/V cache on the host (peak RSS), or on the GPU

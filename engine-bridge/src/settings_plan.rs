@@ -4,6 +4,9 @@
 //! plan`, and for the bytes the findings and the search take from the
 //! planner.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use crate::catalog::Settings;
 use crate::placement::Placement;
 use crate::planner::{MemoryPlan, ModelInfo, OffloadPlan};
@@ -105,4 +108,34 @@ pub fn predicted(info: &ModelInfo, settings: &Settings) -> Option<Predicted> {
     let bytes = |side: &MemoryPlan| side.weights.saturating_add(side.kv.unwrap_or(0));
     let offloaded = asked.placement.gpu_layers > 0;
     Some(Predicted { host: bytes(&plan.host), gpu: offloaded.then(|| bytes(&plan.gpu)) })
+}
+
+/// Plans remembered by the settings [`predicted`] reads ([`SETTINGS`])
+/// and the model's name: a search plans every configuration it scores,
+/// thousands for each proposal, and a model of a thousand tensors takes
+/// tens of microseconds to plan. At most [`Memo::MOST`] are kept.
+#[derive(Debug, Default)]
+pub struct Memo {
+    plans: Mutex<HashMap<Vec<Option<String>>, Option<Predicted>>>,
+}
+
+impl Memo {
+    pub const MOST: usize = 1 << 16;
+
+    /// [`predicted`] for `info`, named `model`, remembered.
+    pub fn predicted(
+        &self,
+        model: &str,
+        info: &ModelInfo,
+        settings: &Settings,
+    ) -> Option<Predicted> {
+        let key: Vec<Option<String>> = std::iter::once(Some(model.to_string()))
+            .chain(SETTINGS.iter().map(|k| settings.get(*k).cloned()))
+            .collect();
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if plans.len() >= Self::MOST {
+            plans.clear();
+        }
+        *plans.entry(key).or_insert_with(|| predicted(info, settings))
+    }
 }

@@ -21,7 +21,6 @@
 use std::sync::LazyLock;
 
 use engine_bridge::Settings;
-use engine_bridge::planner::ModelInfo;
 
 use super::formula::{GIB, cache_bytes, divergence, get, number};
 use super::{Noise, Truth, World};
@@ -84,11 +83,11 @@ ubatch_size = 512
 /// The model file: 40 blocks of 0.16 GiB and 4 K/V heads of 164 a block
 /// (an f16 cache of 0.08 GiB a block at the trained 32k context), with a
 /// small output layer.
-static MODEL: LazyLock<ModelInfo> =
+static MODEL: LazyLock<super::model_file::File> =
     LazyLock::new(|| super::model_file::dense(40, 0.16 * GIB, 0.02 * GIB, (4, 164), 32768));
 
 fn plan(s: &Settings) -> Option<f64> {
-    super::model_file::gpu_bytes(&MODEL, s)
+    MODEL.gpu_bytes(s)
 }
 
 /// `bounded`'s objective and bounds.

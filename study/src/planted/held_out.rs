@@ -22,7 +22,6 @@
 use std::sync::LazyLock;
 
 use engine_bridge::Settings;
-use engine_bridge::planner::ModelInfo;
 
 use super::formula::{GIB, cache_bytes, get, number};
 use super::{Noise, Truth, World};
@@ -52,11 +51,11 @@ fn offload(s: &Settings) -> Truth {
 /// `offload`'s model file: 40 blocks of 0.4 GiB and 8 K/V heads of 100
 /// a block (an f16 cache of 0.49 GiB at 4,096 tokens, where the truth
 /// holds 0.5), with a small output layer.
-static OFFLOAD_MODEL: LazyLock<ModelInfo> =
+static OFFLOAD_MODEL: LazyLock<super::model_file::File> =
     LazyLock::new(|| super::model_file::dense(40, 0.4 * GIB, 0.02 * GIB, (8, 100), 65536));
 
 fn offload_plan(s: &Settings) -> Option<f64> {
-    super::model_file::gpu_bytes(&OFFLOAD_MODEL, s)
+    OFFLOAD_MODEL.gpu_bytes(s)
 }
 
 const OFFLOAD: &str = r#"

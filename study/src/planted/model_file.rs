@@ -8,6 +8,20 @@
 
 use engine_bridge::Settings;
 use engine_bridge::planner::{ModelInfo, TensorInfo};
+use engine_bridge::settings_plan::Memo;
+
+/// A world's model file, and its plans remembered as the server's are.
+pub(super) struct File {
+    info: ModelInfo,
+    memo: Memo,
+}
+
+impl File {
+    /// The planner's GPU bytes for `s` (`None` with no layer offloaded).
+    pub fn gpu_bytes(&self, s: &Settings) -> Option<f64> {
+        Some(self.memo.predicted("m", &self.info, s)?.gpu? as f64)
+    }
+}
 
 /// A dense model's file: `blocks` blocks of `block` bytes, an output layer
 /// and a token embedding of `output` bytes each, `kv_heads` K/V heads of
@@ -18,7 +32,7 @@ pub(super) fn dense(
     output: f64,
     (kv_heads, head): (u32, u32),
     context: u64,
-) -> ModelInfo {
+) -> File {
     let tensor = |name: String, bytes: f64| TensorInfo {
         name,
         // Q4_K, as the worlds' models are quantized.
@@ -32,7 +46,7 @@ pub(super) fn dense(
         .map(|(n, b)| tensor(n.into(), b))
         .chain((0..blocks).map(|i| tensor(format!("blk.{i}.ffn_down.weight"), block)))
         .collect();
-    ModelInfo {
+    let info = ModelInfo {
         architecture: "llama".into(),
         name: None,
         layers: blocks,
@@ -47,11 +61,6 @@ pub(super) fn dense(
         file_bytes: tensors.iter().map(|t| t.bytes).sum(),
         files: vec![],
         tensors,
-    }
-}
-
-/// The planner's GPU bytes for `s` on `model` (`None` with no layer
-/// offloaded), as the server's planner gives them to a study.
-pub(super) fn gpu_bytes(model: &ModelInfo, s: &Settings) -> Option<f64> {
-    Some(engine_bridge::settings_plan::predicted(model, s)?.gpu? as f64)
+    };
+    File { info, memo: Memo::default() }
 }

@@ -38,7 +38,6 @@
 use std::sync::LazyLock;
 
 use engine_bridge::Settings;
-use engine_bridge::planner::ModelInfo;
 
 use super::formula::{GIB, cache_bytes, divergence, get, number};
 use super::{Noise, Truth, World};
@@ -158,11 +157,11 @@ metric = "kld_mean"
 /// The model file: 48 blocks of [`LAYER`] bytes, an output layer of
 /// [`OUTPUT`], and 8 K/V heads of 128 a block (an f16 cache of
 /// [`KV_LAYER`] a block at the trained 32k context).
-static MODEL: LazyLock<ModelInfo> =
+static MODEL: LazyLock<super::model_file::File> =
     LazyLock::new(|| super::model_file::dense(48, LAYER, OUTPUT, (8, 128), 32768));
 
 fn spill_plan(s: &Settings) -> Option<f64> {
-    super::model_file::gpu_bytes(&MODEL, s)
+    MODEL.gpu_bytes(s)
 }
 
 /// The world, with `noise` and a heavy tail on top.

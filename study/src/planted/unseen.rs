@@ -39,7 +39,6 @@
 use std::sync::LazyLock;
 
 use engine_bridge::Settings;
-use engine_bridge::planner::ModelInfo;
 
 use super::formula::{GIB, cache_bytes, divergence, get, number};
 use super::{Noise, Truth, World};
@@ -178,11 +177,11 @@ fn layers(s: &Settings) -> Truth {
 /// `layers`' model file: 32 blocks of 0.3 GiB and 4 K/V heads of 128 a
 /// block (an f16 cache of 0.25 GiB at 4,096 tokens), with a small output
 /// layer.
-static LAYERS_MODEL: LazyLock<ModelInfo> =
+static LAYERS_MODEL: LazyLock<super::model_file::File> =
     LazyLock::new(|| super::model_file::dense(32, 0.3 * GIB, 0.02 * GIB, (4, 128), 65536));
 
 fn layers_plan(s: &Settings) -> Option<f64> {
-    super::model_file::gpu_bytes(&LAYERS_MODEL, s)
+    LAYERS_MODEL.gpu_bytes(s)
 }
 
 const LAYERS: &str = r#"
