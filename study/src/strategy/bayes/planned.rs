@@ -63,8 +63,15 @@ impl Planned {
     /// The plan's GPU bytes for `config` (the baseline with what it names
     /// instead); 0 where it has none.
     pub fn bytes(&self, config: &Settings) -> f64 {
-        let mut full = self.baseline.clone();
-        full.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // A trial and a candidate name every varied setting: most often
+        // every one the baseline does, and then nothing is copied.
+        let full = if self.baseline.keys().all(|k| config.contains_key(k)) {
+            std::borrow::Cow::Borrowed(config)
+        } else {
+            let mut full = self.baseline.clone();
+            full.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
+            std::borrow::Cow::Owned(full)
+        };
         (self.plan)(&full, Metric::PeakGpuBytes)
             .filter(|b| b.is_finite() && *b > 0.0)
             .unwrap_or(0.0)
