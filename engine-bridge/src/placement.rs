@@ -53,6 +53,11 @@ pub enum SplitMode {
     None,
 }
 
+/// The settings that deal the offloaded layers among several GPUs: where
+/// a study varies them, the GPU bytes of all of them together do not say
+/// which one runs out.
+pub const GPU_SPLIT: [&str; 3] = ["tensor_split", "split_mode", "main_gpu"];
+
 /// The settings [`Placement::of`] reads, and no others: what a placement
 /// is keyed by where it is remembered.
 pub const SETTINGS: [&str; 7] = [

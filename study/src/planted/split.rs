@@ -20,6 +20,8 @@
 //! mode): the longest contexts need quantized caches, layers left on the
 //! CPU, or a share that fills both GPUs. Decode ↑, context ↑.
 
+use std::sync::LazyLock;
+
 use engine_bridge::Settings;
 
 use super::formula::{GIB, cache_bytes, get, number};
@@ -68,6 +70,16 @@ fn split(s: &Settings) -> Truth {
     Truth::Runs([(Metric::DecodeTps, 1000.0 / (1.0 + gpu_ms + cpu_ms))].into())
 }
 
+/// The model file: 48 blocks of [`LAYER`] bytes and 4 K/V heads of 171 a
+/// block (an f16 cache of 1 GiB at 8,192 tokens), with a small output
+/// layer. The planner gives the GPUs' bytes together, not each one's.
+static MODEL: LazyLock<super::model_file::File> =
+    LazyLock::new(|| super::model_file::dense(48, LAYER, 0.02 * GIB, (4, 171), 131072));
+
+fn plan(s: &Settings) -> Option<f64> {
+    MODEL.gpu_bytes(s)
+}
+
 const SPLIT: &str = r#"
 name = "split"
 profile = "p"
@@ -97,7 +109,7 @@ goal = "max"
 
 /// The world, with `noise`.
 pub(super) fn split_world(noise: Noise) -> World {
-    World::for_search("split", SPLIT, split, noise)
+    World::for_search("split", SPLIT, split, noise).with_gpu_plan(plan)
 }
 
 #[cfg(test)]
