@@ -1,6 +1,6 @@
 //! Serving load on the real llama-server and the tiny model: the load
 //! probe's rates against a latency objective, what binds, and an agent's
-//! warm cache. In a binary of their own, one at a time: a thousand
+//! warm cache. One at a time, and with the real engine's turn: hundreds of
 //! requests a second take every core, and would slow the timings of
 //! other tests running beside them.
 
@@ -35,15 +35,18 @@ async fn a_load_probe_finds_the_rate_the_objective_holds_at() {
     let probe = engine_bridge::probes::LoadProbe {
         workload: "team.jsonl".into(),
         // One a second the tiny model answers at once, even beside other
-        // tests; a thousand a second (it answers about a hundred and fifty
-        // here) queue up for seconds.
-        rates: vec![1.0, 1000.0],
+        // tests (within 100 ms with two cores' worth of busy loops beside
+        // it). Three hundred a second queue up for seconds: llama-server
+        // answers fewer the more it holds (on an idle 2-core machine,
+        // about 75 a second with 200 waiting, 45 with 400, 24 with 1,000),
+        // and the last of these 300 first answered after 5 s there.
+        rates: vec![1.0, 300.0],
         duration: Duration::from_secs(1),
-        slo: engine_bridge::probes::Slo { ttft_p99_ms: Some(2000.0), itl_p99_ms: None },
+        slo: engine_bridge::probes::Slo { ttft_p99_ms: Some(1000.0), itl_p99_ms: None },
         max_in_flight: 2048,
-        // Queued behind a thousand, the last answers take seconds here;
-        // on a machine loaded far past its cores (one seen answering four
-        // a second) they would take minutes, and time out instead.
+        // On a machine loaded past its cores (with two busy loops beside
+        // it, three a second) the last answers take minutes, and time out
+        // instead.
         request_timeout: Duration::from_secs(60),
         search_steps: 0,
         workloads_dir: Some(workloads.path().to_path_buf()),
@@ -54,10 +57,16 @@ async fn a_load_probe_finds_the_rate_the_objective_holds_at() {
     let (slow, fast) = (&r.steps[0], &r.steps[1]);
     assert!(slow.meets_slo && slow.errors == 0, "{slow:?}");
     assert!(!fast.meets_slo, "{fast:?}");
-    assert!(fast.ttft_ms.unwrap().p99 > 2000.0, "queued: {fast:?}");
-    // The only errors a queue may bring are answers that came too late.
-    let late = fast.error.as_deref().is_some_and(|e| e.contains("no complete answer within"));
-    assert!(fast.errors == 0 || late, "{fast:?}");
+    assert!(fast.ttft_ms.unwrap().p99 > 1000.0, "queued: {fast:?}");
+    // The only errors a queue may bring are answers that came too late, or
+    // connections the engine closed unanswered: llama-server's HTTP layer
+    // drops a connection whose request it has not read five seconds after
+    // taking it, which a machine loaded past its cores brought to a
+    // quarter of a thousand. Never the probe's own limit.
+    let queued = fast.error.as_deref().is_some_and(|e| {
+        e.contains("no complete answer within") || e.contains("closed before message completed")
+    });
+    assert!(fast.errors == 0 || queued, "{fast:?}");
     assert_eq!(r.best_rate, Some(1.0));
     // What bound the fast step, from the engine's own slots.
     let engine_side = fast.engine.as_ref().expect("the engine was read meanwhile");
