@@ -95,6 +95,13 @@ pub async fn gpu_free_bytes() -> Option<u64> {
     parse_gpu_mib(&nvidia_smi(&["--query-gpu=memory.free", "--format=csv,noheader,nounits"]).await?)
 }
 
+/// Each GPU's memory, in the order `nvidia-smi` (and llama.cpp) number
+/// them; empty without one.
+pub async fn gpu_sizes() -> Vec<u64> {
+    let csv = nvidia_smi(&["--query-gpu=memory.total", "--format=csv,noheader,nounits"]).await;
+    csv.map(|csv| parse_gpu_mib_each(&csv)).unwrap_or_default()
+}
+
 /// Memory in use on every GPU together, from `nvidia-smi` (`None` without
 /// one): what the device says, whoever holds it.
 pub async fn gpu_used_total_bytes() -> Option<u64> {
@@ -104,9 +111,16 @@ pub async fn gpu_used_total_bytes() -> Option<u64> {
 /// Sums a one-column `nvidia-smi --query-gpu=memory.free` (or `.used`)
 /// output, MiB a line.
 pub fn parse_gpu_mib(csv: &str) -> Option<u64> {
+    let each = parse_gpu_mib_each(csv);
+    (!each.is_empty()).then(|| each.iter().sum())
+}
+
+/// A one-column `nvidia-smi --query-gpu=memory.*` output, MiB a line, in
+/// bytes a GPU; empty where a line is not a number.
+pub fn parse_gpu_mib_each(csv: &str) -> Vec<u64> {
     let mib: Option<Vec<u64>> =
         csv.lines().filter(|l| !l.trim().is_empty()).map(|l| l.trim().parse().ok()).collect();
-    mib.filter(|m| !m.is_empty()).map(|m| m.iter().sum::<u64>() << 20)
+    mib.unwrap_or_default().into_iter().map(|m: u64| m << 20).collect()
 }
 
 /// Each GPU's name and memory, from `nvidia-smi` (empty without one).
@@ -221,6 +235,8 @@ mod tests {
         assert_eq!(parse_gpu_mib("80000\n1000\n"), Some(81000 << 20));
         assert_eq!(parse_gpu_mib(""), None);
         assert_eq!(parse_gpu_mib("[N/A]\n"), None);
+        assert_eq!(parse_gpu_mib_each("81559\n12288\n"), vec![81559 << 20, 12288 << 20]);
+        assert!(parse_gpu_mib_each("12288\n[N/A]\n").is_empty());
     }
 
     #[test]

@@ -86,11 +86,29 @@ pub fn plan(
 /// The bytes the planner predicts a configuration places on the host and
 /// on the GPUs: weights and K/V cache, not the margin the fit check adds
 /// for buffers and the runtime, which is a guess, not a prediction.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Predicted {
     pub host: u64,
     /// `None` where no layer is offloaded.
     pub gpu: Option<u64>,
+    /// Each GPU's part of `gpu`, in the order `tensor_split` deals them
+    /// (one GPU where the settings deal none); empty where none is
+    /// offloaded.
+    pub gpus: Vec<u64>,
+}
+
+impl Predicted {
+    /// How full the fullest GPU would be: each GPU's bytes over its
+    /// memory (`sizes`, in the engine's order of devices). `None` where no
+    /// layer is offloaded, or where the plan deals layers to more GPUs
+    /// than `sizes` names.
+    pub fn fullest(&self, sizes: &[u64]) -> Option<f64> {
+        self.gpu?;
+        (self.gpus.len() <= sizes.len()).then(|| {
+            let fill = |(bytes, size): (&u64, &u64)| *bytes as f64 / (*size).max(1) as f64;
+            self.gpus.iter().zip(sizes).map(fill).fold(0.0, f64::max)
+        })
+    }
 }
 
 /// What `settings` place where for `info`, at the settings' context (the
@@ -107,7 +125,11 @@ pub fn predicted(info: &ModelInfo, settings: &Settings) -> Option<Predicted> {
     );
     let bytes = |side: &MemoryPlan| side.weights.saturating_add(side.kv.unwrap_or(0));
     let offloaded = asked.placement.gpu_layers > 0;
-    Some(Predicted { host: bytes(&plan.host), gpu: offloaded.then(|| bytes(&plan.gpu)) })
+    let gpus = match offloaded {
+        true => plan.gpus.iter().map(|g| g.weights.saturating_add(g.kv)).collect(),
+        false => Vec::new(),
+    };
+    Some(Predicted { host: bytes(&plan.host), gpu: offloaded.then(|| bytes(&plan.gpu)), gpus })
 }
 
 /// Plans remembered by the settings [`predicted`] reads ([`SETTINGS`])
@@ -136,6 +158,6 @@ impl Memo {
         if plans.len() >= Self::MOST {
             plans.clear();
         }
-        *plans.entry(key).or_insert_with(|| predicted(info, settings))
+        plans.entry(key).or_insert_with(|| predicted(info, settings)).clone()
     }
 }

@@ -27,7 +27,7 @@ async fn main() {
     };
     let study = world.study(strategy, seed, max);
     let judge = Judge::new(&world, &study, Cost::default());
-    let chosen = tunebook_study::strategy::for_study(&study, None, world.planner());
+    let chosen = tunebook_study::strategy::for_study(&study, None, world.gpu_fill());
     // The same noise as the benchmark's search of this seed.
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
     let (mut history, mut points) = (Vec::new(), Vec::new());

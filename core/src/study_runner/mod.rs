@@ -263,12 +263,20 @@ impl Studies {
             }
         };
         let endpoint = study.def.strategy.endpoint.as_ref().and_then(|n| ctx.endpoints.get(n));
-        // The planner reads the model files' headers: off the runtime.
+        // How full the plan leaves the GPUs, by each one's memory where the
+        // study runs here. The planner reads the model files' headers: off
+        // the runtime.
+        let sizes = match study.def.machines.is_empty() {
+            true => engine_bridge::memory::gpu_sizes().await,
+            false => Vec::new(),
+        };
         let (checked, def) = (ctx.checked.clone(), row.definition.clone());
-        let plan = tokio::task::spawn_blocking(move || crate::memory_plan::planner(&checked, &def))
-            .await
-            .ok()
-            .flatten();
+        let plan = tokio::task::spawn_blocking(move || {
+            crate::memory_plan::gpu_fill(&checked, &def, sizes)
+        })
+        .await
+        .ok()
+        .flatten();
         let strategy = strategy::for_study(&study, endpoint.cloned(), plan);
         if !study.def.machines.is_empty() {
             return self.run_on_workers(id, &study, strategy.as_ref(), control).await;

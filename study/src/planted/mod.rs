@@ -127,6 +127,10 @@ pub struct World {
     /// world's model file, as the server's does from a GGUF file's
     /// metadata (for the search as well as the findings).
     pub gpu_plan: Option<fn(&Settings) -> Option<f64>>,
+    /// How full the planner predicts the GPUs, for the search, where that
+    /// is not `gpu_plan`'s bytes: on several GPUs of known sizes, the
+    /// fullest one's share.
+    pub gpu_fill: Option<fn(&Settings) -> Option<f64>>,
 }
 
 impl World {
@@ -148,6 +152,7 @@ impl World {
             plan: None,
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         }
     }
 
@@ -159,6 +164,11 @@ impl World {
     /// The world with a planner of GPU memory.
     pub(crate) fn with_gpu_plan(self, plan: fn(&Settings) -> Option<f64>) -> Self {
         World { gpu_plan: Some(plan), ..self }
+    }
+
+    /// The world with how full its GPUs are planned, for the search.
+    pub(crate) fn with_gpu_fill(self, fill: fn(&Settings) -> Option<f64>) -> Self {
+        World { gpu_fill: Some(fill), ..self }
     }
 
     /// Over the world's whole grid: how many configurations fail, and the
@@ -213,7 +223,7 @@ impl World {
             .unwrap_or_else(|e| panic!("world {}: {e}", self.name))
     }
 
-    /// The world's planner as the findings and the search take one (see
+    /// The world's planner as the findings take one (see
     /// [`crate::findings::findings_planned`]).
     pub fn planner(&self) -> Option<crate::findings::PlanFn> {
         let (host, gpu) = (self.plan, self.gpu_plan);
@@ -225,6 +235,14 @@ impl World {
             Metric::PeakGpuBytes => gpu.and_then(|plan| plan(s)),
             _ => None,
         }))
+    }
+
+    /// How full the world's planner predicts the GPUs, as the search takes
+    /// it (see [`crate::strategy::GpuFillFn`]): the GPU bytes, where the
+    /// world says nothing more.
+    pub fn gpu_fill(&self) -> Option<crate::strategy::GpuFillFn> {
+        let fill = self.gpu_fill.or(self.gpu_plan)?;
+        Some(std::sync::Arc::new(move |s: &Settings| fill(s)))
     }
 
     /// The kind of failure a measurement's error names, as the runner
@@ -367,7 +385,8 @@ impl World {
         at_pick: bool,
     ) -> Vec<TrialFacts> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
-        let strategy = crate::strategy::for_study(study, None, planner.cloned());
+        let fill = planner.and(self.gpu_fill());
+        let strategy = crate::strategy::for_study(study, None, fill);
         let budget = study.def.budget.max_trials as usize;
         let mut s = Searching {
             history: Vec::new(),

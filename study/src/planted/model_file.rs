@@ -21,6 +21,12 @@ impl File {
     pub fn gpu_bytes(&self, s: &Settings) -> Option<f64> {
         Some(self.memo.predicted("m", &self.info, s)?.gpu? as f64)
     }
+
+    /// The fullest GPU's share of its memory, GPUs of `sizes` bytes (see
+    /// [`engine_bridge::settings_plan::Predicted::fullest`]).
+    pub fn fullest(&self, s: &Settings, sizes: &[u64]) -> Option<f64> {
+        self.memo.predicted("m", &self.info, s)?.fullest(sizes)
+    }
 }
 
 /// A dense model's file: `blocks` blocks of `block` bytes, an output layer

@@ -140,7 +140,7 @@ pub async fn search(
     max: usize,
 ) -> Reached {
     let study = world.study(strategy, seed, max);
-    let chosen = crate::strategy::for_study(&study, None, world.planner());
+    let chosen = crate::strategy::for_study(&study, None, world.gpu_fill());
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5EED);
     let mut history = Vec::new();
     let mut points = Vec::new();

@@ -72,12 +72,20 @@ fn split(s: &Settings) -> Truth {
 
 /// The model file: 48 blocks of [`LAYER`] bytes and 4 K/V heads of 171 a
 /// block (an f16 cache of 1 GiB at 8,192 tokens), with a small output
-/// layer. The planner gives the GPUs' bytes together, not each one's.
+/// layer. The planner deals its bytes among the GPUs by `tensor_split`
+/// alone, as llama.cpp does; the row split's larger buffers are the
+/// world's, not the plan's.
 static MODEL: LazyLock<super::model_file::File> =
     LazyLock::new(|| super::model_file::dense(48, LAYER, 0.02 * GIB, (4, 171), 131072));
 
 fn plan(s: &Settings) -> Option<f64> {
     MODEL.gpu_bytes(s)
+}
+
+/// The fuller GPU's share of its memory, as the server plans it with each
+/// GPU's size from `nvidia-smi`.
+fn fill(s: &Settings) -> Option<f64> {
+    MODEL.fullest(s, &MEMORY.map(|m| m as u64))
 }
 
 const SPLIT: &str = r#"
@@ -109,7 +117,7 @@ goal = "max"
 
 /// The world, with `noise`.
 pub(super) fn split_world(noise: Noise) -> World {
-    World::for_search("split", SPLIT, split, noise).with_gpu_plan(plan)
+    World::for_search("split", SPLIT, split, noise).with_gpu_plan(plan).with_gpu_fill(fill)
 }
 
 #[cfg(test)]
@@ -165,5 +173,22 @@ mod tests {
             let q8 = [("cache_type_k", "q8_0"), ("cache_type_v", "q8_0")];
             assert_eq!(decode(&[&full[..], &q8[..]].concat()), None, "{split}");
         }
+    }
+
+    /// The plan tells which GPU runs out where the bytes together are the
+    /// same: all 48 layers dealt 3 to 1 fill the 12 GiB GPU past its
+    /// memory, 1 to 3 the 16 GiB one nearly, 1 to 1 neither.
+    #[test]
+    fn the_planner_s_fill_is_the_fuller_gpu_s() {
+        let s = |split: &str| -> Settings {
+            [("n_gpu_layers", "48"), ("tensor_split", split), ("ctx_size", "8192")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into()
+        };
+        assert_eq!(plan(&s("3,1")), plan(&s("1,1")));
+        let fill = |split: &str| fill(&s(split)).unwrap();
+        assert!(fill("3,1") > 1.0, "{}", fill("3,1"));
+        assert!((0.9..1.0).contains(&fill("1,3")), "{}", fill("1,3"));
+        assert!(fill("1,1") < fill("1,3"), "{}", fill("1,1"));
     }
 }

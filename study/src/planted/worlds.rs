@@ -302,6 +302,7 @@ pub fn all() -> Vec<World> {
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
         World {
             name: "noise",
@@ -313,6 +314,7 @@ pub fn all() -> Vec<World> {
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
         World {
             name: "ranges",
@@ -324,6 +326,7 @@ pub fn all() -> Vec<World> {
             plan: Some(ranges_plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
         World {
             name: "kvcache",
@@ -335,6 +338,7 @@ pub fn all() -> Vec<World> {
             plan: Some(kvcache_plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
         World {
             name: "suite",
@@ -349,6 +353,7 @@ pub fn all() -> Vec<World> {
             plan: Some(kvcache_plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
         World {
             name: "machine",
@@ -360,6 +365,7 @@ pub fn all() -> Vec<World> {
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
         World {
             name: "noisy",
@@ -371,6 +377,7 @@ pub fn all() -> Vec<World> {
             plan: Some(llama8_plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
         World {
             name: "region",
@@ -382,6 +389,7 @@ pub fn all() -> Vec<World> {
             plan: Some(super::region::plan),
             catalog: Catalog::llama_server,
             gpu_plan: None,
+            gpu_fill: None,
         },
     ]
 }

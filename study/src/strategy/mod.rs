@@ -13,8 +13,8 @@ mod two_phase;
 use async_trait::async_trait;
 use engine_bridge::Settings;
 
-pub use bayes::Bayes;
 pub(crate) use bayes::normal;
+pub use bayes::{Bayes, GpuFillFn};
 pub use bisect::Bisect;
 pub use grid::Grid;
 pub use llm::{Llm, chat};
@@ -22,7 +22,6 @@ pub use motpe::Motpe;
 pub use random::Random;
 pub use two_phase::TwoPhase;
 
-use crate::findings::PlanFn;
 use crate::study::{Endpoint, Observation, StrategyKind, Study};
 
 /// The next configuration, and why it was picked.
@@ -40,12 +39,13 @@ pub trait Strategy: Send + Sync {
 }
 
 /// The strategy a study asks for; `endpoint` is the configured endpoint
-/// the study's `strategy.endpoint` names, if any (for `llm`); `plan` the
-/// study's memory planner, if it has one (for `bayes`).
+/// the study's `strategy.endpoint` names, if any (for `llm`); `plan` how
+/// full the study's planner predicts a configuration leaves the GPUs,
+/// where it can tell (for `bayes`).
 pub fn for_study(
     study: &Study,
     endpoint: Option<Endpoint>,
-    plan: Option<PlanFn>,
+    plan: Option<GpuFillFn>,
 ) -> Box<dyn Strategy> {
     let seed = study.def.strategy.seed;
     match study.def.strategy.kind {

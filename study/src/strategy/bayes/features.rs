@@ -34,8 +34,7 @@ use engine_bridge::Settings;
 
 use super::axis::Axis;
 pub(super) use super::axis::Class;
-use super::planned::Planned;
-use crate::findings::PlanFn;
+use super::planned::{GpuFillFn, Planned};
 use crate::space::{Domain, Param, Space};
 
 /// Turns configurations into rows.
@@ -160,7 +159,7 @@ impl Encoder {
     /// another number is 0: with `baseline`'s other settings and the
     /// holder at 0, the constraints allow the held one its 0 and nothing
     /// else, while the holder at its top allows more.
-    pub fn planned(space: &Space, baseline: &Settings, plan: Option<&PlanFn>) -> Self {
+    pub fn planned(space: &Space, baseline: &Settings, plan: Option<&GpuFillFn>) -> Self {
         let planned = plan.and_then(|p| Planned::of(p, space, baseline));
         let mut encoder = Self::with_plan(&space.params, baseline, planned);
         if space.constraints.is_empty() {
@@ -249,7 +248,7 @@ impl Encoder {
             values.push(Cow::Owned(ratio.to_string()));
         }
         if let Some(planned) = &self.planned {
-            values.push(Cow::Owned(planned.bytes(config).to_string()));
+            values.push(Cow::Owned(planned.fill(config).to_string()));
         }
         values
     }

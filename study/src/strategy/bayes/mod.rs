@@ -59,12 +59,12 @@ use engine_bridge::Settings;
 use rand::Rng;
 
 use super::{Proposal, Strategy, rng_for};
-use crate::findings::PlanFn;
 use crate::metric::Scale;
 use crate::study::{Measure, Observation, Study, Target};
 use acquisition::{Acquisition, Drawn, Pooled, Units, Worth, better};
 use features::{Class, Encoder};
 use gp::{Process, ProcessDraws};
+pub use planned::GpuFillFn;
 pub(crate) use regression::normal;
 use regression::{LinearDraws, Posterior};
 
@@ -104,7 +104,7 @@ pub struct Bayes {
     kept: refit::Kept,
     /// The study's planner, whose GPU bytes the models take as one more
     /// number ([`planned`]).
-    plan: Option<PlanFn>,
+    plan: Option<GpuFillFn>,
 }
 
 impl Bayes {
@@ -113,7 +113,7 @@ impl Bayes {
     }
 
     /// The strategy with the study's planner, where it has one.
-    pub fn planned(seed: u64, plan: Option<PlanFn>) -> Self {
+    pub fn planned(seed: u64, plan: Option<GpuFillFn>) -> Self {
         Self { seed, kept: Default::default(), plan }
     }
 }

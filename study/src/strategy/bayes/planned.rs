@@ -1,36 +1,44 @@
-//! The GPU memory the planner predicts for a configuration, as one more
-//! axis of the models (past the settings' own and the context a slot
+//! How full the planner predicts a configuration leaves the GPUs, as one
+//! more axis of the models (past the settings' own and the context a slot
 //! gets; see [`super::features`]).
 //!
 //! Whether a configuration fits on the GPU, and how much it spills where
 //! unified memory lets it, go by one number that four or more settings
 //! make together: the layers offloaded, both K/V cache types and the
-//! context. No setting's curve and no pair of them draws that diagonal,
-//! and the models then take what it does for a main effect of one of
-//! them: trials of many layers that ran out of memory, or spilled and ran
-//! slowly, with an f16 cache held every configuration of many layers
-//! slow, the q4_0 cache's too, which fits and is the fastest (the
-//! strategy benchmark's `spill` world, where a search stopped at half of
-//! the front). The planner knows that number from the model file's own
-//! metadata before anything is loaded; given it, the models can learn the
-//! cliff once, along it.
+//! context, and on several GPUs how the layers are dealt among them. No
+//! setting's curve and no pair of them draws that diagonal, and the
+//! models then take what it does for a main effect of one of them: trials
+//! of many layers that ran out of memory, or spilled and ran slowly, with
+//! an f16 cache held every configuration of many layers slow, the q4_0
+//! cache's too, which fits and is the fastest (the strategy benchmark's
+//! `spill` world, where a search stopped at half of the front). The
+//! planner knows that number from the model file's own metadata before
+//! anything is loaded; given it, the models can learn the cliff once,
+//! along it.
+
+use std::sync::Arc;
 
 use engine_bridge::Settings;
-use engine_bridge::placement::GPU_SPLIT;
 use rand::SeedableRng;
 
 use super::axis::Axis;
-use crate::findings::PlanFn;
 use crate::space::Space;
-use crate::study::Metric;
+
+/// How full the planner predicts a configuration leaves the GPUs: the
+/// fullest GPU's planned bytes over its memory, or, where the GPUs' sizes
+/// are not known, their planned bytes together. `None` where no layer is
+/// offloaded. The server builds it where the planner reads the study's
+/// model (`tunebook_core::memory_plan::gpu_fill`), and leaves it out
+/// where the bytes together cannot say which GPU runs out.
+pub type GpuFillFn = Arc<dyn Fn(&Settings) -> Option<f64> + Send + Sync>;
 
 /// Configurations drawn to find the axis's ends.
 const DRAWS: usize = 512;
 
-/// The planner's GPU bytes, placed along their range over the space.
+/// The planner's fill, placed along its range over the space.
 #[derive(Clone)]
 pub(super) struct Planned {
-    plan: PlanFn,
+    plan: GpuFillFn,
     /// The study's complete baseline: a configuration is planned as the
     /// baseline with the settings it names instead.
     baseline: Settings,
@@ -43,36 +51,27 @@ impl std::fmt::Debug for Planned {
 }
 
 impl Planned {
-    /// The axis of `plan`'s GPU bytes over `space`, where the plan
-    /// predicts them and they differ between configurations (by more than
-    /// a thousandth): from the least to the most of the baseline and
-    /// [`DRAWS`] configurations drawn with a fixed seed, so that every
-    /// proposal of a study codes a configuration alike. One the plan
-    /// cannot predict (none offloaded) stands at 0.
-    ///
-    /// None where the space varies how the layers are dealt among GPUs
-    /// ([`GPU_SPLIT`]): the GPUs' bytes together do not say which one
-    /// runs out, and on the strategy benchmark's `split` (two GPUs of 12
-    /// and 16 GiB) the axis left five of 15 searches short of 95 % at 200
-    /// trials where one had been.
-    pub fn of(plan: &PlanFn, space: &Space, baseline: &Settings) -> Option<(Self, Axis)> {
-        if space.params.iter().any(|p| GPU_SPLIT.contains(&p.name.as_str())) {
-            return None;
-        }
+    /// The axis of `plan`'s fill over `space`, where the plan predicts it
+    /// and it differs between configurations (by more than a thousandth):
+    /// from the least to the most of the baseline and [`DRAWS`]
+    /// configurations drawn with a fixed seed, so that every proposal of
+    /// a study codes a configuration alike. One the plan cannot predict
+    /// (none offloaded) stands at 0.
+    pub fn of(plan: &GpuFillFn, space: &Space, baseline: &Settings) -> Option<(Self, Axis)> {
         let planned = Planned { plan: plan.clone(), baseline: baseline.clone() };
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x9E37_79B9);
         let drawn = (0..DRAWS).map(|_| space.sample(&mut rng));
-        let bytes: Vec<f64> =
-            std::iter::once(baseline.clone()).chain(drawn).map(|c| planned.bytes(&c)).collect();
-        let lo = bytes.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = bytes.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let fills: Vec<f64> =
+            std::iter::once(baseline.clone()).chain(drawn).map(|c| planned.fill(&c)).collect();
+        let lo = fills.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = fills.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         (hi.is_finite() && hi > 0.0 && hi - lo > hi * 1e-3)
             .then_some((planned, Axis::Number { lo, hi, log: false, knots: 5, off: false }))
     }
 
-    /// The plan's GPU bytes for `config` (the baseline with what it names
+    /// The plan's fill for `config` (the baseline with what it names
     /// instead); 0 where it has none.
-    pub fn bytes(&self, config: &Settings) -> f64 {
+    pub fn fill(&self, config: &Settings) -> f64 {
         // A trial and a candidate name every varied setting: most often
         // every one the baseline does, and then nothing is copied.
         let full = if self.baseline.keys().all(|k| config.contains_key(k)) {
@@ -82,17 +81,15 @@ impl Planned {
             full.extend(config.iter().map(|(k, v)| (k.clone(), v.clone())));
             std::borrow::Cow::Owned(full)
         };
-        (self.plan)(&full, Metric::PeakGpuBytes)
-            .filter(|b| b.is_finite() && *b > 0.0)
-            .unwrap_or(0.0)
+        (self.plan)(&full).filter(|b| b.is_finite() && *b > 0.0).unwrap_or(0.0)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::features::Encoder;
     use std::sync::Arc;
 
-    use super::super::features::Encoder;
     use super::super::regression::Posterior;
     use super::*;
     use crate::space::{Domain, Param};
@@ -101,7 +98,7 @@ mod tests {
 
     /// Layers on the GPU (0 to 48) and one cache type: a block takes
     /// 0.2 GiB of weights and 0.1, 0.05 or 0.01 of cache.
-    fn layers_and_cache() -> (Space, Settings, PlanFn) {
+    fn layers_and_cache() -> (Space, Settings, GpuFillFn) {
         let types = ["f16", "q8_0", "q4_0"].map(String::from).to_vec();
         let space = Space {
             params: vec![
@@ -116,14 +113,14 @@ mod tests {
         let baseline: Settings = [("n_gpu_layers", "0"), ("cache_type_k", "f16")]
             .map(|(k, v)| (k.into(), v.into()))
             .into();
-        let plan: PlanFn = Arc::new(|s: &Settings, m: Metric| {
+        let plan: GpuFillFn = Arc::new(|s: &Settings| {
             let layers: f64 = s.get("n_gpu_layers")?.parse().ok()?;
             let cache = match s.get("cache_type_k")?.as_str() {
                 "f16" => 0.1,
                 "q8_0" => 0.05,
                 _ => 0.01,
             };
-            (m == Metric::PeakGpuBytes && layers > 0.0).then_some(layers * (0.2 + cache) * GIB)
+            (layers > 0.0).then_some(layers * (0.2 + cache) * GIB)
         });
         (space, baseline, plan)
     }
@@ -152,17 +149,11 @@ mod tests {
         assert_eq!(place(at(0, "f16")), 0.0, "none offloaded: no bytes");
         // A plan that predicts nothing, or the same bytes everywhere,
         // adds no axis.
-        let none: PlanFn = Arc::new(|_: &Settings, _| None);
-        let flat: PlanFn = Arc::new(|_: &Settings, _| Some(GIB));
+        let none: GpuFillFn = Arc::new(|_: &Settings| None);
+        let flat: GpuFillFn = Arc::new(|_: &Settings| Some(GIB));
         for p in [none, flat] {
             assert_eq!(Encoder::planned(&space, &baseline, Some(&p)).width(), plain.width());
         }
-        // Nor where the study deals the layers among GPUs.
-        let mut split = space.clone();
-        let shares = Domain::Values(["1,1", "1,2"].map(String::from).to_vec());
-        split.params.push(Param { name: "tensor_split".into(), domain: shares });
-        let plain = Encoder::planned(&split, &baseline, None);
-        assert_eq!(Encoder::planned(&split, &baseline, Some(&plan)).width(), plain.width());
     }
 
     /// The spill: decode grows with the layers on the GPU until their
@@ -174,7 +165,7 @@ mod tests {
     fn a_cliff_along_the_planned_bytes_is_learned_across_the_settings() {
         let (space, baseline, plan) = layers_and_cache();
         let decode = |c: &Settings| {
-            let bytes = plan(c, Metric::PeakGpuBytes).unwrap_or(0.0) / GIB;
+            let bytes = plan(c).unwrap_or(0.0) / GIB;
             let layers: f64 = c["n_gpu_layers"].parse().unwrap();
             0.03 * layers - 2.0 * (bytes - 10.0).max(0.0)
         };
