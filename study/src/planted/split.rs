@@ -186,9 +186,9 @@ mod tests {
                 .into()
         };
         assert_eq!(plan(&s("3,1")), plan(&s("1,1")));
-        let fill = |split: &str| fill(&s(split)).unwrap();
-        assert!(fill("3,1") > 1.0, "{}", fill("3,1"));
-        assert!((0.9..1.0).contains(&fill("1,3")), "{}", fill("1,3"));
-        assert!(fill("1,1") < fill("1,3"), "{}", fill("1,1"));
+        let filled = |split: &str| fill(&s(split)).unwrap();
+        assert!(filled("3,1") > 1.0, "{}", filled("3,1"));
+        assert!((0.9..1.0).contains(&filled("1,3")), "{}", filled("1,3"));
+        assert!(filled("1,1") < filled("1,3"), "{}", filled("1,1"));
     }
 }

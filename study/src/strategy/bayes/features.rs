@@ -25,8 +25,8 @@
 //!   `serving`, 30 seeds: median 50 trials → 45, 90th percentile 144 →
 //!   82, none short of 95 % at 200 trials where two were).
 //! - Where the study has a planner that predicts GPU memory (a GGUF
-//!   model's metadata, for llama-server), its bytes are one more number
-//!   after that ([`super::planned`]).
+//!   model's metadata, for llama-server), how full it leaves the fullest
+//!   GPU is one more number after that ([`super::planned`]).
 
 use std::borrow::Cow;
 
