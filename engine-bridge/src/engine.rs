@@ -81,6 +81,9 @@ fn spec(
     let drafts = catalog.params.iter().filter(|p| p.name != crate::catalog::MODEL_SETTING);
     for param in drafts.filter(|p| matches!(p.domain, Domain::Model)) {
         let Some(name) = settings.get(param.name.as_ref()) else { continue };
+        if param.is_unset(name.trim()) {
+            continue;
+        }
         let draft = profile.model(name.trim()).ok_or_else(|| PlanError::UnknownModel {
             profile: profile.name.clone(),
             model: name.clone(),

@@ -95,7 +95,7 @@ fn env_param(v: &engine_bridge::catalog::EnvVar) -> engine_bridge::catalog::Para
 /// names, the values a model setting takes.
 fn param_view(p: &engine_bridge::catalog::Param, models: &[String]) -> ParamView {
     use engine_bridge::catalog::{Domain, Phase};
-    let (kind, choices, min, max) = match &p.domain {
+    let (kind, mut choices, min, max) = match &p.domain {
         Domain::Int { min, max } => ("int", vec![], Some(*min as f64), Some(*max as f64)),
         Domain::Float { min, max } => ("float", vec![], Some(*min), Some(*max)),
         Domain::Choice { choices, .. } => {
@@ -112,6 +112,11 @@ fn param_view(p: &engine_bridge::catalog::Param, models: &[String]) -> ParamView
             ("text", vec![], None, None)
         }
     };
+    // The engine's default where the flag takes no such word (`numa`'s
+    // `off`, a draft model's `none`): a value that passes no flag.
+    if matches!(kind, "choice" | "model") && p.is_unset(p.default) {
+        choices.insert(0, p.default.to_string());
+    }
     ParamView {
         name: p.name.to_string(),
         flag: p.flag.to_string(),

@@ -257,6 +257,9 @@ impl Catalog {
                 param.render(value)?;
                 continue;
             }
+            if param.is_unset(value) {
+                continue;
+            }
             let extra = self.extra_choices.get(param.name.as_ref());
             if let (Some(words), Domain::Choice { .. }) = (extra, &param.domain)
                 && words.iter().any(|w| w == value)
@@ -295,6 +298,17 @@ fn check_text(name: &str, value: &str) -> Result<(), SettingError> {
 }
 
 impl Param {
+    /// Whether `value` is the engine's default written as the word the
+    /// catalog shows for it where the flag takes no such value (`--numa`'s
+    /// `off`, a draft model's `none`, `-np`'s `auto`): the setting then
+    /// passes nothing, which is how the engine comes to that default, so
+    /// a study can set it beside the flag's values.
+    pub fn is_unset(&self, value: &str) -> bool {
+        value == self.default
+            && self.name != MODEL_SETTING
+            && (matches!(self.domain, Domain::Model) || self.render(value).is_err())
+    }
+
     /// Checks one value and writes it as a JSON request field: numbers as
     /// numbers, switches as `true`/`false`, anything else as text.
     pub fn request_value(&self, value: &str) -> Result<serde_json::Value, SettingError> {
@@ -331,10 +345,15 @@ impl Param {
                     Ok(vec![flag(), value.into()])
                 } else {
                     let what = if *open { " or a plain word" } else { "" };
+                    let unset = if choices.contains(&self.default) || self.default.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", or {} (no flag: the engine's default)", self.default)
+                    };
                     Err(SettingError::NotAChoice {
                         name,
                         value: value.into(),
-                        choices: format!("{}{what}", choices.join(", ")),
+                        choices: format!("{}{what}{unset}", choices.join(", ")),
                     })
                 }
             }
@@ -480,6 +499,24 @@ mod tests {
             .unwrap()
             .args;
         assert_eq!(args, ["-c", "2048", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on", "--mlock"]);
+    }
+
+    /// The engine's default, where the flag takes no such word, passes no
+    /// flag: a study can set `numa = "off"` beside its placements, a draft
+    /// model to `none` or `parallel` to `auto`; other values are checked
+    /// as before, and the error names the word.
+    #[test]
+    fn the_engine_s_default_word_passes_no_flag() {
+        let cat = Catalog::llama_server();
+        let args = |pairs: &[(&str, &str)]| cat.render(&settings(pairs)).unwrap().args;
+        assert_eq!(args(&[("numa", "off"), ("threads", "8")]), ["-t", "8"]);
+        assert_eq!(args(&[("numa", "distribute")]), ["--numa", "distribute"]);
+        assert!(args(&[("draft_model", "none"), ("parallel", "auto")]).is_empty());
+        assert_eq!(args(&[("parallel", "2")]), ["-np", "2"]);
+        let err = cat.render(&settings(&[("numa", "of")])).unwrap_err().to_string();
+        assert!(err.contains("distribute, isolate, numactl, or off (no flag"), "{err}");
+        // A value the flag takes is passed, even where it is the default.
+        assert_eq!(args(&[("batch_size", "2048")]), ["-b", "2048"]);
     }
 
     #[test]

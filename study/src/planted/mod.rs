@@ -9,6 +9,7 @@ mod cpu_only;
 mod formula;
 mod held_out;
 mod model_file;
+mod numa;
 mod region;
 mod score;
 mod search;

@@ -25,7 +25,9 @@
 //!   ([`super::split`]); `sglang`, the first with a continuous setting,
 //!   built after every change so far ([`super::sglang`]); `spill`, the
 //!   first with environment variables and three objectives that trade
-//!   through the GPU's memory, built after that ([`super::spill`]).
+//!   through the GPU's memory, built after that ([`super::spill`]);
+//!   `numa`, the first with a load time and two NUMA nodes, built after
+//!   every change so far ([`super::numa`]).
 
 use engine_bridge::Settings;
 
@@ -186,6 +188,7 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::split::split_world(noise));
     all.push(super::sglang::sglang_world(noise));
     all.push(super::spill::spill_world(noise));
+    all.push(super::numa::numa_world(noise));
     all.extend(super::bounded::bounded_worlds(noise));
     all
 }
