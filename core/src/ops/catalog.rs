@@ -133,3 +133,22 @@ fn param_view(p: &engine_bridge::catalog::Param, models: &[String]) -> ParamView
         help: p.help.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use engine_bridge::catalog::Catalog;
+
+    use super::param_view;
+
+    /// The designer lists the engine's default word where the flag takes
+    /// no such word (it passes no flag), and nothing more elsewhere.
+    #[test]
+    fn the_engine_s_default_word_is_a_choice_where_it_passes_no_flag() {
+        let catalog = Catalog::llama_server();
+        let view = |name: &str| param_view(catalog.get(name).expect(name), &["m".into()]);
+        assert_eq!(view("numa").choices, ["off", "distribute", "isolate", "numactl"]);
+        assert_eq!(view("draft_model").choices, ["none", "m"]);
+        assert_eq!(view("flash_attn").choices, ["on", "off", "auto"]);
+        assert_eq!(view("model").choices, ["m"]);
+    }
+}
