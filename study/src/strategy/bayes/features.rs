@@ -144,7 +144,10 @@ impl Encoder {
         let ((c_lo, c_hi), (s_lo, s_hi)) = (axes[c].ends()?, axes[s].ends()?);
         let (lo, hi) = ((c_lo / s_hi).ln(), (c_hi / s_lo).ln());
         let ok = c_lo > 0.0 && s_lo > 0.0 && lo.is_finite() && hi.is_finite() && hi > lo;
-        ok.then_some(((c, s), Axis::Number { lo, hi, log: true, knots: 5, off: false }))
+        ok.then_some((
+            (c, s),
+            Axis::Number { lo, hi, log: true, knots: 5, off: false, inner: None },
+        ))
     }
 
     /// As [`Encoder::planned`], without a planner.
@@ -219,6 +222,16 @@ impl Encoder {
         }
         encoder.held = held;
         encoder
+    }
+
+    /// The same encoder with every number's inner knots moved `shift` of
+    /// their spacing (see [`Axis::shift_knots`]).
+    pub fn shifted(&self, shift: f64) -> Self {
+        let mut e = self.clone();
+        for axis in &mut e.axes {
+            axis.shift_knots(shift);
+        }
+        e
     }
 
     pub fn width(&self) -> usize {

@@ -224,12 +224,15 @@ impl Strategy for Bayes {
             }
         }
 
+        // Each objective's linear model with its knots where the evidence
+        // puts them: as spaced evenly, or moved a third either way.
+        let shifted = [encoder.shifted(-1.0 / 3.0), encoder.shifted(1.0 / 3.0)];
         // One model per objective, oriented so that larger is better.
         let groups = encoder.groups();
         let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         let mut units = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
-            let Residuals { post, x, left, log } = match residuals(history, j, t, &encoder) {
+            let fitted = match residuals(history, j, t, &encoder) {
                 Ok(fitted) => fitted,
                 Err(why) => {
                     let pick = rng.random_range(0..pool.len());
@@ -237,6 +240,15 @@ impl Strategy for Bayes {
                     return Some(Proposal { config: pool[pick].clone(), note });
                 }
             };
+            let mut chosen = (&encoder, fitted);
+            for e in &shifted {
+                if let Ok(other) = residuals(history, j, t, e)
+                    && other.post.evidence() > chosen.1.post.evidence()
+                {
+                    chosen = (e, other);
+                }
+            }
+            let (placed, Residuals { post, x, left, log }) = chosen;
             // Half the draws from each model: the acquisition averages
             // over both views of the response. The process bends the
             // linear model's trend: far from the trials it falls back on
@@ -256,10 +268,10 @@ impl Strategy for Bayes {
             let linear = SAMPLES - process.as_ref().map_or(0, |_| SAMPLES / 2);
             let draws = (0..linear).map(|_| post.draw(&mut rng)).collect();
             let mut models: Vec<Box<dyn Drawn + '_>> =
-                vec![Box::new(LinearDraws { encoder: &encoder, draws })];
+                vec![Box::new(LinearDraws { encoder: placed, draws })];
             if let Some(process) = process {
                 let trend = post.mean();
-                models.push(Box::new(ProcessDraws { encoder: &encoder, process, trend }));
+                models.push(Box::new(ProcessDraws { encoder: placed, process, trend }));
             }
             objectives.push(Box::new(Pooled(models)));
             units.push(if log { Units::Log { sign: t.goal.oriented(1.0) } } else { clamped(t) });
@@ -455,7 +467,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::super::{Strategy, testing};
-    use super::{Bayes, Encoder, FLOOR, START, floored};
+    use super::{Bayes, Encoder, FLOOR, START, floored, residuals};
     use crate::study::{Metric, Observation, Study};
 
     #[tokio::test]
@@ -597,6 +609,59 @@ mod tests {
         let at = |c: &Settings| fitted.post.mean_at(&encoder.row(c));
         let gap = at(&q8) - at(&study.baseline);
         assert!(gap.abs() < 0.05, "q8_0 against the baseline: {gap:.3} on the log scale");
+    }
+
+    /// Decode of 1 to 32 threads rising to a peak at 18 and falling past
+    /// it, measured at every count: evenly spaced, the linear model's
+    /// knots sit at 2.4, 5.7 and 13.5 threads, and between the last two
+    /// ends it draws a straight line, so its mean peaks at a knot, far
+    /// from 18; with the knots the evidence places (moved a third of
+    /// their spacing either way, or not), it peaks within two threads.
+    #[test]
+    fn the_evidence_moves_the_knots_to_a_peak_between_them() {
+        let text = r#"
+name = "knots"
+profile = "p"
+model = "m"
+strategy = { kind = "bayes", seed = 1 }
+[baseline]
+threads = 4
+[space]
+threads = { min = 1, max = 32, step = 1 }
+[[objectives]]
+metric = "decode_tps"
+"#;
+        let catalog = engine_bridge::catalog::Catalog::llama_server();
+        let study = crate::study::StudyDef::from_toml(text)
+            .unwrap()
+            .check(&catalog, &["m".into()])
+            .unwrap();
+        let config = |t: usize| -> Settings { [("threads".into(), t.to_string())].into() };
+        let decode = |t: f64| 100.0 * (t / 18.0).min(1.0) * (1.0 - 0.04 * (t - 18.0).max(0.0));
+        let history: Vec<Observation> = (1..=32)
+            .map(|t| {
+                let m = [(Metric::DecodeTps, decode(t as f64))].into();
+                study.observe(config(t), Some(&m), Some(&m))
+            })
+            .collect();
+        let encoder = Encoder::new(&study.space.params, &study.baseline);
+        let peak = |e: &Encoder| {
+            let fitted = residuals(&history, 0, &study.objectives[0], e).unwrap();
+            let at = |t: usize| {
+                let mut row = e.row(&config(t));
+                row.push(0.0);
+                fitted.post.mean_at(&row)
+            };
+            let best = (1..=32).max_by(|a, b| at(*a).total_cmp(&at(*b))).unwrap();
+            (best, fitted.post.evidence())
+        };
+        let even = peak(&encoder);
+        let placed = [encoder.shifted(-1.0 / 3.0), encoder.shifted(1.0 / 3.0)]
+            .iter()
+            .map(peak)
+            .fold(even, |a, b| if b.1 > a.1 { b } else { a });
+        assert!(!(16..=20).contains(&even.0), "evenly spaced: {even:?}");
+        assert!((16..=20).contains(&placed.0), "placed by the evidence: {placed:?}");
     }
 
     #[tokio::test]

@@ -65,8 +65,10 @@ impl Planned {
             std::iter::once(baseline.clone()).chain(drawn).map(|c| planned.fill(&c)).collect();
         let lo = fills.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = fills.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (hi.is_finite() && hi > 0.0 && hi - lo > hi * 1e-3)
-            .then_some((planned, Axis::Number { lo, hi, log: false, knots: 5, off: false }))
+        (hi.is_finite() && hi > 0.0 && hi - lo > hi * 1e-3).then_some((
+            planned,
+            Axis::Number { lo, hi, log: false, knots: 5, off: false, inner: None },
+        ))
     }
 
     /// The plan's fill for `config` (the baseline with what it names

@@ -67,6 +67,8 @@ pub(super) struct Posterior {
     /// The response's centre and scale, to map predictions back.
     centre: f64,
     scale: f64,
+    /// The chosen priors' log evidence (of the standardized response).
+    evidence: f64,
 }
 
 /// A standard normal draw (Box–Muller).
@@ -258,6 +260,12 @@ fn relevance(data: &Data, classes: &[Class], start: Candidate) -> Candidate {
 }
 
 impl Posterior {
+    /// The log evidence of the chosen priors: two fits of the same
+    /// responses with rows of the same width compare by it.
+    pub fn evidence(&self) -> f64 {
+        self.evidence
+    }
+
     /// Fits `y` on the rows `x`, whose columns have the given classes.
     /// `None` only when there is nothing to fit.
     pub fn fit(rows: &[Vec<f64>], y: &[f64], classes: &[Class]) -> Option<Self> {
@@ -325,7 +333,7 @@ impl Posterior {
         }
         let best = best?;
         let best = relevance(&data, classes, best);
-        Some(Posterior { mean: best.mean, l: best.l, centre, scale })
+        Some(Posterior { mean: best.mean, l: best.l, centre, scale, evidence: best.evidence })
     }
 
     /// The posterior mean at `row`, on the response's own scale.
