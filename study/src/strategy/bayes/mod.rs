@@ -224,31 +224,21 @@ impl Strategy for Bayes {
             }
         }
 
-        // Each objective's linear model with its knots where the evidence
-        // puts them: as spaced evenly, or moved a third either way.
-        let shifted = [encoder.shifted(-1.0 / 3.0), encoder.shifted(1.0 / 3.0)];
+        let shifted = SHIFTS.map(|s| encoder.shifted(s));
         // One model per objective, oriented so that larger is better.
         let groups = encoder.groups();
         let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         let mut units = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
-            let fitted = match residuals(history, j, t, &encoder) {
-                Ok(fitted) => fitted,
-                Err(why) => {
-                    let pick = rng.random_range(0..pool.len());
-                    let note = format!("model: {why}; a random draw");
-                    return Some(Proposal { config: pool[pick].clone(), note });
-                }
-            };
-            let mut chosen = (&encoder, fitted);
-            for e in &shifted {
-                if let Ok(other) = residuals(history, j, t, e)
-                    && other.post.evidence() > chosen.1.post.evidence()
-                {
-                    chosen = (e, other);
-                }
-            }
-            let (placed, Residuals { post, x, left, log }) = chosen;
+            let (placed, Residuals { post, x, left, log }) =
+                match placed(history, j, t, &encoder, &shifted) {
+                    Ok(fitted) => fitted,
+                    Err(why) => {
+                        let pick = rng.random_range(0..pool.len());
+                        let note = format!("model: {why}; a random draw");
+                        return Some(Proposal { config: pool[pick].clone(), note });
+                    }
+                };
             // Half the draws from each model: the acquisition averages
             // over both views of the response. The process bends the
             // linear model's trend: far from the trials it falls back on
@@ -395,6 +385,32 @@ fn residuals(
     Ok(Residuals { post, x, left, log })
 }
 
+/// The knots' moves tried beside even spacing, as shares of their
+/// spacing: a third either way.
+const SHIFTS: [f64; 2] = [-1.0 / 3.0, 1.0 / 3.0];
+
+/// Objective `j`'s linear model with its knots where the evidence puts
+/// them: fitted through `encoder` (knots evenly spaced) and through each
+/// of `shifted` (the knots moved, [`SHIFTS`]), the fit whose priors have
+/// the largest evidence, with the encoder it was fitted through.
+fn placed<'e>(
+    history: &[Observation],
+    j: usize,
+    t: &Target,
+    encoder: &'e Encoder,
+    shifted: &'e [Encoder],
+) -> Result<(&'e Encoder, Residuals), &'static str> {
+    let mut chosen = (encoder, residuals(history, j, t, encoder)?);
+    for e in shifted {
+        if let Ok(other) = residuals(history, j, t, e)
+            && other.post.evidence() > chosen.1.post.evidence()
+        {
+            chosen = (e, other);
+        }
+    }
+    Ok(chosen)
+}
+
 /// An objective's linear model, and what it leaves (`left`) at each
 /// measured trial's coordinates (`x`).
 struct Residuals {
@@ -467,7 +483,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::super::{Strategy, testing};
-    use super::{Bayes, Encoder, FLOOR, START, floored, residuals};
+    use super::{Bayes, Encoder, FLOOR, Residuals, SHIFTS, START, floored, placed, residuals};
     use crate::study::{Metric, Observation, Study};
 
     #[tokio::test]
@@ -645,23 +661,21 @@ metric = "decode_tps"
             })
             .collect();
         let encoder = Encoder::new(&study.space.params, &study.baseline);
-        let peak = |e: &Encoder| {
-            let fitted = residuals(&history, 0, &study.objectives[0], e).unwrap();
+        let peak = |e: &Encoder, fitted: &Residuals| {
             let at = |t: usize| {
                 let mut row = e.row(&config(t));
                 row.push(0.0);
                 fitted.post.mean_at(&row)
             };
-            let best = (1..=32).max_by(|a, b| at(*a).total_cmp(&at(*b))).unwrap();
-            (best, fitted.post.evidence())
+            (1..=32).max_by(|a, b| at(*a).total_cmp(&at(*b))).unwrap()
         };
-        let even = peak(&encoder);
-        let placed = [encoder.shifted(-1.0 / 3.0), encoder.shifted(1.0 / 3.0)]
-            .iter()
-            .map(peak)
-            .fold(even, |a, b| if b.1 > a.1 { b } else { a });
-        assert!(!(16..=20).contains(&even.0), "evenly spaced: {even:?}");
-        assert!((16..=20).contains(&placed.0), "placed by the evidence: {placed:?}");
+        let target = &study.objectives[0];
+        let even = peak(&encoder, &residuals(&history, 0, target, &encoder).unwrap());
+        let shifted = SHIFTS.map(|s| encoder.shifted(s));
+        let (e, fitted) = placed(&history, 0, target, &encoder, &shifted).unwrap();
+        let placed = peak(e, &fitted);
+        assert!(!(16..=20).contains(&even), "evenly spaced: {even}");
+        assert!((16..=20).contains(&placed), "placed by the evidence: {placed}");
     }
 
     #[tokio::test]
