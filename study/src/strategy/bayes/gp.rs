@@ -77,13 +77,22 @@ fn matern(r: f64) -> f64 {
 /// pair of points and every setting the squared distance along it.
 struct Data {
     y: DVector<f64>,
+    /// Each point's noise as a multiple of the fitted noise: 1 over its
+    /// weight (see [`hyper`]).
+    inflate: DVector<f64>,
     /// `sq[s][(i, j)]`: the squared difference of points i and j along
     /// setting s's coordinates.
     sq: Vec<DMatrix<f64>>,
 }
 
 impl Data {
-    fn new(x: &[Vec<f64>], groups: &[usize], settings: usize, y: DVector<f64>) -> Self {
+    fn new(
+        x: &[Vec<f64>],
+        groups: &[usize],
+        settings: usize,
+        y: DVector<f64>,
+        inflate: DVector<f64>,
+    ) -> Self {
         let n = x.len();
         let mut sq = vec![DMatrix::zeros(n, n); settings];
         for i in 0..n {
@@ -95,7 +104,7 @@ impl Data {
                 }
             }
         }
-        Data { y, sq }
+        Data { y, inflate, sq }
     }
 
     /// The log marginal likelihood with a weak prior on the
@@ -111,7 +120,7 @@ impl Data {
         let base = r2.map(|v: f64| matern(v.sqrt()));
         let mut k = &base * signal;
         for i in 0..n {
-            k[(i, i)] += noise;
+            k[(i, i)] += noise * self.inflate[i];
         }
         let chol = k.cholesky()?;
         let alpha = chol.solve(&self.y);
@@ -131,7 +140,8 @@ impl Data {
             .map(|(s, m)| 0.5 * w.component_mul(&slope).component_mul(m).sum() * inv_sq[s])
             .collect();
         grad.push(0.5 * w.component_mul(&base).sum() * signal);
-        grad.push(0.5 * w.trace() * (noise - MIN_NOISE));
+        let trace: f64 = (0..n).map(|i| w[(i, i)] * self.inflate[i]).sum();
+        grad.push(0.5 * trace * (noise - MIN_NOISE));
         // Log-normal priors: length scales about a setting's range, the
         // signal about the response's variance, the noise about 2 % of it.
         let prior = |x: f64, centre: f64, width: f64| {
@@ -190,36 +200,57 @@ pub(super) struct Process {
     scale: f64,
 }
 
-/// `y` standardized: its values less their mean, over their spread; the
-/// mean and the spread.
-fn standardized(y: &[f64]) -> (DVector<f64>, f64, f64) {
-    let centre = y.iter().sum::<f64>() / y.len() as f64;
-    let spread = (y.iter().map(|v| (v - centre).powi(2)).sum::<f64>() / y.len() as f64).sqrt();
+/// `y` standardized: its values less their mean, over their spread, each
+/// value counted by its weight; the mean and the spread.
+fn standardized(y: &[f64], weights: Option<&[f64]>) -> (DVector<f64>, f64, f64) {
+    let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
+    let total: f64 = (0..y.len()).map(weight).sum();
+    let centre = y.iter().enumerate().map(|(i, v)| weight(i) * v).sum::<f64>() / total;
+    let spread = (y.iter().enumerate().map(|(i, v)| weight(i) * (v - centre).powi(2)).sum::<f64>()
+        / total)
+        .sqrt();
     let scale = if spread > 1e-12 { spread } else { 1.0 };
     (DVector::from_iterator(y.len(), y.iter().map(|v| (v - centre) / scale)), centre, scale)
 }
 
 /// The hyperparameters of a process of `y` at the coordinates `x`, by the
 /// marginal likelihood; `None` when there is nothing to fit.
-pub(super) fn hyper(x: &[Vec<f64>], y: &[f64], groups: &[usize], settings: usize) -> Option<Hyper> {
+///
+/// `weights` (one a point, about 1; `None`: all 1) make a point's noise
+/// the fitted noise over its weight: a trial that one slow request threw
+/// far off, which the robust linear model weighs down ([`super::robust`]),
+/// reads as a much noisier measurement. Fitted as if it were as exact as
+/// the others, such a trial took a short length scale along some idle
+/// setting of that trial (a micro-batch of 128 on `numa`) to explain, and
+/// every untried value of that setting then drew large gains.
+pub(super) fn hyper(
+    x: &[Vec<f64>],
+    y: &[f64],
+    weights: Option<&[f64]>,
+    groups: &[usize],
+    settings: usize,
+) -> Option<Hyper> {
     if x.is_empty() {
         return None;
     }
-    let (ys, _, _) = standardized(y);
+    let (ys, _, _) = standardized(y, weights);
     // From the latest points only: the likelihood costs the cube of their
     // number, at every step of the ascent.
     let from = x.len().saturating_sub(FITTED);
     let tail = DVector::from_iterator(x.len() - from, ys.iter().skip(from).copied());
-    Some(fit_hyper(&Data::new(&x[from..], groups, settings, tail), settings))
+    let inflate =
+        DVector::from_fn(x.len() - from, |i, _| 1.0 / weights.map_or(1.0, |w| w[from + i]));
+    Some(fit_hyper(&Data::new(&x[from..], groups, settings, tail, inflate), settings))
 }
 
 impl Process {
-    /// Fits `y` at the coordinates `x` with the hyperparameters `h` (see
-    /// [`hyper`]) and takes `samples` draws; `None` when there is nothing
-    /// to fit.
+    /// Fits `y` at the coordinates `x`, each point's noise over its
+    /// weight, with the hyperparameters `h` (see [`hyper`]) and takes
+    /// `samples` draws; `None` when there is nothing to fit.
     pub fn fit(
         x: &[Vec<f64>],
         y: &[f64],
+        weights: Option<&[f64]>,
         h: &Hyper,
         groups: &[usize],
         samples: usize,
@@ -228,7 +259,7 @@ impl Process {
         if x.is_empty() {
             return None;
         }
-        let (ys, centre, scale) = standardized(y);
+        let (ys, centre, scale) = standardized(y, weights);
         let width = groups.len();
         // Matérn 5/2's spectrum: a Student t with 5 degrees of freedom.
         let mut freqs = DMatrix::zeros(FEATURES, width);
@@ -243,10 +274,14 @@ impl Process {
             DVector::from_fn(FEATURES, |_, _| rng.random_range(0.0..std::f64::consts::TAU));
         let amplitude = (2.0 * h.signal.exp() / FEATURES as f64).sqrt();
         let noise = h.noise.exp() + MIN_NOISE;
+        // Weighted least squares: each row (and its response) scaled by
+        // the root of its point's weight.
+        let root = DVector::from_fn(x.len(), |i, _| weights.map_or(1.0, |w| w[i]).sqrt());
         let phi = DMatrix::from_fn(x.len(), FEATURES, |i, f| {
             let dot: f64 = (0..width).map(|d| freqs[(f, d)] * x[i][d]).sum();
-            amplitude * (dot + phases[f]).cos()
+            root[i] * amplitude * (dot + phases[f]).cos()
         });
+        let ys = ys.component_mul(&root);
         let mut a = phi.tr_mul(&phi) / noise;
         for i in 0..FEATURES {
             a[(i, i)] += 1.0;
@@ -307,18 +342,24 @@ mod tests {
             (0..24).map(|i| vec![f64::from(i % 8) / 7.0, f64::from(i / 8) / 2.0]).collect();
         let truth = |a: f64| (-(a - 0.25).powi(2) / 0.02).exp();
         let y: Vec<f64> = x.iter().map(|r| truth(r[0]) + 0.01 * normal(&mut rng)).collect();
-        let data = Data::new(&x, &[0, 1], 2, {
-            let c = y.iter().sum::<f64>() / 24.0;
-            DVector::from_iterator(24, y.iter().map(|v| v - c))
-        });
+        let data = Data::new(
+            &x,
+            &[0, 1],
+            2,
+            {
+                let c = y.iter().sum::<f64>() / 24.0;
+                DVector::from_iterator(24, y.iter().map(|v| v - c))
+            },
+            DVector::from_element(24, 1.0),
+        );
         let h = fit_hyper(&data, 2);
         assert!(
             h.scales[1] > h.scales[0] + 1.0,
             "the setting with no effect gets the longer scale: {:?}",
             h.scales
         );
-        let h = hyper(&x, &y, &[0, 1], 2).unwrap();
-        let p = Process::fit(&x, &y, &h, &[0, 1], 64, &mut rng).unwrap();
+        let h = hyper(&x, &y, None, &[0, 1], 2).unwrap();
+        let p = Process::fit(&x, &y, None, &h, &[0, 1], 64, &mut rng).unwrap();
         let grid: Vec<f64> = (0..=20).map(|i| f64::from(i) / 20.0).collect();
         let best = grid
             .iter()
@@ -332,13 +373,40 @@ mod tests {
         }
     }
 
+    /// A trend along `a`, measured at every `a` with three values of an
+    /// idle `b`, and once at a fourth value of `b`, thrown far off (one
+    /// slow request). Weighed down as the robust linear model weighs it,
+    /// the trial reads as a noisy one and the process holds `b` idle;
+    /// counted as exact, it bends the process along `b` to pass near it.
+    #[test]
+    fn a_trial_weighed_down_does_not_bend_the_process() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut x: Vec<Vec<f64>> =
+            (0..24).map(|i| vec![f64::from(i % 8) / 7.0, f64::from(1 + i / 8) / 3.0]).collect();
+        let mut y: Vec<f64> = x.iter().map(|r| r[0] + 0.02 * normal(&mut rng)).collect();
+        x.push(vec![0.5, 0.0]);
+        y.push(0.5 - 1.5);
+        // Its weight in the robust fit: Student's t of 4 degrees, the
+        // others' spread 0.02 (see `super::super::robust`).
+        let mut weights = vec![1.25; 24];
+        weights.push(5.0 / (4.0 + (1.5f64 / 0.02).powi(2)));
+        let bend = |weights: Option<&[f64]>, rng: &mut rand::rngs::StdRng| {
+            let h = hyper(&x, &y, weights, &[0, 1], 2).unwrap();
+            let p = Process::fit(&x, &y, weights, &h, &[0, 1], 64, rng).unwrap();
+            (mean(&p, &[0.5, 1.0 / 3.0]) - mean(&p, &[0.5, 0.0])).abs()
+        };
+        let (weighed, exact) = (bend(Some(&weights), &mut rng), bend(None, &mut rng));
+        assert!(weighed < 0.1, "weighed down, b moves the mean by {weighed}");
+        assert!(exact > 3.0 * weighed, "counted as exact: {exact} against {weighed}");
+    }
+
     #[test]
     fn draws_spread_more_far_from_the_data() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let x: Vec<Vec<f64>> = (0..10).map(|i| vec![f64::from(i) / 30.0]).collect();
         let y: Vec<f64> = x.iter().map(|r| 2.0 * r[0]).collect();
-        let h = hyper(&x, &y, &[0], 1).unwrap();
-        let p = Process::fit(&x, &y, &h, &[0], 200, &mut rng).unwrap();
+        let h = hyper(&x, &y, None, &[0], 1).unwrap();
+        let p = Process::fit(&x, &y, None, &h, &[0], 200, &mut rng).unwrap();
         let spread = |at: f64| {
             let v = p.at(&[at]);
             let m = v.iter().sum::<f64>() / v.len() as f64;
@@ -384,14 +452,14 @@ mod tests {
             let inputs: Vec<Vec<f64>> = tried.iter().map(|c| encoder.inputs(c)).collect();
             let post = super::super::Posterior::fit(&rows, &y, &encoder.classes).unwrap();
             let left: Vec<f64> = rows.iter().zip(&y).map(|(r, v)| v - post.mean_at(r)).collect();
-            let h = hyper(&inputs, &left, &groups, 8).unwrap();
-            let process = Process::fit(&inputs, &left, &h, &groups, 32, &mut rng).unwrap();
+            let h = hyper(&inputs, &left, None, &groups, 8).unwrap();
+            let process = Process::fit(&inputs, &left, None, &h, &groups, 32, &mut rng).unwrap();
             let bent = ProcessDraws { encoder: &encoder, process, trend: post.mean() };
             let far = at(&[2, 2, 0, 0, 0, 0, 0, 0]);
             let draws = bent.at(&far);
             bent_error += (draws.iter().sum::<f64>() / draws.len() as f64 - 2.0).abs() / 8.0;
-            let h = hyper(&inputs, &y, &groups, 8).unwrap();
-            let alone = Process::fit(&inputs, &y, &h, &groups, 32, &mut rng).unwrap();
+            let h = hyper(&inputs, &y, None, &groups, 8).unwrap();
+            let alone = Process::fit(&inputs, &y, None, &h, &groups, 32, &mut rng).unwrap();
             alone_error += (mean(&alone, &encoder.inputs(&far)) - 2.0).abs() / 8.0;
         }
         assert!(bent_error < 0.7 * alone_error, "off by {bent_error:.2}, {alone_error:.2} alone");

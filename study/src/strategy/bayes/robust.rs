@@ -15,11 +15,24 @@
 //! residuals look ordinary; the rounds of reweighting undo the bend a
 //! step at a time ([`FREEDOM`] has the figures).
 //!
-//! The objectives keep Gaussian errors: fitted with t errors of 4 degrees
-//! (their processes fitted to all that was left), `draft`, a tenth of
-//! whose speeds are slowed, took 14 trials over 180 seeds either way
-//! (75th percentile 17), and over 15 seeds `offload` 58 → 68, `cpu` 28 →
-//! 31, `serving` 38 → 39 and `ridge` 73 → 74.
+//! The objectives' linear models are fitted this way too, and the
+//! processes fitted to what they leave weigh each trial as they did (a
+//! trial's noise is the fitted noise over its weight, [`weighted`]).
+//! With Gaussian errors, on `numa` (a twentieth of the speeds slowed 1.5
+//! to 4 times), two slowed trials among 22 left the decode model's mean a
+//! sixth to a third below what the front's trials measured, and the
+//! process, to pass near one of them, held that its micro-batch (an idle
+//! setting) slowed decode threefold: every untried micro-batch and
+//! thread count for the batch then drew gains, and the search spent its
+//! trials on them. The strategy benchmark, before and after, the same
+//! seeds (15; `numa` 30, `draft` 60, `floor` 13): `numa` 26.5 trials →
+//! 27 (75th percentile 60.5 → 48, 90th 147 → 90), `split` 66 → 57 (90th
+//! percentile 169 → 83), `noise` 63 → 53, `ridge` 75 → 69, `pocket` 33 →
+//! 28, `floor` 69.5 → 62, `offload` 36 → 34, and `cpu` 30 → 35,
+//! `midrange` 19 → 21, `bounded` 17 → 19, `ten` 13 → 14, `draft` 14 →
+//! 14.5; the others within a trial. Fitted with t errors while the
+//! processes took every trial as exact, the objectives had cost
+//! `offload` 58 → 68 trials.
 
 use super::features::Class;
 use super::regression::Posterior;
@@ -42,18 +55,29 @@ const ROBUST_FROM: usize = 8;
 /// `y` on `rows` (columns of the given classes) with t errors of
 /// [`FREEDOM`] degrees; `None` only when there is nothing to fit.
 pub(super) fn fit(rows: &[Vec<f64>], y: &[f64], classes: &[Class]) -> Option<Posterior> {
+    weighted(rows, y, classes).map(|(post, _)| post)
+}
+
+/// [`fit`], with the weight each trial had in the last round (all 1
+/// before [`ROBUST_FROM`] trials, or where the fit passes through most of
+/// them): about 1¼ for a trial on the trend, less the farther off it.
+pub(super) fn weighted(
+    rows: &[Vec<f64>],
+    y: &[f64],
+    classes: &[Class],
+) -> Option<(Posterior, Vec<f64>)> {
     let mut post = Posterior::fit(rows, y, classes)?;
+    let mut weights = vec![1.0; rows.len()];
     if rows.len() < ROBUST_FROM {
-        return Some(post);
+        return Some((post, weights));
     }
     for _ in 0..ROUNDS {
         let left: Vec<f64> = rows.iter().zip(y).map(|(r, v)| v - post.mean_at(r)).collect();
         let Some(spread) = robust_spread(&left) else { break };
-        let weights: Vec<f64> =
-            left.iter().map(|r| (FREEDOM + 1.0) / (FREEDOM + (r / spread).powi(2))).collect();
+        weights = left.iter().map(|r| (FREEDOM + 1.0) / (FREEDOM + (r / spread).powi(2))).collect();
         post = Posterior::fit_weighted(rows, y, Some(&weights), classes, 0.0)?;
     }
-    Some(post)
+    Some((post, weights))
 }
 
 /// 1.4826 times the median absolute value: the standard deviation, were
