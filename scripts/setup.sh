@@ -35,11 +35,29 @@ scripts/setup-models.sh
 # (.cargo/config.toml): each checkout adds its own crates to the
 # dependencies they share, so past 16 GiB it starts over (a test build
 # from nothing is about 3).
-shared="$(cargo metadata --format-version 1 --no-deps |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["build_directory"])')"
+metadata="$(cargo metadata --format-version 1 --no-deps)"
+shared="$(python3 -c 'import json, sys; print(json.load(sys.stdin)["build_directory"])' <<<"$metadata")"
 if [[ -d "$shared" ]] && (($(du -s --block-size=1G "$shared" | cut -f1) > 16)); then
   echo "==> the shared build folder $shared is past 16 GiB: starting it over"
   rm -rf "$shared"
+fi
+# Cargo keys the workspace's own crates in the shared folder by their
+# place within the checkout, not by the checkout's, and takes them as
+# built when their files are older than what it built there last: a
+# checkout made before another one's last build would be handed that
+# one's programs. The folder keeps which checkout built in it last;
+# another one's crates are marked changed first, and compile.
+last="$shared/last-checkout"
+if [[ "$(cat "$last" 2>/dev/null)" != "$root" ]]; then
+  python3 -c '
+import json, os, sys
+for p in json.load(sys.stdin)["packages"]:
+    for d, _, files in os.walk(os.path.dirname(p["manifest_path"])):
+        for f in files:
+            os.utime(os.path.join(d, f))
+' <<<"$metadata"
+  mkdir -p "$shared"
+  printf '%s\n' "$root" >"$last"
 fi
 echo "==> building tunebook ($build)"
 if [[ "$build" == tests ]]; then
