@@ -23,10 +23,12 @@
 //! qNEHVI), counted in the objectives' own units though modelled on log
 //! scales, per unit of what it costs to run ([`acquisition`]); a draw in
 //! which the risk model's draw expects the configuration to fail or break
-//! a bound counts no gain. Spaces too large to list are searched from the
-//! best of a random pool by coordinate ascent ([`climb`]). The last fifth
-//! of the trial budget changes one setting at a time from the baseline,
-//! for the findings ([`closing`]).
+//! a bound counts no gain. A candidate that differs from a measured trial
+//! only in settings every objective's model found idle is that trial
+//! again, and is passed over ([`repeats`]). Spaces too large to list are
+//! searched from the best of a random pool by coordinate ascent
+//! ([`climb`]). The last fifth of the trial budget changes one setting at
+//! a time from the baseline, for the findings ([`closing`]).
 //!
 //! Each objective's linear model also has a column for the trial's place
 //! in the study, which takes up the machine's drift ([`residuals`]).
@@ -51,8 +53,10 @@ mod failures;
 mod features;
 mod gp;
 mod planned;
+mod pool;
 mod refit;
 mod regression;
+mod repeats;
 mod robust;
 
 use std::collections::BTreeSet;
@@ -68,8 +72,10 @@ use acquisition::{Acquisition, Drawn, Pooled, Units, Worth, better};
 use features::{Class, Encoder};
 use gp::{Process, ProcessDraws};
 pub use planned::GpuFillFn;
+use pool::{CLIMBS, LISTED, candidates, climb};
 pub(crate) use regression::normal;
 use regression::{LinearDraws, Posterior};
+use repeats::Repeats;
 
 /// Draws of the models whose hypervolume gains are averaged: a Monte
 /// Carlo expected gain, steadier than one draw's (Thompson sampling)
@@ -80,19 +86,6 @@ use regression::{LinearDraws, Posterior};
 /// only: `ten` 17 → 14, `pocket` 29 → 23, `ridge` 66 → 70, the others
 /// within three trials) for twice the scoring time.
 const SAMPLES: usize = 32;
-/// Configurations scored per proposal when the space is too large to list.
-const SAMPLED: usize = 4000;
-/// Spaces up to this size are listed whole.
-const LISTED: u128 = 20_000;
-/// In larger spaces, the best few of the pool are improved by coordinate
-/// ascent: this many of them, at most this many sweeps over the settings,
-/// and at most this many values a setting (wider ranges: the neighbours
-/// and this many random values).
-const CLIMBS: usize = 8;
-const SWEEPS: usize = 4;
-const MAX_VALUES: usize = 64;
-/// The measured front's trials whose neighbours join the pool.
-const NEAR: usize = 32;
 /// Trials (the baseline among them) before the models lead: the points of
 /// a Latin hypercube ([`design`]); fitted to a few trials, the models
 /// doubt the space's corners most and would spend the first trials there.
@@ -160,40 +153,6 @@ fn floored(mut y: Vec<f64>, log: bool) -> Vec<f64> {
 /// count that slows decode many times) took 23 trials instead of 19-20.
 const FLOOR: f64 = 10.0;
 
-/// The untried configurations the constraints allow: the whole space when
-/// it is small, else random draws and the neighbours of the (at most
-/// [`NEAR`]) trials on the measured Pareto front.
-fn candidates(
-    study: &Study,
-    history: &[Observation],
-    fresh: &impl Fn(&Settings) -> bool,
-    rng: &mut impl Rng,
-) -> Vec<Settings> {
-    if study.space.grid_size() <= LISTED {
-        return study.space.grid().filter(fresh).collect();
-    }
-    let mut out: Vec<Settings> = (0..SAMPLED).map(|_| study.space.sample(rng)).collect();
-    let measured: Vec<&Observation> =
-        history.iter().filter(|o| o.feasible && o.values.is_some()).collect();
-    let points: Vec<Vec<f64>> = measured.iter().filter_map(|o| o.values.clone()).collect();
-    let goals: Vec<_> = study.objectives.iter().map(|t| t.goal).collect();
-    for i in crate::pareto::front(&points, &goals).into_iter().take(NEAR) {
-        let o = measured[i];
-        for p in &study.space.params {
-            let current = o.config.get(&p.name).cloned().unwrap_or_default();
-            for v in p.domain.neighbours(&current) {
-                let mut c = o.config.clone();
-                c.insert(p.name.clone(), v);
-                out.push(c);
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out.retain(fresh);
-    out
-}
-
 #[async_trait]
 impl Strategy for Bayes {
     async fn propose(&self, study: &Study, history: &[Observation]) -> Option<Proposal> {
@@ -232,6 +191,7 @@ impl Strategy for Bayes {
         let groups = encoder.groups();
         let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         let mut units = Vec::new();
+        let mut views = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
             let (placed, Residuals { post, x, left, weights, log }) =
                 match placed(history, j, t, &encoder, &shifted) {
@@ -242,6 +202,7 @@ impl Strategy for Bayes {
                         return Some(Proposal { config: pool[pick].clone(), note });
                     }
                 };
+            views.push((placed, post.silent().to_vec()));
             // Half the draws from each model: the acquisition averages
             // over both views of the response. The process bends the
             // linear model's trend: far from the trials it falls back on
@@ -286,14 +247,24 @@ impl Strategy for Bayes {
         }
         let mut scored: Vec<(usize, Worth)> = acquisition::scored(&acquisition, &pool);
         scored.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)));
+        // The best candidates that are not a measured trial again under
+        // idle settings ([`repeats`]), even where they gain nothing and a
+        // repeat gains a sliver; the best of all where every one is.
+        let repeats = Repeats::new(&views, &measured);
+        let new = |c: &Settings| fresh(c) && !repeats.of(c);
+        let mut leading = scored.iter().filter(|(i, _)| !repeats.of(&pool[*i]));
         let best = if listed {
-            scored.first().map(|(i, w)| (pool[*i].clone(), *w))
+            leading.next().or(scored.first()).map(|(i, w)| (pool[*i].clone(), *w))
         } else {
             // Too many to list: climb from the best of the pool, one
             // setting at a time over all its values.
-            let starts = scored.iter().take(CLIMBS).map(|(i, w)| (pool[*i].clone(), *w));
+            let mut starts: Vec<_> = leading.take(CLIMBS).collect();
+            if starts.is_empty() {
+                starts.extend(scored.first());
+            }
+            let starts = starts.into_iter().map(|(i, w)| (pool[*i].clone(), *w));
             let climbed: Vec<_> =
-                starts.map(|start| climb(study, &acquisition, start, &fresh, &mut rng)).collect();
+                starts.map(|start| climb(study, &acquisition, start, &new, &mut rng)).collect();
             climbed.into_iter().reduce(|a, b| if better(b.1, a.1) { b } else { a })
         };
         let (config, note) = match best {
@@ -442,47 +413,6 @@ fn farthest(
         tried.iter().map(|t| design::squared(t, &x)).fold(f64::MAX, f64::min)
     };
     draws.map(|c| (apart(&c), c)).max_by(|a, b| a.0.total_cmp(&b.0)).map(|(_, c)| c)
-}
-
-/// Coordinate ascent on the drawn worth from `start`: each setting in turn
-/// moves to its best value, until no setting improves.
-fn climb(
-    study: &Study,
-    acquisition: &Acquisition,
-    start: (Settings, Worth),
-    fresh: &impl Fn(&Settings) -> bool,
-    rng: &mut impl Rng,
-) -> (Settings, Worth) {
-    let (mut at, mut worth) = start;
-    for _ in 0..SWEEPS {
-        let mut moved = false;
-        for p in &study.space.params {
-            let current = at.get(&p.name).cloned().unwrap_or_default();
-            let values = if p.domain.len() <= MAX_VALUES as u64 {
-                p.domain.grid()
-            } else {
-                let mut v = p.domain.neighbours(&current);
-                v.extend((0..MAX_VALUES).map(|_| p.domain.sample(rng)));
-                v
-            };
-            for v in values {
-                if at.get(&p.name) == Some(&v) {
-                    continue;
-                }
-                let mut c = at.clone();
-                c.insert(p.name.clone(), v);
-                if let Some(w) = acquisition.worth(&c).filter(|w| better(*w, worth))
-                    && fresh(&c)
-                {
-                    (at, worth, moved) = (c, w, true);
-                }
-            }
-        }
-        if !moved {
-            break;
-        }
-    }
-    (at, worth)
 }
 
 #[cfg(test)]
@@ -713,6 +643,61 @@ metric = "decode_tps"
         let placed = peak(e, &fitted);
         assert!(!(16..=20).contains(&even), "evenly spaced: {even}");
         assert!((16..=20).contains(&placed), "placed by the evidence: {placed}");
+    }
+
+    /// Decode peaks at 12 threads and load time grows with them; the
+    /// micro-batch and the batch's threads do nothing (2 % noise on
+    /// both). Over three searches of 36 trials, at most 20 trials before
+    /// the closing phase run a thread count already measured (12 do, most
+    /// before the models find the two idle): after that, another of their
+    /// values is the same configuration again. Without the check for
+    /// repeats ([`repeats`]), the models' slivers of gain there led 63
+    /// trials back to a thread count measured before.
+    #[tokio::test]
+    async fn a_configuration_is_not_measured_again_under_idle_settings() {
+        let text = r#"
+name = "idle"
+profile = "p"
+model = "m"
+strategy = { kind = "bayes", seed = 1 }
+budget = { max_trials = 45 }
+[baseline]
+threads = 4
+ubatch_size = 512
+threads_batch = 4
+[space]
+threads = { min = 1, max = 32, step = 1 }
+ubatch_size = [128, 256, 512, 1024, 2048]
+threads_batch = { min = 1, max = 32, step = 1 }
+[[objectives]]
+metric = "decode_tps"
+[[objectives]]
+metric = "load_ms"
+"#;
+        let catalog = engine_bridge::catalog::Catalog::llama_server();
+        let study = crate::study::StudyDef::from_toml(text)
+            .unwrap()
+            .check(&catalog, &["m".into()])
+            .unwrap();
+        let mut again = 0;
+        for seed in 0..3 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut history: Vec<Observation> = Vec::new();
+            let mut config = study.baseline.clone();
+            while history.len() < 36 {
+                let t: f64 = config["threads"].parse().unwrap();
+                let mut noisy = |v: f64| v * (1.0 + 0.02 * super::normal(&mut rng));
+                let decode = noisy(40.0 * (t / 12.0).min(1.0) * (1.0 - 0.03 * (t - 12.0).max(0.0)));
+                let load = noisy(1000.0 + 25.0 * t);
+                let m = [(Metric::DecodeTps, decode), (Metric::LoadMs, load)].into();
+                if history.iter().any(|o| o.config["threads"] == config["threads"]) {
+                    again += 1;
+                }
+                history.push(study.observe(config, Some(&m), Some(&m)));
+                config = Bayes::new(seed).propose(&study, &history).await.unwrap().config;
+            }
+        }
+        assert!(again <= 20, "{again} trials ran a thread count already measured");
     }
 
     #[tokio::test]
