@@ -23,12 +23,10 @@
 //! qNEHVI), counted in the objectives' own units though modelled on log
 //! scales, per unit of what it costs to run ([`acquisition`]); a draw in
 //! which the risk model's draw expects the configuration to fail or break
-//! a bound counts no gain. A candidate that differs from a measured trial
-//! only in settings every objective's model found idle is that trial
-//! again, and is passed over ([`repeats`]). Spaces too large to list are
-//! searched from the best of a random pool by coordinate ascent
-//! ([`climb`]). The last fifth of the trial budget changes one setting at
-//! a time from the baseline, for the findings ([`closing`]).
+//! a bound counts no gain. Spaces too large to list are searched from the
+//! best of a random pool by coordinate ascent ([`climb`], [`pool`]). The
+//! last fifth of the trial budget changes one setting at a time from the
+//! baseline, for the findings ([`closing`]).
 //!
 //! Each objective's linear model also has a column for the trial's place
 //! in the study, which takes up the machine's drift ([`residuals`]).
@@ -56,7 +54,6 @@ mod planned;
 mod pool;
 mod refit;
 mod regression;
-mod repeats;
 mod robust;
 
 use std::collections::BTreeSet;
@@ -75,7 +72,6 @@ pub use planned::GpuFillFn;
 use pool::{CLIMBS, LISTED, candidates, climb};
 pub(crate) use regression::normal;
 use regression::{LinearDraws, Posterior};
-use repeats::Repeats;
 
 /// Draws of the models whose hypervolume gains are averaged: a Monte
 /// Carlo expected gain, steadier than one draw's (Thompson sampling)
@@ -191,7 +187,6 @@ impl Strategy for Bayes {
         let groups = encoder.groups();
         let mut objectives: Vec<Box<dyn Drawn + '_>> = Vec::new();
         let mut units = Vec::new();
-        let mut views = Vec::new();
         for (j, t) in study.objectives.iter().enumerate() {
             let (placed, Residuals { post, x, left, weights, log }) =
                 match placed(history, j, t, &encoder, &shifted) {
@@ -202,7 +197,6 @@ impl Strategy for Bayes {
                         return Some(Proposal { config: pool[pick].clone(), note });
                     }
                 };
-            views.push((placed, post.silent().to_vec()));
             // Half the draws from each model: the acquisition averages
             // over both views of the response. The process bends the
             // linear model's trend: far from the trials it falls back on
@@ -247,24 +241,14 @@ impl Strategy for Bayes {
         }
         let mut scored: Vec<(usize, Worth)> = acquisition::scored(&acquisition, &pool);
         scored.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)));
-        // The best candidates that are not a measured trial again under
-        // idle settings ([`repeats`]), even where they gain nothing and a
-        // repeat gains a sliver; the best of all where every one is.
-        let repeats = Repeats::new(&views, &measured);
-        let new = |c: &Settings| fresh(c) && !repeats.of(c);
-        let mut leading = scored.iter().filter(|(i, _)| !repeats.of(&pool[*i]));
         let best = if listed {
-            leading.next().or(scored.first()).map(|(i, w)| (pool[*i].clone(), *w))
+            scored.first().map(|(i, w)| (pool[*i].clone(), *w))
         } else {
             // Too many to list: climb from the best of the pool, one
             // setting at a time over all its values.
-            let mut starts: Vec<_> = leading.take(CLIMBS).collect();
-            if starts.is_empty() {
-                starts.extend(scored.first());
-            }
-            let starts = starts.into_iter().map(|(i, w)| (pool[*i].clone(), *w));
+            let starts = scored.iter().take(CLIMBS).map(|(i, w)| (pool[*i].clone(), *w));
             let climbed: Vec<_> =
-                starts.map(|start| climb(study, &acquisition, start, &new, &mut rng)).collect();
+                starts.map(|start| climb(study, &acquisition, start, &fresh, &mut rng)).collect();
             climbed.into_iter().reduce(|a, b| if better(b.1, a.1) { b } else { a })
         };
         let (config, note) = match best {
@@ -643,61 +627,6 @@ metric = "decode_tps"
         let placed = peak(e, &fitted);
         assert!(!(16..=20).contains(&even), "evenly spaced: {even}");
         assert!((16..=20).contains(&placed), "placed by the evidence: {placed}");
-    }
-
-    /// Decode peaks at 12 threads and load time grows with them; the
-    /// micro-batch and the batch's threads do nothing (2 % noise on
-    /// both). Over three searches of 36 trials, at most 20 trials before
-    /// the closing phase run a thread count already measured (12 do, most
-    /// before the models find the two idle): after that, another of their
-    /// values is the same configuration again. Without the check for
-    /// repeats ([`repeats`]), the models' slivers of gain there led 63
-    /// trials back to a thread count measured before.
-    #[tokio::test]
-    async fn a_configuration_is_not_measured_again_under_idle_settings() {
-        let text = r#"
-name = "idle"
-profile = "p"
-model = "m"
-strategy = { kind = "bayes", seed = 1 }
-budget = { max_trials = 45 }
-[baseline]
-threads = 4
-ubatch_size = 512
-threads_batch = 4
-[space]
-threads = { min = 1, max = 32, step = 1 }
-ubatch_size = [128, 256, 512, 1024, 2048]
-threads_batch = { min = 1, max = 32, step = 1 }
-[[objectives]]
-metric = "decode_tps"
-[[objectives]]
-metric = "load_ms"
-"#;
-        let catalog = engine_bridge::catalog::Catalog::llama_server();
-        let study = crate::study::StudyDef::from_toml(text)
-            .unwrap()
-            .check(&catalog, &["m".into()])
-            .unwrap();
-        let mut again = 0;
-        for seed in 0..3 {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut history: Vec<Observation> = Vec::new();
-            let mut config = study.baseline.clone();
-            while history.len() < 36 {
-                let t: f64 = config["threads"].parse().unwrap();
-                let mut noisy = |v: f64| v * (1.0 + 0.02 * super::normal(&mut rng));
-                let decode = noisy(40.0 * (t / 12.0).min(1.0) * (1.0 - 0.03 * (t - 12.0).max(0.0)));
-                let load = noisy(1000.0 + 25.0 * t);
-                let m = [(Metric::DecodeTps, decode), (Metric::LoadMs, load)].into();
-                if history.iter().any(|o| o.config["threads"] == config["threads"]) {
-                    again += 1;
-                }
-                history.push(study.observe(config, Some(&m), Some(&m)));
-                config = Bayes::new(seed).propose(&study, &history).await.unwrap().config;
-            }
-        }
-        assert!(again <= 20, "{again} trials ran a thread count already measured");
     }
 
     #[tokio::test]

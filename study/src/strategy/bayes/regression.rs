@@ -69,16 +69,7 @@ pub(super) struct Posterior {
     scale: f64,
     /// The chosen priors' log evidence (of the standardized response).
     evidence: f64,
-    /// The columns whose prior relevance shrank to next to nothing
-    /// ([`SILENT`]).
-    silent: Vec<bool>,
 }
-
-/// A column is silent when relevance leaves its prior variance below this
-/// share of the main effects' (the grid's): its setting, or pair, moves
-/// the response by next to nothing. Relevance shrinks an idle setting's
-/// prior to [`SHRINK`] of it; one that matters keeps a tenth or more.
-const SILENT: f64 = 0.01;
 
 /// A standard normal draw (Box–Muller).
 pub(crate) fn normal(rng: &mut impl Rng) -> f64 {
@@ -325,35 +316,24 @@ impl Posterior {
         let data = Data::new(&x, &y);
         let heredity = heredity(&x, &data, classes);
         let drifts: &[f64] = if classes.contains(&Class::Drift) { &DRIFT } else { &[1.0] };
-        let mut best: Option<(f64, Candidate)> = None;
+        let mut best: Option<Candidate> = None;
         for main in MAIN {
             for ratio in PAIR_RATIO {
                 for drift in drifts {
                     let prior = priors(classes, main, main * ratio * share, *drift, &heredity);
                     for noise in NOISE.into_iter().filter(|n| *n >= least) {
                         if let Some(c) = fit_with(&data, &prior, noise)
-                            && best.as_ref().is_none_or(|(_, b)| c.evidence > b.evidence)
+                            && best.as_ref().is_none_or(|b| c.evidence > b.evidence)
                         {
-                            best = Some((main, c));
+                            best = Some(c);
                         }
                     }
                 }
             }
         }
-        let (main, best) = best?;
+        let best = best?;
         let best = relevance(&data, classes, best);
-        let silent = classes
-            .iter()
-            .zip(&best.prior)
-            .map(|(c, p)| !matches!(c, Class::Intercept | Class::Drift) && *p < SILENT * main)
-            .collect();
-        let evidence = best.evidence;
-        Some(Posterior { mean: best.mean, l: best.l, centre, scale, evidence, silent })
-    }
-
-    /// Which of the row's columns are silent ([`SILENT`]).
-    pub fn silent(&self) -> &[bool] {
-        &self.silent
+        Some(Posterior { mean: best.mean, l: best.l, centre, scale, evidence: best.evidence })
     }
 
     /// The posterior mean at `row`, on the response's own scale.
