@@ -72,6 +72,8 @@ impl Driver {
         caps.insert("goog:chromeOptions".into(), options);
         // Kept so that a test can read the console (see `console_errors`).
         caps.insert("goog:loggingPrefs".into(), json!({ "browser": "ALL" }));
+        let page_load = PAGE_LOAD.as_millis() as u64;
+        caps.insert("timeouts".into(), json!({ "pageLoad": page_load }));
         ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(caps)
             .connect(&self.url)
@@ -127,9 +129,42 @@ impl Driver {
     }
 }
 
+/// How long the browser may take to load a page before [`goto`] asks why
+/// (chromedriver's own limit is five minutes).
+const PAGE_LOAD: Duration = Duration::from_secs(90);
+
+/// Opens `url` in the browser. Chromium on a busy machine has been seen to
+/// never end a page's load (chromedriver: "timed out receiving message from
+/// renderer"); past [`PAGE_LOAD`] the server is asked for the page itself:
+/// if it answers, the browser loads the page once more, and if it does not,
+/// the test fails naming the server.
+async fn goto(client: &Client, url: &str) {
+    let Err(first) = client.goto(url).await else { return };
+    assert!(first.is_timeout(), "opening {url}: {first}");
+    let asked = tokio::time::timeout(Duration::from_secs(30), async {
+        http().get(url).send().await?.error_for_status()?.text().await
+    })
+    .await;
+    match asked {
+        Ok(Ok(_)) => {
+            eprintln!("{url}: the browser's load timed out ({first}); the server answers it")
+        }
+        Ok(Err(e)) => {
+            panic!("{url}: the browser's load timed out ({first}) and the server said {e}")
+        }
+        Err(_) => {
+            panic!("{url}: the browser's load timed out ({first}) and the server took over 30 s")
+        }
+    }
+    client
+        .goto(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url} timed out in the browser twice ({first}; {e})"));
+}
+
 /// Opens `url` and waits (30 s at most) for `css` to be on the page.
 async fn open(client: &Client, url: &str, css: &str) {
-    client.goto(url).await.unwrap();
+    goto(client, url).await;
     let found = client.wait().at_most(Duration::from_secs(30)).for_element(Locator::Css(css)).await;
     found.unwrap_or_else(|e| panic!("{css} on {url}: {e}"));
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 
-use super::{Driver, fill, open, screenshot, text_when};
+use super::{Driver, fill, goto, open, screenshot, text_when};
 use crate::common::{self, TestServer, eventually};
 
 /// Before plotly.js starts (and should it never load), the study page's
@@ -139,7 +139,7 @@ async fn a_study_of_ten_thousand_trials_opens_quickly_and_pages_through_its_hist
     // Twice: a first visit (nothing cached), then a second.
     let mut usable_ms = Vec::new();
     for visit in 0..2 {
-        client.goto(&server.url(&format!("/studies/{id}"))).await.unwrap();
+        goto(&client, &server.url(&format!("/studies/{id}"))).await;
         let at = eventually(Duration::from_secs(60), "the table and the Pareto plot", || {
             let client = client.clone();
             async move {

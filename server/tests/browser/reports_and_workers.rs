@@ -6,7 +6,7 @@ use std::time::Duration;
 use fantoccini::{Client, Locator};
 use serde_json::json;
 
-use super::{Driver, fill, open, screenshot, text_when};
+use super::{Driver, fill, goto, open, screenshot, text_when};
 use crate::common::{self, TestServer, eventually, http};
 
 #[tokio::test]
@@ -91,7 +91,7 @@ async fn a_report_is_edited_published_and_read_through_its_link_elsewhere() {
         .for_element(Locator::Css("li.share[data-revoked='true']"))
         .await
         .unwrap();
-    reader.goto(&server.url(&href)).await.unwrap();
+    goto(&reader, &server.url(&href)).await;
     let error =
         text_when(&reader, "#shared-error", "the revoked link's message", |t| !t.is_empty()).await;
     assert!(error.contains("revoked"), "{error}");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use fantoccini::Locator;
 use serde_json::{Value, json};
 
-use super::{Driver, drawn, fill, open, screenshot, text_when};
+use super::{Driver, drawn, fill, goto, open, screenshot, text_when};
 use crate::common::{self, TestServer, eventually, http, require_demo_engine};
 
 #[tokio::test]
@@ -345,7 +345,7 @@ async fn a_study_on_two_machines_plots_one_at_a_time() {
     let server = TestServer::start_with(settings, data).await;
     let driver = Driver::start().await;
     let client = driver.browser().await;
-    client.goto(&server.url(&format!("/studies/{id}"))).await.unwrap();
+    goto(&client, &server.url(&format!("/studies/{id}"))).await;
     // The first class's three trials, never the seven together.
     drawn(&client, "pareto-plot", "3").await;
     let select = client.find(Locator::Css("#pareto-machine")).await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fantoccini::Locator;
 use serde_json::{Value, json};
 
-use super::{Driver, drawn, fill, open, screenshot, text_when};
+use super::{Driver, drawn, fill, goto, open, screenshot, text_when};
 use crate::common::{self, TestServer, eventually, http, require_demo_engine};
 
 #[tokio::test]
@@ -154,7 +154,7 @@ async fn a_trial_measured_at_depth_plots_speed_against_context_depth() {
 
     let driver = Driver::start().await;
     let client = driver.browser().await;
-    client.goto(&server.url(&format!("/trials/{trial}"))).await.unwrap();
+    goto(&client, &server.url(&format!("/trials/{trial}"))).await;
     // Two depths fit the 1024-token context; the third is skipped. Decode
     // and prefill each get a point per depth.
     drawn(&client, "depth-plot", "4").await;
