@@ -557,7 +557,15 @@ async fn a_worker_trial_with_megabytes_of_engine_output_finishes_with_its_end_ke
         "the end of the output is kept: {} bytes, ending {tail:?}",
         log.len()
     );
-    assert!(log.len() < 3 << 20, "not all 3 MB were sent: {} bytes", log.len());
+    // The result carries the last chunk of what no report carried (3 MB
+    // in one body would be refused); the reports carry a chunk a second
+    // while the trial runs, so on a busy machine, where the trial takes
+    // longer, they may carry it all. Either way nothing is lost unsaid.
+    assert!(
+        log.len() >= 3 << 20 || log.contains("bytes of output left out"),
+        "the server's copy is the whole output or says what it left out: {} bytes",
+        log.len()
+    );
     drop(worker);
     server.stop().await;
     drop_postgres(&db_name).await;
