@@ -24,9 +24,7 @@
 //! scales, per unit of what it costs to run ([`acquisition`]); a draw in
 //! which the risk model's draw expects the configuration to fail or break
 //! a bound counts no gain. Spaces too large to list are searched from the
-//! best of a random pool by coordinate ascent ([`climb`], [`pool`]).
-//! Where the largest drawn gain falls below [`STALL`], the search tries a
-//! pair of word values no trial tried together instead ([`novelty`]). The
+//! best of a random pool by coordinate ascent ([`climb`], [`pool`]). The
 //! last fifth of the trial budget changes one setting at a time from the
 //! baseline, for the findings ([`closing`]).
 //!
@@ -52,7 +50,6 @@ mod design;
 mod failures;
 mod features;
 mod gp;
-mod novelty;
 mod planned;
 mod pool;
 mod refit;
@@ -254,28 +251,6 @@ impl Strategy for Bayes {
                 starts.map(|start| climb(study, &acquisition, start, &fresh, &mut rng)).collect();
             climbed.into_iter().reduce(|a, b| if better(b.1, a.1) { b } else { a })
         };
-        // Next to nothing left to gain by what the models know: a pair
-        // of word values no trial tried, the best such candidate moved
-        // along its other settings.
-        let words = novelty::word_settings(&study.space);
-        let untried = novelty::Tried::new(&words, history.iter().map(|o| &o.config));
-        let stalled = best.as_ref().is_some_and(|(_, (gain, _))| *gain < STALL);
-        let novel = stalled
-            .then(|| {
-                let most = scored.iter().map(|(i, _)| untried.untried(&pool[*i])).max()?;
-                let (i, w) = scored.iter().find(|(i, _)| untried.untried(&pool[*i]) == most)?;
-                (most > 0).then(|| (pool[*i].clone(), *w))
-            })
-            .flatten()
-            .map(|start| {
-                let first = start.0.clone();
-                let keeps = |c: &Settings| fresh(c) && untried.same_words(c, &first);
-                climb(study, &acquisition, start, &keeps, &mut rng)
-            });
-        if let Some((config, _)) = novel {
-            let note = "model: next to no drawn gain left; a pair of words no trial tried";
-            return Some(Proposal { config, note: note.into() });
-        }
         let (config, note) = match best {
             Some((c, (gain, _))) if gain > 0.0 => {
                 let share = 100.0 * gain;
@@ -369,19 +344,6 @@ fn residuals(
     let x: Vec<Vec<f64>> = rows.iter().map(|o| encoder.inputs(&o.config)).collect();
     Ok(Residuals { post, x, left, weights, log })
 }
-
-/// The drawn gain (a share of the measured front's hypervolume, per unit
-/// of cost) below which the search tries untried pairs of words
-/// ([`novelty`]). On `numa` (the strategy benchmark, 30 seeds side by
-/// side) searches that had found the mapped configurations spent dozens
-/// of trials re-measuring them at other idle settings for gains of 0.1 to
-/// 0.4 %, and never ran `distribute` with `no_mmap`: with the rule, the
-/// 90th percentile 90 trials → 72, none short of 95 % at 200 (two
-/// before), the median 27 → 29 and the geometric mean of the per-seed
-/// ratios 0.91. At 0.5 % the median was 29.5 (ratio 0.94), at 1.5 % 33.5
-/// (the 90th percentile 51): the higher, the sooner the fast searches
-/// leave what they were about to find.
-const STALL: f64 = 0.002;
 
 /// The knots' moves tried beside even spacing, as shares of their
 /// spacing: a third either way.
