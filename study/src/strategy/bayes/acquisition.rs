@@ -96,10 +96,6 @@ pub(super) struct Acquisition<'a> {
     /// The measured front's hypervolume, averaged over the draws: gains
     /// are shares of it, whatever the objectives' units.
     front: f64,
-    /// The measured trials' values under every draw, in the trials'
-    /// order, by trial, objective and draw: for [`Self::share_of_first`].
-    values: Vec<Vec<Vec<f64>>>,
-    units: Vec<Units>,
 }
 
 /// The measured front as one draw of the models sees it, in the
@@ -172,13 +168,6 @@ fn gain_clipped(front: &[Vec<f64>], v: &[f64], reference: &[f64]) -> f64 {
     (whole - volume(&kept, reference)).max(0.0)
 }
 
-/// The points no other point dominates (all maximized).
-fn undominated(points: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
-    let beaten =
-        |p: &Vec<f64>| points.iter().any(|q| q != p && q.iter().zip(p.iter()).all(|(a, b)| a >= b));
-    points.iter().filter(|p| !beaten(p)).cloned().collect()
-}
-
 /// A tenth of objective `j`'s spread over `points` past the worst of them:
 /// at least 0.1, or with `relative` a hundredth of the values' size.
 fn past_worst(points: &[Vec<f64>], j: usize, relative: bool) -> f64 {
@@ -211,7 +200,13 @@ impl Sample {
             .collect();
         // Only the non-dominated points matter to a gain; keeping just
         // them makes scoring a candidate cost the front, not the history.
-        let front = undominated(front);
+        let front: Vec<Vec<f64>> = front
+            .iter()
+            .filter(|p| {
+                !front.iter().any(|q| q != *p && q.iter().zip(p.iter()).all(|(a, b)| a >= b))
+            })
+            .cloned()
+            .collect();
         let staircase = (objectives == 2).then(|| {
             let mut points: Vec<(f64, f64)> = front.iter().map(|p| (p[0], p[1])).collect();
             points.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.total_cmp(&b.1)));
@@ -275,24 +270,7 @@ impl<'a> Acquisition<'a> {
             nothing_within,
             weights,
             front,
-            values,
-            units,
         }
-    }
-
-    /// The share of the measured front's hypervolume that the first `k`
-    /// measured trials make, as the same draws see them (so noise the
-    /// models smooth out counts for nothing): how much the later trials
-    /// moved the front.
-    pub fn share_of_first(&self, k: usize) -> f64 {
-        let k = k.min(self.values.len());
-        let volumes = self.samples.iter().enumerate().map(|(s, sample)| {
-            let points = self.values[..k]
-                .iter()
-                .map(|v| v.iter().zip(&self.units).map(|(m, u)| u.natural(m[s])).collect());
-            volume(&undominated(points.collect()), &sample.reference)
-        });
-        volumes.sum::<f64>() / self.samples.len().max(1) as f64 / self.front
     }
 
     /// The load-time part of `config`, in order, without copying it: what
@@ -530,34 +508,5 @@ mod tests {
         let some = Acquisition::new(objectives, units, (None, slack), &[&held], 4, &mut rng);
         assert!(some.worth(&at(11)).unwrap().0 > 0.0, "every draw holds: a gain");
         assert_eq!(some.worth(&at(5)), None, "every draw breaks it");
-    }
-
-    #[test]
-    fn the_share_of_the_first_trials_is_what_the_later_ones_left_unmoved() {
-        // Two objectives read from the configuration under two draws that
-        // differ by a constant: the draws agree on what dominates what.
-        struct Read(Vec<f64>, usize);
-        impl Drawn for Read {
-            fn at(&self, c: &Settings) -> Vec<f64> {
-                let v: f64 = c["v"].split(',').nth(self.1).unwrap().parse().unwrap();
-                self.0.iter().map(|offset| v + offset).collect()
-            }
-        }
-        let at = |v: &str| -> Settings { [("v".into(), v.to_string())].into() };
-        let trials = [at("1,4"), at("3,2"), at("2,3"), at("1,1"), at("4,2.5")];
-        let measured: Vec<&Settings> = trials.iter().collect();
-        let objectives: Vec<Model<'static>> =
-            vec![Box::new(Read(vec![0.0, 0.5], 0)), Box::new(Read(vec![0.0, 0.5], 1))];
-        let units = vec![Units::AsModelled; 2];
-        let mut rng = rand::rng();
-        let a = Acquisition::new(objectives, units, (None, None), &measured, 2, &mut rng);
-        assert_eq!(a.share_of_first(0), 0.0);
-        assert!((a.share_of_first(5) - 1.0).abs() < 1e-12);
-        // The fourth trial is dominated: it moves nothing.
-        assert!((a.share_of_first(3) - a.share_of_first(4)).abs() < 1e-12);
-        // The third and the fifth each push the front out.
-        assert!(a.share_of_first(2) < a.share_of_first(3));
-        assert!(a.share_of_first(4) < 0.95, "{}", a.share_of_first(4));
-        assert!((a.share_of_first(9) - 1.0).abs() < 1e-12, "past the end: every trial");
     }
 }

@@ -24,10 +24,7 @@
 //! scales, per unit of what it costs to run ([`acquisition`]); a draw in
 //! which the risk model's draw expects the configuration to fail or break
 //! a bound counts no gain. Spaces too large to list are searched from the
-//! best of a random pool by coordinate ascent ([`climb`], [`pool`]).
-//! Where the largest drawn gain is next to none and the front has not
-//! moved for several trials, the search tries a pair of word values no
-//! trial tried together instead ([`novelty`]). The
+//! best of a random pool by coordinate ascent ([`climb`], [`pool`]). The
 //! last fifth of the trial budget changes one setting at a time from the
 //! baseline, for the findings ([`closing`]).
 //!
@@ -53,7 +50,6 @@ mod design;
 mod failures;
 mod features;
 mod gp;
-mod novelty;
 mod planned;
 mod pool;
 mod refit;
@@ -255,23 +251,6 @@ impl Strategy for Bayes {
                 starts.map(|start| climb(study, &acquisition, start, &fresh, &mut rng)).collect();
             climbed.into_iter().reduce(|a, b| if better(b.1, a.1) { b } else { a })
         };
-        // Next to nothing left to gain by what the models know, and the
-        // front they see has not moved for a while: a pair of word values
-        // no trial tried, the best such candidate moved along its other
-        // settings.
-        let stalled = best.as_ref().is_some_and(|(_, (gain, _))| *gain < STALL) && {
-            let before = history.len().saturating_sub(WINDOW);
-            let measured_before =
-                history[..before].iter().filter(|o| o.feasible && o.values.is_some()).count();
-            history.len() >= START + WINDOW
-                && acquisition.share_of_first(measured_before) >= 1.0 - GROWTH
-        };
-        if stalled
-            && let Some(proposal) =
-                novelty::proposal(study, history, &acquisition, (&pool, &scored), &fresh, &mut rng)
-        {
-            return Some(proposal);
-        }
         let (config, note) = match best {
             Some((c, (gain, _))) if gain > 0.0 => {
                 let share = 100.0 * gain;
@@ -365,31 +344,6 @@ fn residuals(
     let x: Vec<Vec<f64>> = rows.iter().map(|o| encoder.inputs(&o.config)).collect();
     Ok(Residuals { post, x, left, weights, log })
 }
-
-/// The drawn gain (a share of the measured front's hypervolume, per unit
-/// of cost) below which, where the front has not moved either (see
-/// [`WINDOW`]), the search tries untried pairs of words ([`novelty`]).
-/// On `numa` (the strategy benchmark, 30 seeds side by side) searches
-/// that had found the mapped configurations spent dozens of trials
-/// re-measuring them at other idle settings for gains of 0.1 to 0.4 %,
-/// and never ran `distribute` with `no_mmap`. On the gain alone the rule
-/// also fired where a search climbs its front by small steps: `spill`
-/// took 84.5 trials → 99 over 8 seeds.
-const STALL: f64 = 0.002;
-
-/// Trials over which the front, as the models' draws see it, must have
-/// grown by less than [`GROWTH`] before the search counts as stalled: a
-/// search climbing by small gains moves its front, one re-measuring
-/// what it knows does not. With both conditions, side by side over the
-/// same seeds, `numa` 27 trials → 28.5 (90th percentile 90 → 68, two
-/// searches short of 95 % at 200 → one; the geometric mean of the
-/// per-seed ratios 0.95) and `spill` 84.5 → 83 (0.99). On the front's
-/// growth alone, without the gain's, `numa` took 37.5 (1.07): the rule
-/// fired on early pauses of searches about to move on.
-const WINDOW: usize = 8;
-
-/// See [`WINDOW`]: a share of the measured front's hypervolume.
-const GROWTH: f64 = 0.01;
 
 /// The knots' moves tried beside even spacing, as shares of their
 /// spacing: a third either way.
