@@ -8,6 +8,7 @@ mod bounded;
 mod cpu_only;
 mod formula;
 mod held_out;
+mod hybrid;
 mod model_file;
 mod numa;
 mod region;

@@ -27,7 +27,9 @@
 //!   first with environment variables and three objectives that trade
 //!   through the GPU's memory, built after that ([`super::spill`]);
 //!   `numa`, the first with a load time and two NUMA nodes, built after
-//!   every change so far ([`super::numa`]).
+//!   every change so far ([`super::numa`]); `hybrid`, the first on
+//!   llama-cpp-python's server and the first whose number has two peaks,
+//!   built after every change so far ([`super::hybrid`]).
 
 use engine_bridge::Settings;
 
@@ -189,6 +191,7 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::sglang::sglang_world(noise));
     all.push(super::spill::spill_world(noise));
     all.push(super::numa::numa_world(noise));
+    all.push(super::hybrid::hybrid_world(noise));
     all.extend(super::bounded::bounded_worlds(noise));
     all
 }
