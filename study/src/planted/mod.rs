@@ -11,6 +11,7 @@ mod held_out;
 mod hybrid;
 mod model_file;
 mod numa;
+mod recall;
 mod region;
 mod score;
 mod search;

@@ -29,7 +29,9 @@
 //!   `numa`, the first with a load time and two NUMA nodes, built after
 //!   every change so far ([`super::numa`]); `hybrid`, the first on
 //!   llama-cpp-python's server and the first whose number has two peaks,
-//!   built after every change so far ([`super::hybrid`]).
+//!   built after every change so far ([`super::hybrid`]); `recall`, the
+//!   first whose quality is counted over a suite of eight questions,
+//!   built after that ([`super::recall`]).
 
 use engine_bridge::Settings;
 
@@ -192,6 +194,7 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::spill::spill_world(noise));
     all.push(super::numa::numa_world(noise));
     all.push(super::hybrid::hybrid_world(noise));
+    all.push(super::recall::recall_world(noise));
     all.extend(super::bounded::bounded_worlds(noise));
     all
 }
