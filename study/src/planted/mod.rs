@@ -9,6 +9,7 @@ mod cpu_only;
 mod formula;
 mod held_out;
 mod hybrid;
+mod igpu;
 mod model_file;
 mod numa;
 mod recall;

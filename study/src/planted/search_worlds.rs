@@ -31,7 +31,9 @@
 //!   llama-cpp-python's server and the first whose number has two peaks,
 //!   built after every change so far ([`super::hybrid`]); `recall`, the
 //!   first whose quality is counted over a suite of eight questions,
-//!   built after that ([`super::recall`]).
+//!   built after that ([`super::recall`]); `igpu`, the first on an
+//!   integrated GPU and the first whose best layer count lies inside its
+//!   range, built after that ([`super::igpu`]).
 
 use engine_bridge::Settings;
 
@@ -195,6 +197,7 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::numa::numa_world(noise));
     all.push(super::hybrid::hybrid_world(noise));
     all.push(super::recall::recall_world(noise));
+    all.push(super::igpu::igpu_world(noise));
     all.extend(super::bounded::bounded_worlds(noise));
     all
 }
