@@ -19,6 +19,7 @@ mod search;
 mod search_worlds;
 mod serving;
 mod sglang;
+mod speculative;
 mod spill;
 mod split;
 mod unseen;

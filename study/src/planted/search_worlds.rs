@@ -33,7 +33,9 @@
 //!   first whose quality is counted over a suite of eight questions,
 //!   built after that ([`super::recall`]); `igpu`, the first on an
 //!   integrated GPU and the first whose best layer count lies inside its
-//!   range, built after that ([`super::igpu`]).
+//!   range, built after that ([`super::igpu`]); `speculative`, the first
+//!   that chooses a draft model, built after that
+//!   ([`super::speculative`]).
 
 use engine_bridge::Settings;
 
@@ -198,6 +200,7 @@ pub fn search_worlds() -> Vec<World> {
     all.push(super::hybrid::hybrid_world(noise));
     all.push(super::recall::recall_world(noise));
     all.push(super::igpu::igpu_world(noise));
+    all.push(super::speculative::speculative_world(noise));
     all.extend(super::bounded::bounded_worlds(noise));
     all
 }
