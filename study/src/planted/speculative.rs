@@ -19,7 +19,8 @@
 //! cache (by context and K/V types) and the compute buffer (by
 //! micro-batch) all share the GPU with the main layers: past 23.6 GiB
 //! the load runs out of memory, so a longer context or a larger draft
-//! pushes layers onto the CPU, at a third of decode's speed. The prompt
+//! pushes layers onto the CPU (four layers there halve decode, eight
+//! leave a third of it). The prompt
 //! runs a micro-batch at a time, the CPU's layers copied to the GPU for
 //! each (larger micro-batches prompt faster, and fill more memory); the
 //! draft reads the prompt too. The threads matter only for the CPU's
