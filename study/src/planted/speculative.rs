@@ -31,7 +31,7 @@ use std::sync::LazyLock;
 
 use engine_bridge::Settings;
 
-use super::formula::{GIB, get, number};
+use super::formula::{GIB, cache_bytes, get, number};
 use super::{Noise, Truth, World};
 use crate::study::Metric;
 
@@ -71,15 +71,6 @@ fn draft(name: &str) -> Option<Draft> {
     Some(Draft { weights, cache_token, accepted, prompt_ms })
 }
 
-/// A K/V cache type's bytes, relative to f16.
-fn cache_share(kind: &str) -> f64 {
-    match kind {
-        "q8_0" => 0.53,
-        "q4_0" => 0.28,
-        _ => 1.0,
-    }
-}
-
 fn speculative(s: &Settings) -> Truth {
     let drafting = get(s, "draft_model");
     if drafting == "llama-1b" {
@@ -93,7 +84,7 @@ fn speculative(s: &Settings) -> Truth {
     let threads = number(s, "threads");
     let ubatch = number(s, "ubatch_size");
     let k_type = get(s, "cache_type_k");
-    let types = (cache_share(k_type) + cache_share(get(s, "cache_type_v"))) / 2.0;
+    let types = (cache_bytes(k_type) + cache_bytes(get(s, "cache_type_v"))) / 2.0;
 
     // The GPU's memory.
     let on_gpu = WEIGHTS * layers / LAYERS;
