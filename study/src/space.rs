@@ -186,6 +186,14 @@ impl Domain {
         }
     }
 
+    /// Whether every value is a number.
+    pub fn numeric(&self) -> bool {
+        match self {
+            Domain::Values(values) => values.iter().all(|v| v.parse::<f64>().is_ok()),
+            Domain::Int { .. } | Domain::Float { .. } => true,
+        }
+    }
+
     /// The values a grid visits, in order.
     pub fn grid(&self) -> Vec<String> {
         match self {

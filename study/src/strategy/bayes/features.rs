@@ -224,6 +224,11 @@ impl Encoder {
         encoder
     }
 
+    /// The planner's fill, where the encoder has it as an axis.
+    pub fn plan(&self) -> Option<&Planned> {
+        self.planned.as_ref()
+    }
+
     /// The same encoder with every number's inner knots moved `shift` of
     /// their spacing (see [`Axis::shift_knots`]).
     pub fn shifted(&self, shift: f64) -> Self {

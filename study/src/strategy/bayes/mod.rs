@@ -34,7 +34,9 @@
 //! Where the study has a memory planner (a GGUF model's metadata, for
 //! llama-server), the GPU bytes it predicts for a configuration are one
 //! more number beside the settings ([`planned`]): whether a configuration
-//! fits, or spills, goes by it.
+//! fits, or spills, goes by it. A trial that ran out of memory rules out
+//! every configuration at or past it the way that fills more, which is
+//! not proposed ([`ceilings`]).
 //!
 //! Speeds, times and memory are modelled on a log scale, with values more
 //! than ten times worse than the best raised to that ([`floored`]); numbers
@@ -45,6 +47,7 @@
 mod acquisition;
 mod axis;
 mod bounds;
+mod ceilings;
 mod closing;
 mod design;
 mod failures;
@@ -66,6 +69,7 @@ use super::{Proposal, Strategy, rng_for};
 use crate::metric::Scale;
 use crate::study::{Measure, Observation, Study, Target};
 use acquisition::{Acquisition, Drawn, Pooled, Units, Worth, better};
+use ceilings::Ceilings;
 use features::{Class, Encoder};
 use gp::{Process, ProcessDraws};
 pub use planned::GpuFillFn;
@@ -161,11 +165,18 @@ impl Strategy for Bayes {
         {
             return Some(proposal);
         }
-        let pool = candidates(study, history, &fresh, &mut rng);
+        let encoder = Encoder::planned(&study.space, &study.baseline, self.plan.as_ref());
+        // Past a fill that ran out of memory, nothing is proposed.
+        let ceilings = Ceilings::of(history, encoder.plan(), &study.space);
+        let open = |c: &Settings| fresh(c) && !ceilings.as_ref().is_some_and(|k| k.reached(c));
+        let mut pool = candidates(study, history, &open, &mut rng);
+        if pool.is_empty() {
+            // Every candidate is past a ceiling: the failure model judges.
+            pool = candidates(study, history, &fresh, &mut rng);
+        }
         if pool.is_empty() {
             return None;
         }
-        let encoder = Encoder::planned(&study.space, &study.baseline, self.plan.as_ref());
         let seen: Vec<Vec<f64>> = history.iter().map(|o| encoder.row(&o.config)).collect();
         let listed = study.space.grid_size() <= LISTED;
         if history.len() < START {
@@ -248,7 +259,7 @@ impl Strategy for Bayes {
             // setting at a time over all its values.
             let starts = scored.iter().take(CLIMBS).map(|(i, w)| (pool[*i].clone(), *w));
             let climbed: Vec<_> =
-                starts.map(|start| climb(study, &acquisition, start, &fresh, &mut rng)).collect();
+                starts.map(|start| climb(study, &acquisition, start, &open, &mut rng)).collect();
             climbed.into_iter().reduce(|a, b| if better(b.1, a.1) { b } else { a })
         };
         let (config, note) = match best {
@@ -493,6 +504,54 @@ mod tests {
             assert!(!fails(&testing::full(&study, &best.config)), "{:?}", best.config);
         }
         assert!(late <= 20, "{late} of the last 200 trials failed");
+    }
+
+    #[tokio::test]
+    async fn does_not_run_out_of_memory_again_past_a_failed_fill() {
+        // The plan's bytes grow with the batch and the cache type, and a
+        // load past 1,024 of them runs out of memory: the peak (512,
+        // q8_0) stands at 512. Once a load ran out of memory, no search
+        // loads a configuration at as large a batch with as large a cache
+        // type: it would run out too.
+        use engine_bridge::FailureKind;
+        let study = testing::study("bayes", "");
+        let planned = |c: &Settings| {
+            let batch: f64 = c.get("batch_size")?.parse().ok()?;
+            let per = match c.get("cache_type_k")?.as_str() {
+                "f16" => 2.0,
+                "q8_0" => 1.0,
+                _ => 0.5,
+            };
+            Some(batch * per)
+        };
+        let plan: super::GpuFillFn = std::sync::Arc::new(planned);
+        let batch = |c: &Settings| c["batch_size"].parse::<f64>().unwrap();
+        for seed in 0..6 {
+            let search = Bayes::planned(seed, Some(plan.clone()));
+            let mut history: Vec<Observation> = Vec::new();
+            let mut next = Some(study.baseline.clone());
+            while let Some(config) = next.take() {
+                let full = testing::full(&study, &config);
+                let fill = planned(&full).unwrap();
+                let ruled_out = history.iter().any(|o| {
+                    let before = testing::full(&study, &o.config);
+                    o.failure == Some(FailureKind::OutOfMemory)
+                        && batch(&full) >= batch(&before)
+                        && planned(&full) >= planned(&before)
+                        && (full["cache_type_k"] == before["cache_type_k"]
+                            || full["cache_type_k"] == "f16"
+                            || before["cache_type_k"] == "q4_0")
+                });
+                assert!(!ruled_out || history.len() < START, "seed {seed}: {full:?} again");
+                let m = (fill < 1024.0).then(|| testing::metrics(&full));
+                let mut o = Study::observe(&study, config, m.as_ref(), m.as_ref());
+                o.failure = m.is_none().then_some(FailureKind::OutOfMemory);
+                history.push(o);
+                if history.len() < 40 {
+                    next = search.propose(&study, &history).await.map(|p| p.config);
+                }
+            }
+        }
     }
 
     #[tokio::test]

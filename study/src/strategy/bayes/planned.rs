@@ -85,7 +85,77 @@ impl Planned {
         };
         (self.plan)(&full).filter(|b| b.is_finite() && *b > 0.0).unwrap_or(0.0)
     }
+
+    /// `setting`'s value in `config`, else the baseline's.
+    pub fn value<'a>(&'a self, config: &'a Settings, setting: &str) -> Option<&'a str> {
+        config.get(setting).or_else(|| self.baseline.get(setting)).map(String::as_str)
+    }
+
+    /// How each setting of `space` moves the fill, in its order ([`Moves`]):
+    /// tried on [`PROBES`] configurations drawn with a fixed seed, each at
+    /// every value of the setting, or at [`PROBED_VALUES`] drawn of a
+    /// longer range. Words are ordered as listed.
+    pub fn moves(&self, space: &Space) -> Vec<Moves> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5EE_D0E5);
+        let probes: Vec<Settings> = (0..PROBES).map(|_| space.sample(&mut rng)).collect();
+        let mut out = Vec::new();
+        for p in &space.params {
+            let mut values = if p.domain.len() <= PROBED_VALUES as u64 {
+                p.domain.grid()
+            } else {
+                (0..PROBED_VALUES).map(|_| p.domain.sample(&mut rng)).collect()
+            };
+            if let Some(numbers) =
+                values.iter().map(|v| v.parse::<f64>().ok()).collect::<Option<Vec<f64>>>()
+            {
+                let mut paired: Vec<(f64, String)> = numbers.into_iter().zip(values).collect();
+                paired.sort_by(|a, b| a.0.total_cmp(&b.0));
+                values = paired.into_iter().map(|(_, v)| v).collect();
+            }
+            let (mut up, mut down) = (false, false);
+            for c in &probes {
+                let fills: Vec<f64> = values
+                    .iter()
+                    .map(|v| {
+                        let mut changed = c.clone();
+                        changed.insert(p.name.clone(), v.clone());
+                        self.fill(&changed)
+                    })
+                    .collect();
+                for w in fills.windows(2) {
+                    let apart = (w[1] - w[0]).abs() > w[0].abs().max(w[1].abs()) * 1e-9;
+                    up |= apart && w[1] > w[0];
+                    down |= apart && w[1] < w[0];
+                }
+            }
+            out.push(match (up, down) {
+                (false, false) => Moves::Not,
+                (true, false) => Moves::Up,
+                (false, true) => Moves::Down,
+                (true, true) => Moves::Both,
+            });
+        }
+        out
+    }
 }
+
+/// How a setting moves the planned fill over its values in order
+/// ([`Planned::moves`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Moves {
+    /// Never: the plan does not see it.
+    Not,
+    /// Never down, or never up.
+    Up,
+    Down,
+    /// Either way, by where the rest of the configuration stands.
+    Both,
+}
+
+/// Configurations, and values of a setting, tried for whether a setting
+/// moves the fill ([`Planned::unseen`]).
+const PROBES: usize = 24;
+const PROBED_VALUES: usize = 16;
 
 #[cfg(test)]
 mod tests {
