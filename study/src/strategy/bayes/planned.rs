@@ -152,8 +152,8 @@ pub(super) enum Moves {
     Both,
 }
 
-/// Configurations, and values of a setting, tried for whether a setting
-/// moves the fill ([`Planned::unseen`]).
+/// Configurations, and values of a setting, tried for how a setting
+/// moves the fill ([`Planned::moves`]).
 const PROBES: usize = 24;
 const PROBED_VALUES: usize = 16;
 
