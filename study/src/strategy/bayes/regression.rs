@@ -46,7 +46,12 @@ const NOISE: [f64; 3] = [0.003, 0.03, 0.3];
 /// trials; at 0.5 the models stayed unsure whether some pair of idle
 /// settings rescued a bad corner, and spent trials there (the strategy
 /// benchmark, 60 seeds: `ten` 23 trials → 20, `llama8` 15 → 14.5,
-/// `midrange` 30 → 29).
+/// `midrange` 30 → 29). Weak heredity, a pair's prior from the larger of
+/// its two settings' weights rather than their geometric mean, found the
+/// pairs of one strong and one weak setting sooner but spent trials on
+/// every pair of the one that matters (8 seeds, median (slowest): `igpu`
+/// 29 (124) → 14 (49), `numa` 22 (88) → 25.5 (44), `experts` 24 (50) →
+/// 28 (86), `draft` 13.5 (20) → 14.5 (19)); kept strong.
 const HEREDITY: f64 = 1.5;
 /// A number's bends are smaller than its slope and curvature, a priori.
 const SHAPE_RATIO: f64 = 0.3;
