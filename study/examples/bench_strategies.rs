@@ -10,7 +10,9 @@
 //!   true hypervolume the trials so far reach, and the modelled minutes.
 //! - `project SEEDS MAX [TARGET [A,B [W,V]]]`: every project strategy (or
 //!   those named) on every world (or those named), one JSON line per run: trials and hours to TARGET (0.95) of the true
-//!   hypervolume, or `null` when MAX trials did not reach it.
+//!   hypervolume, or `null` when MAX trials did not reach it. SEEDS is a
+//!   count (seeds 1 to it) or a range `FIRST-LAST`, so that several
+//!   processes can share one world's seeds.
 //!
 //! Run through the script, which also runs Optuna's samplers on the same
 //! worlds and prints the comparison.
@@ -90,14 +92,20 @@ fn oracle(name: &str, seed: u64) {
     }
 }
 
-async fn project(seeds: u64, max: usize, target: f64, only: Option<&str>, worlds: Option<&str>) {
+async fn project(
+    seeds: std::ops::RangeInclusive<u64>,
+    max: usize,
+    target: f64,
+    only: Option<&str>,
+    worlds: Option<&str>,
+) {
     let named =
         |list: Option<&str>, name: &str| list.is_none_or(|l| l.split(',').any(|x| x == name));
     for w in search_worlds().into_iter().filter(|w| named(worlds, w.name)) {
         let study = w.study("random", 0, max);
         let judge = Judge::new(&w, &study, Cost::default());
         for strategy in STRATEGIES.into_iter().filter(|s| named(only, s)) {
-            for seed in 1..=seeds {
+            for seed in seeds.clone() {
                 let r = search(&w, &judge, strategy, seed, target, max).await;
                 let line = json!({"world": w.name, "strategy": strategy, "seed": seed, "trials": r.trials, "hours": r.hours, "share": r.share});
                 println!("{line}");
@@ -106,6 +114,15 @@ async fn project(seeds: u64, max: usize, target: f64, only: Option<&str>, worlds
                 }
             }
         }
+    }
+}
+
+/// Seeds `1..=N` from a count `N`, or `A..=B` from a range `A-B`.
+fn seed_range(text: &str) -> std::ops::RangeInclusive<u64> {
+    let number = |s: &str| s.trim().parse::<u64>().expect("seeds: a count or FIRST-LAST");
+    match text.split_once('-') {
+        Some((first, last)) => number(first)..=number(last),
+        None => 1..=number(text),
     }
 }
 
@@ -121,7 +138,7 @@ async fn main() {
         "oracle" => oracle(&arg(1, ""), arg(2, "1").parse().expect("a seed")),
         "project" => {
             project(
-                arg(1, "5").parse().expect("seeds"),
+                seed_range(&arg(1, "5")),
                 arg(2, "200").parse().expect("max trials"),
                 arg(3, "0.95").parse().expect("target"),
                 args.get(4).map(String::as_str),
