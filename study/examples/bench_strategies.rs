@@ -120,10 +120,12 @@ async fn project(
 /// Seeds `1..=N` from a count `N`, or `A..=B` from a range `A-B`.
 fn seed_range(text: &str) -> std::ops::RangeInclusive<u64> {
     let number = |s: &str| s.trim().parse::<u64>().expect("seeds: a count or FIRST-LAST");
-    match text.split_once('-') {
+    let range = match text.split_once('-') {
         Some((first, last)) => number(first)..=number(last),
         None => 1..=number(text),
-    }
+    };
+    assert!(!range.is_empty(), "seeds: `{text}` names none");
+    range
 }
 
 #[tokio::main(flavor = "current_thread")]

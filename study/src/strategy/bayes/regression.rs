@@ -51,7 +51,10 @@ const NOISE: [f64; 3] = [0.003, 0.03, 0.3];
 /// pairs of one strong and one weak setting sooner but spent trials on
 /// every pair of the one that matters (8 seeds, median (slowest): `igpu`
 /// 29 (124) → 14 (49), `numa` 22 (88) → 25.5 (44), `experts` 24 (50) →
-/// 28 (86), `draft` 13.5 (20) → 14.5 (19)); kept strong.
+/// 28 (86), `draft` 13.5 (20) → 14.5 (19)); kept strong. Nor a pair's
+/// relevance let grow to weak heredity's prior, or the evidence choosing
+/// between the two: each cost `ridge` a third more trials
+/// (docs/search-benchmark.md, "Heredity and relevance, once more").
 const HEREDITY: f64 = 1.5;
 /// A number's bends are smaller than its slope and curvature, a priori.
 const SHAPE_RATIO: f64 = 0.3;
@@ -215,7 +218,9 @@ fn heredity(x: &DMatrix<f64>, data: &Data, classes: &[Class]) -> Vec<f64> {
 const ROUNDS: usize = 8;
 /// How far a setting's prior may shrink below, or grow above, the one
 /// the grid chose: a setting judged irrelevant stays a little uncertain,
-/// so that a later trial can still show it matters.
+/// so that a later trial can still show it matters. At 10⁻⁴ or 10⁻²
+/// `experts` and `ridge` took more trials (the same section of
+/// docs/search-benchmark.md).
 const SHRINK: f64 = 1e-3;
 const GROW: f64 = 3.0;
 
