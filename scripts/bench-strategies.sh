@@ -6,7 +6,8 @@
 # TPE. Optuna is installed into a project-local virtual environment
 # (.tools/bench-venv), once.
 # Usage: scripts/bench-strategies.sh [SEEDS (5)] [MAX TRIALS (200)]
-# ONLY=bayes,random runs only those of the project's strategies;
+# ONLY=bayes,random runs only those of the project's strategies (ONLY=none
+# none of them: Optuna's samplers alone, e.g. in longer searches);
 # WORLDS=ridge,pocket only those worlds; OPTUNA=optuna_tpe,optuna_gp
 # those of Optuna's samplers (optuna_gp, the GPSampler, installs scipy
 # and torch first).
@@ -22,5 +23,7 @@ cargo build --quiet --release -p tunebook-study --example bench_strategies
 binary="$root/target/release/examples/bench_strategies"
 project="$(mktemp)"
 trap 'rm -f "$project"' EXIT
-"$binary" project "$seeds" "$max" 0.95 "${ONLY:-random,two_phase,motpe,bayes,grid}" ${WORLDS:+"$WORLDS"} > "$project"
+if [[ "${ONLY:-}" != none ]]; then
+  "$binary" project "$seeds" "$max" 0.95 "${ONLY:-random,two_phase,motpe,bayes,grid}" ${WORLDS:+"$WORLDS"} > "$project"
+fi
 "$python" scripts/bench_strategies.py "$binary" "$project" "$seeds" "$max" 0.95 ${WORLDS:+"$WORLDS"}

@@ -8,7 +8,9 @@ reach. A configuration that fails is told to Optuna as infeasible through
 a constraint set on the trial (values at the worst end), so samplers that learn
 constraints can; one measured outside the study's bounds, through the same
 constraint, with its values. Prints, per world, the median trials and modelled hours to
-the target share over the seeds, and each one's ratio to multivariate TPE.
+the target share over the seeds, and each one's ratio to multivariate TPE;
+on standard error, where each of Optuna's searches ended and the share it
+reached.
 """
 
 import json
@@ -65,6 +67,7 @@ def run_optuna(binary, world, kind, seed, max_trials, target):
     study.enqueue_trial(world["baseline"])
     worst = None
     reached = None
+    share = 0.0
     for n in range(1, max_trials + 1):
         trial = study.ask()
         config = {p["name"]: suggest(trial, p) for p in world["params"]}
@@ -85,11 +88,16 @@ def run_optuna(binary, world, kind, seed, max_trials, target):
                 for w, v, d in zip(worst or values, values, directions)
             ]
         study.tell(trial, values)
-        if reply["share"] >= target:
+        share = reply["share"]
+        if share >= target:
             reached = (n, reply["minutes"] / 60.0)
             break
     oracle.stdin.close()
     oracle.wait()
+    # Each search's end on stderr, so that one that falls short says how
+    # far it came.
+    end = f"reached at {reached[0]}" if reached else f"short at {max_trials}"
+    print(f"{world['name']} {kind} seed {seed}: {end}, share {share:.3f}", file=sys.stderr)
     return reached
 
 
