@@ -53,7 +53,8 @@ const NOISE: [f64; 3] = [0.003, 0.03, 0.3];
 /// 29 (124) → 14 (49), `numa` 22 (88) → 25.5 (44), `experts` 24 (50) →
 /// 28 (86), `draft` 13.5 (20) → 14.5 (19)); kept strong. Nor a pair's
 /// relevance let grow to weak heredity's prior, or the evidence choosing
-/// between the two: each cost `ridge` a third more trials
+/// between the two, nor each setting's weight the largest it has in any
+/// objective: each cost `ridge` a third more trials
 /// (docs/search-benchmark.md, "Heredity and relevance, once more").
 const HEREDITY: f64 = 1.5;
 /// A number's bends are smaller than its slope and curvature, a priori.
