@@ -442,10 +442,11 @@ async fn the_designer_refuses_what_cannot_run_in_a_users_words() {
 /// Clicks the first point of the 2D plot in `#id` with the mouse and waits
 /// for the page it opens: the point's trial, and the page's path. plotly.js
 /// takes a click as a point's only once its hover has found the point, and
-/// a redraw (the live feed's, as the page connects) drops the hover: on a
-/// busy machine the button can go down before either has settled, and the
-/// click is lost. The point is pointed at and clicked again until a page
-/// opens or a minute passes.
+/// a redraw (the live feed's, as the page connects) can drop the hover: on
+/// a busy machine the button may go down before either has settled, and
+/// the click is lost (the likely cause of a CI run's 20 s wait for the
+/// trial page that ran out). The point is pointed at and clicked again
+/// until a page opens or a minute passes.
 async fn click_first_point(client: &fantoccini::Client, id: &str) -> (i64, String) {
     use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
     let script = format!(
