@@ -10,11 +10,14 @@
 //! probes, one that needs a reload costs [`RELOAD`] more.
 
 /// What a reload costs, in units of a trial's probes. Loads of the models
-/// this is for take minutes, their quick probes about one. It trades
-/// trials for time: on `ridge` (an idle request-time `top_k`; the strategy
-/// benchmark, 15 seeds, 5 minutes a load and 1 of probes) the searches
-/// took 70 trials and 5.8 modelled hours to 95 % of the front, and with
-/// every trial costed as a reload 61 trials but 6.1 hours.
+/// this is for take minutes, their quick probes about one. On `ridge` (an
+/// idle request-time `top_k`; the strategy benchmark, 30 seeds, 5 minutes
+/// a load and 1 of probes) the searches take 79 trials and 7.0 modelled
+/// hours to 95 % of the front, and with every trial costed as a reload
+/// 99.5 trials and 9.7 hours: a repeat at another `top_k` is one more
+/// measurement of a noisy point, and cheap. (Over 15 seeds of an earlier
+/// search it had traded trials for time: 70 trials and 5.8 hours against
+/// 61 and 6.1.)
 pub(super) const RELOAD: f64 = 3.0;
 
 use engine_bridge::Settings;
